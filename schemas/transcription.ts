@@ -1,0 +1,38 @@
+import { z } from "zod";
+
+/**
+ * The transcription result every worker returns, in OpenAI's `verbose_json` shape
+ * (spec 2.8): text, language, duration, segments and words with times in seconds.
+ */
+export const transcriptWord = z.object({
+  word: z.string(),
+  start: z.number(),
+  end: z.number(),
+  /** 0..1 where the engine gives one. */
+  probability: z.number().min(0).max(1).optional(),
+});
+export type TranscriptWord = z.infer<typeof transcriptWord>;
+
+export const transcriptSegment = z.object({
+  id: z.number().int().nonnegative(),
+  seek: z.number().int().nonnegative().default(0),
+  start: z.number(),
+  end: z.number(),
+  text: z.string(),
+  tokens: z.array(z.number().int()).default([]),
+  temperature: z.number().default(0),
+  avg_logprob: z.number().default(0),
+  compression_ratio: z.number().default(1),
+  no_speech_prob: z.number().min(0).max(1).default(0),
+});
+export type TranscriptSegment = z.infer<typeof transcriptSegment>;
+
+export const verboseTranscription = z.object({
+  task: z.literal("transcribe").default("transcribe"),
+  language: z.string(),
+  duration: z.number().nonnegative(),
+  text: z.string(),
+  segments: z.array(transcriptSegment),
+  words: z.array(transcriptWord),
+});
+export type VerboseTranscription = z.infer<typeof verboseTranscription>;

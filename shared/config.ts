@@ -1,0 +1,193 @@
+import { z } from "zod";
+
+/**
+ * The one configuration object of a process: parsed from the environment with zod,
+ * frozen, failing fast with every problem listed. All embedded defaults live here and
+ * nowhere else; docs/configuration.md lists every variable.
+ */
+const bool = z
+  .enum(["1", "0", "true", "false", "yes", "no", "on", "off", ""])
+  .transform((v) => ["1", "true", "yes", "on"].includes(v));
+const int = z.coerce.number().int();
+const num = z.coerce.number();
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === "" ? undefined : v));
+
+const envSchema = z.object({
+  // process
+  LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  STT_SERVICES: z.string().default("all"),
+  DATA_DIR: z.string().default(".data"),
+
+  // HTTP/WebSocket listener (one base URL)
+  HOST: z.string().default("0.0.0.0"),
+  PORT: int.min(0).max(65535).default(8080),
+  PUBLIC_BASE_URL: optionalString,
+
+  // NATS / JetStream
+  NATS_URL: z.string().default("nats://127.0.0.1:4222"),
+  NATS_PREFIX: z
+    .string()
+    .regex(/^[a-z][a-z0-9_]*$/, "lowercase letters, digits and underscores, starting with a letter")
+    .default("stt"),
+  NATS_REPLICAS: int.min(1).max(5).default(1),
+
+  // Postgres read models
+  DATABASE_URL: z.string().default("postgres://postgres@127.0.0.1:5432/postgres"),
+  DATABASE_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]*$/, "a plain lowercase identifier")
+    .default("stt"),
+  DATABASE_POOL_MAX: int.min(1).default(10),
+  DATABASE_STATEMENT_TIMEOUT_MS: int.min(100).default(5000),
+
+  // object storage
+  OBJECT_STORE: z.enum(["fs", "s3"]).default("fs"),
+  OBJECT_STORE_DIR: optionalString,
+  S3_ENDPOINT: optionalString,
+  S3_REGION: z.string().default("us-east-1"),
+  S3_BUCKET: z.string().default("stt-artifacts"),
+  S3_ACCESS_KEY_ID: optionalString,
+  S3_SECRET_ACCESS_KEY: optionalString,
+  S3_FORCE_PATH_STYLE: bool.default(true),
+
+  // auth
+  GATEWAY_ADMIN_TOKEN: optionalString,
+  GATEWAY_SESSION_TOKEN_SECRET: optionalString,
+  GATEWAY_ENABLED: bool.default(true),
+  KEY_PROJECTION_WAIT_MS: int.min(0).default(3000),
+
+  // usage and quotas
+  USAGE_WINDOW_SECONDS: int.min(60).default(86_400),
+
+  // transcription workers (segment plane)
+  WORKER_EMBEDDED: z.enum(["pocketsphinx", "none"]).default("pocketsphinx"),
+  WORKER_ATTEMPT_TIMEOUT_MS: int.min(1).default(800),
+  WORKER_HEARTBEAT_MS: int.min(100).default(2000),
+  WHISPER_MODEL_PATH: optionalString,
+  WORKER_OPENAI_URL: optionalString,
+  WORKER_OPENAI_API_KEY: optionalString,
+  WORKER_OPENAI_MODEL: optionalString,
+  FALLBACK_OPENAI_URL: optionalString,
+  FALLBACK_OPENAI_API_KEY: optionalString,
+  FALLBACK_OPENAI_MODEL: optionalString,
+  SEGMENT_MAX_UPLOAD_BYTES: int.min(1).default(25 * 1024 * 1024),
+
+  // batch jobs
+  JOB_FETCH_MAX_BYTES: int.min(1).default(500 * 1024 * 1024),
+  JOB_FETCH_TIMEOUT_MS: int.min(1).default(120_000),
+  JOB_ALLOW_PRIVATE_URLS: bool.default(false),
+  WEBHOOK_SIGNING_SECRET: optionalString,
+  REVIEW_LLM_URL: optionalString,
+  REVIEW_LLM_API_KEY: optionalString,
+  REVIEW_LLM_MODEL: z.string().default("gpt-4o-mini"),
+
+  // realtime
+  RT_MAX_FRAME_BYTES: int.min(1).default(1024 * 1024),
+  RT_DEFAULT_SAMPLE_RATE: int.default(16_000),
+  RT_VAD_PARTITIONS: int.min(1).max(64).default(4),
+
+  // telemetry
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalString,
+  OTEL_SERVICE_NAME: z.string().default("stt"),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object") {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+function build(env: Env) {
+  return {
+    logLevel: env.LOG_LEVEL,
+    services: env.STT_SERVICES.split(",").map((s) => s.trim()).filter(Boolean),
+    dataDir: env.DATA_DIR,
+    http: { host: env.HOST, port: env.PORT, publicBaseUrl: env.PUBLIC_BASE_URL },
+    nats: { url: env.NATS_URL, prefix: env.NATS_PREFIX, replicas: env.NATS_REPLICAS },
+    db: {
+      url: env.DATABASE_URL,
+      schema: env.DATABASE_SCHEMA,
+      poolMax: env.DATABASE_POOL_MAX,
+      statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS,
+    },
+    objects: {
+      backend: env.OBJECT_STORE,
+      dir: env.OBJECT_STORE_DIR ?? `${env.DATA_DIR}/objects`,
+      s3: {
+        endpoint: env.S3_ENDPOINT,
+        region: env.S3_REGION,
+        bucket: env.S3_BUCKET,
+        accessKeyId: env.S3_ACCESS_KEY_ID,
+        secretAccessKey: env.S3_SECRET_ACCESS_KEY,
+        forcePathStyle: env.S3_FORCE_PATH_STYLE,
+      },
+    },
+    auth: {
+      adminToken: env.GATEWAY_ADMIN_TOKEN,
+      sessionTokenSecret: env.GATEWAY_SESSION_TOKEN_SECRET,
+      keyProjectionWaitMs: env.KEY_PROJECTION_WAIT_MS,
+    },
+    gateway: { enabled: env.GATEWAY_ENABLED },
+    usage: { windowSeconds: env.USAGE_WINDOW_SECONDS },
+    workers: {
+      embedded: env.WORKER_EMBEDDED,
+      attemptTimeoutMs: env.WORKER_ATTEMPT_TIMEOUT_MS,
+      heartbeatMs: env.WORKER_HEARTBEAT_MS,
+      whisperModelPath: env.WHISPER_MODEL_PATH,
+      openai: env.WORKER_OPENAI_URL
+        ? { url: env.WORKER_OPENAI_URL, apiKey: env.WORKER_OPENAI_API_KEY, model: env.WORKER_OPENAI_MODEL }
+        : undefined,
+      fallback: env.FALLBACK_OPENAI_URL
+        ? { url: env.FALLBACK_OPENAI_URL, apiKey: env.FALLBACK_OPENAI_API_KEY, model: env.FALLBACK_OPENAI_MODEL }
+        : undefined,
+      maxUploadBytes: env.SEGMENT_MAX_UPLOAD_BYTES,
+    },
+    jobs: {
+      fetchMaxBytes: env.JOB_FETCH_MAX_BYTES,
+      fetchTimeoutMs: env.JOB_FETCH_TIMEOUT_MS,
+      allowPrivateUrls: env.JOB_ALLOW_PRIVATE_URLS,
+      webhookSigningSecret: env.WEBHOOK_SIGNING_SECRET,
+      review: env.REVIEW_LLM_URL
+        ? { url: env.REVIEW_LLM_URL, apiKey: env.REVIEW_LLM_API_KEY, model: env.REVIEW_LLM_MODEL }
+        : undefined,
+    },
+    realtime: {
+      maxFrameBytes: env.RT_MAX_FRAME_BYTES,
+      defaultSampleRate: env.RT_DEFAULT_SAMPLE_RATE,
+      vadPartitions: env.RT_VAD_PARTITIONS,
+    },
+    telemetry: { otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: env.OTEL_SERVICE_NAME },
+  };
+}
+
+export type Config = ReturnType<typeof build>;
+
+export class ConfigError extends Error {
+  constructor(readonly issues: string[]) {
+    super(`invalid configuration:\n  ${issues.join("\n  ")}`);
+    this.name = "ConfigError";
+  }
+}
+
+/**
+ * Parses the environment into the frozen Config. `overrides` lets tests and the CLI
+ * set variables without touching process.env.
+ */
+export function loadConfig(
+  env: Record<string, string | undefined> = process.env,
+  overrides: Record<string, string | undefined> = {},
+): Config {
+  const merged = { ...env, ...overrides };
+  const parsed = envSchema.safeParse(merged);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`));
+  }
+  return deepFreeze(build(parsed.data));
+}

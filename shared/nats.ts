@@ -1,0 +1,225 @@
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import {
+  jetstream,
+  jetstreamManager,
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamClient,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
+
+/**
+ * NATS adapter: the connection, the JetStream topology declared as data, and
+ * idempotent creation of streams, durable consumers and KV buckets.
+ *
+ * Every stream, subject and bucket carries the configured prefix, so tests (and
+ * several deployments on one NATS) never collide: prefix "stt" gives stream
+ * STT_JOBS with subjects stt.job.evt.<jobId>.
+ */
+export interface Nats {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  topology: Topology;
+  kv(bucket: keyof Topology["buckets"]): Promise<KV>;
+  close(): Promise<void>;
+}
+
+export interface StreamSpec {
+  name: string;
+  subjects: string[];
+  /** 0 = forever */
+  maxAgeMs: number;
+  storage: "file" | "memory";
+  duplicateWindowMs: number;
+  maxMsgSize?: number;
+  maxBytes?: number;
+}
+
+export interface ConsumerSpec {
+  stream: string;
+  durable: string;
+  filterSubject?: string;
+  ackWaitMs: number;
+  maxDeliver: number;
+  maxAckPending: number;
+  /** Where a new durable starts; "all" replays the stream. */
+  deliver: "all" | "new";
+}
+
+export interface BucketSpec {
+  name: string;
+  /** 0 = forever; entries older than this are removed by the server. */
+  ttlMs: number;
+  history: number;
+  storage: "file" | "memory";
+}
+
+const MINUTE = 60_000;
+const DAY = 24 * 60 * MINUTE;
+
+/** Streams, subjects and buckets for one prefix. */
+export function topology(prefix: string) {
+  const P = prefix.toUpperCase();
+  const s = (rest: string) => `${prefix}.${rest}`;
+  const streams = {
+    keys: { name: `${P}_KEYS`, subjects: [s("key.evt.>")], maxAgeMs: 0, storage: "file", duplicateWindowMs: 2 * MINUTE },
+    jobs: { name: `${P}_JOBS`, subjects: [s("job.evt.>"), s("job.cmd.>")], maxAgeMs: 30 * DAY, storage: "file", duplicateWindowMs: 10 * MINUTE },
+    usage: { name: `${P}_USAGE`, subjects: [s("usage.evt.>")], maxAgeMs: 400 * DAY, storage: "file", duplicateWindowMs: 10 * MINUTE },
+    segments: { name: `${P}_SEGMENTS`, subjects: [s("segment.evt.>")], maxAgeMs: 30 * DAY, storage: "file", duplicateWindowMs: 2 * MINUTE },
+    rtAudio: { name: `${P}_RT_AUDIO`, subjects: [s("rt.audio.>")], maxAgeMs: 10 * MINUTE, storage: "file", duplicateWindowMs: 2 * MINUTE, maxMsgSize: 1024 * 1024 + 4096 },
+    rtEvents: { name: `${P}_RT_EVENTS`, subjects: [s("rt.evt.>"), s("rt.cmd.>")], maxAgeMs: 3 * DAY, storage: "file", duplicateWindowMs: 2 * MINUTE },
+  } satisfies Record<string, StreamSpec>;
+  const buckets = {
+    workers: { name: `${P}_workers`, ttlMs: 30_000, history: 1, storage: "memory" },
+    rate: { name: `${P}_rate`, ttlMs: 2 * MINUTE, history: 1, storage: "memory" },
+    leases: { name: `${P}_leases`, ttlMs: 10 * MINUTE, history: 1, storage: "memory" },
+    flags: { name: `${P}_flags`, ttlMs: 0, history: 1, storage: "file" },
+  } satisfies Record<string, BucketSpec>;
+  return {
+    prefix,
+    streams,
+    buckets,
+    subjects: {
+      keyEvent: (keyId: string) => s(`key.evt.${keyId}`),
+      keyEvents: s("key.evt.>"),
+      jobEvent: (jobId: string) => s(`job.evt.${jobId}`),
+      jobEvents: s("job.evt.>"),
+      jobCommand: (step: string, jobId: string) => s(`job.cmd.${step}.${jobId}`),
+      jobCommands: (step: string) => s(`job.cmd.${step}.>`),
+      usageEvent: (keyId: string) => s(`usage.evt.${keyId}`),
+      usageEvents: s("usage.evt.>"),
+      segmentEvent: (keyId: string) => s(`segment.evt.${keyId}`),
+      rtAudio: (partition: number, sessionId: string) => s(`rt.audio.${partition}.${sessionId}`),
+      rtAudioPartition: (partition: number) => s(`rt.audio.${partition}.>`),
+      rtEvent: (sessionId: string) => s(`rt.evt.${sessionId}`),
+      rtEvents: s("rt.evt.>"),
+      rtCommand: (sessionId: string) => s(`rt.cmd.${sessionId}`),
+      /** Core NATS (not JetStream): live push of session events to the owning gateway. */
+      rtLive: (sessionId: string) => s(`rt.live.${sessionId}`),
+      /** Core NATS request/reply: the embedded workers' queue group subject. */
+      workerRequest: (workerId: string) => s(`worker.req.${workerId}`),
+      workerAny: s("worker.req.any"),
+    },
+  };
+}
+export type Topology = ReturnType<typeof topology>;
+
+function toStreamConfig(spec: StreamSpec, replicas: number) {
+  return {
+    name: spec.name,
+    subjects: spec.subjects,
+    retention: RetentionPolicy.Limits,
+    storage: spec.storage === "file" ? StorageType.File : StorageType.Memory,
+    max_age: spec.maxAgeMs * 1_000_000,
+    duplicate_window: spec.duplicateWindowMs * 1_000_000,
+    num_replicas: replicas,
+    discard: DiscardPolicy.Old,
+    allow_direct: true,
+    ...(spec.maxMsgSize ? { max_msg_size: spec.maxMsgSize } : {}),
+    ...(spec.maxBytes ? { max_bytes: spec.maxBytes } : {}),
+  };
+}
+
+/** Creates or updates every stream of the topology; safe to call on every start. */
+export async function ensureStreams(jsm: JetStreamManager, specs: StreamSpec[], replicas = 1): Promise<void> {
+  for (const spec of specs) {
+    const config = toStreamConfig(spec, replicas);
+    try {
+      await jsm.streams.info(spec.name);
+      await jsm.streams.update(spec.name, config);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      await jsm.streams.add(config);
+    }
+  }
+}
+
+/** Creates or updates a durable pull consumer; safe to call on every start. */
+export async function ensureConsumer(jsm: JetStreamManager, spec: ConsumerSpec): Promise<void> {
+  const config = {
+    durable_name: spec.durable,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: spec.ackWaitMs * 1_000_000,
+    max_deliver: spec.maxDeliver,
+    max_ack_pending: spec.maxAckPending,
+    deliver_policy: spec.deliver === "all" ? DeliverPolicy.All : DeliverPolicy.New,
+    ...(spec.filterSubject ? { filter_subject: spec.filterSubject } : {}),
+  };
+  try {
+    await jsm.consumers.info(spec.stream, spec.durable);
+    const { deliver_policy: _ignored, ...updatable } = config;
+    await jsm.consumers.update(spec.stream, spec.durable, updatable);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await jsm.consumers.add(spec.stream, config);
+  }
+}
+
+export function isNotFound(err: unknown): boolean {
+  const e = err as { code?: unknown; api_error?: { err_code?: number; code?: number }; message?: string };
+  const code = e?.api_error?.code ?? e?.code;
+  return code === 404 || code === "404" || /not found/i.test(e?.message ?? "");
+}
+
+export interface ConnectOptions {
+  url: string;
+  prefix: string;
+  replicas?: number;
+  name?: string;
+  /** Create streams and buckets (the default); false only attaches. */
+  declare?: boolean;
+}
+
+/** Connects, declares the topology idempotently and returns the adapter. */
+export async function connectNats(options: ConnectOptions): Promise<Nats> {
+  const nc = await connect({
+    servers: options.url.split(","),
+    name: options.name ?? "stt",
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+  });
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  const top = topology(options.prefix);
+  const replicas = options.replicas ?? 1;
+  if (options.declare !== false) await ensureStreams(jsm, Object.values(top.streams), replicas);
+  const kvm = new Kvm(nc);
+  const opened = new Map<string, Promise<KV>>();
+  const kv = (bucket: keyof Topology["buckets"]) => {
+    const spec: BucketSpec = top.buckets[bucket];
+    let p = opened.get(spec.name);
+    if (!p) {
+      p = kvm.create(spec.name, {
+        ttl: spec.ttlMs,
+        history: spec.history,
+        storage: spec.storage === "file" ? StorageType.File : StorageType.Memory,
+        replicas,
+      });
+      p.catch(() => opened.delete(spec.name));
+      opened.set(spec.name, p);
+    }
+    return p;
+  };
+  return {
+    nc,
+    js,
+    jsm,
+    topology: top,
+    kv,
+    close: async () => {
+      await nc.drain().catch(() => nc.close());
+    },
+  };
+}
+
+/** Deletes every stream and bucket of a prefix: for tests cleaning up after themselves. */
+export async function destroyTopology(nats: Nats): Promise<void> {
+  const { streams, buckets } = nats.topology;
+  for (const spec of Object.values(streams)) await nats.jsm.streams.delete(spec.name).catch(() => undefined);
+  for (const spec of Object.values(buckets)) await nats.jsm.streams.delete(`KV_${spec.name}`).catch(() => undefined);
+}
