@@ -1,0 +1,70 @@
+import { Kysely, Migrator, PostgresDialect, sql, type MigrationProvider } from "kysely";
+import pg from "pg";
+import type { Config } from "../config";
+import { AppError } from "../errors";
+import { migrations } from "./migrations/index";
+import type { Database } from "./tables";
+
+export type { Database } from "./tables";
+export type Db = Kysely<Database>;
+
+// bigint columns come back as strings by default; our counters fit in a double.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+/**
+ * Opens a pooled Kysely instance whose connections use `schema` as search_path, so
+ * tests (and several deployments) can share one Postgres database.
+ */
+export function createDb(options: Config["db"]): Db {
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolMax,
+    connectionTimeoutMillis: 2000,
+    idleTimeoutMillis: 10_000,
+    statement_timeout: options.statementTimeoutMs,
+    options: `-c search_path=${options.schema}`,
+  });
+  // A broken idle connection must not crash the process (Postgres restarted or stopped).
+  pool.on("error", () => undefined);
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+const provider: MigrationProvider = { getMigrations: async () => migrations };
+
+/** Creates the schema if needed and runs every pending migration. */
+export async function migrateToLatest(db: Db, schema: string): Promise<void> {
+  await sql`create schema if not exists ${sql.id(schema)}`.execute(db);
+  const migrator = new Migrator({ db, provider, migrationTableSchema: schema });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === "Error");
+  if (error || failed) {
+    throw new Error(`migration ${failed?.migrationName ?? ""} failed: ${String((error as Error)?.message ?? error)}`);
+  }
+}
+
+/** Drops a schema and everything in it: for tests cleaning up after themselves. */
+export async function dropSchema(db: Db, schema: string): Promise<void> {
+  await sql`drop schema if exists ${sql.id(schema)} cascade`.execute(db);
+}
+
+/** True when the error means Postgres could not be reached (vs. a query bug). */
+export function isConnectionError(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  if (typeof e?.code === "string" && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EPIPE|57P0[1-3]|08\d{3})$/.test(e.code)) {
+    return true;
+  }
+  return /(timeout exceeded when trying to connect|Connection terminated|connect ECONNREFUSED|terminating connection)/i.test(e?.message ?? "");
+}
+
+/** Runs a read against the read models, mapping connection failures to `code`. */
+export async function withStore<T>(code: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    if (isConnectionError(err)) {
+      throw new AppError("unavailable", code, "the key store is unavailable; try again shortly", { cause: err });
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,7 @@
+import type { Migration } from "kysely";
+import * as foundation from "./20261122_0001_foundation";
+
+/** Every migration, by name; names sort in the order they run. */
+export const migrations: Record<string, Migration> = {
+  "20261122_0001_foundation": foundation,
+};

@@ -1,0 +1,44 @@
+import type { ColumnType, Generated } from "kysely";
+
+/**
+ * Postgres read-model tables (snake_case). Projections own the rows; JetStream is the
+ * source of truth, so any table here can be dropped and rebuilt by replay.
+ */
+export interface ProjectionOffsetsTable {
+  name: string;
+  last_seq: ColumnType<string | number, string | number, string | number>;
+  updated_at: ColumnType<Date, Date | string, Date | string>;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  owner_id: string;
+  key_hash: string;
+  key_prefix: string;
+  last_four: string;
+  plan: string;
+  label: string | null;
+  expires_at: ColumnType<Date | null, Date | string | null, Date | string | null>;
+  revoked_at: ColumnType<Date | null, Date | string | null, Date | string | null>;
+  last_used_at: ColumnType<Date | null, Date | string | null, Date | string | null>;
+  created_at: ColumnType<Date, Date | string, Date | string>;
+}
+
+export interface UsageWindowsTable {
+  key_id: string;
+  owner_id: string;
+  window_start: ColumnType<Date, Date | string, Date | string>;
+  audio_seconds: ColumnType<number, number, number>;
+  requests: ColumnType<string | number, string | number, string | number>;
+  updated_at: ColumnType<Date, Date | string, Date | string>;
+}
+
+export interface Database {
+  projection_offsets: ProjectionOffsetsTable;
+  api_keys: ApiKeysTable;
+  usage_windows: UsageWindowsTable;
+  // Tables of other areas are declared in their own interfaces and merged here.
+  [table: string]: any;
+}
+
+export type { Generated };

@@ -1,0 +1,201 @@
+import type { Transaction } from "kysely";
+import { DeliverPolicy, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream";
+import type { z } from "zod";
+import { sql } from "kysely";
+import type { Envelope, Recorded } from "../schemas/envelope";
+import type { Database, Db } from "./db/index";
+import type { Logger } from "./logger";
+import type { Nats } from "./nats";
+
+type EventShape = { type: string; data: unknown };
+
+/**
+ * A projection folds one filtered slice of a stream into Postgres rows. Its last
+ * applied stream sequence lives in `projection_offsets`, updated in the same
+ * transaction as the rows, so a replayed or redelivered event is a no-op.
+ */
+export interface Projection<E extends EventShape = EventShape> {
+  name: string;
+  stream: string;
+  filterSubject: string;
+  schema: z.ZodType<Envelope<E>>;
+  /** Tables this projection owns; emptied on rebuild. */
+  tables: string[];
+  apply(trx: Transaction<Database>, recorded: Recorded<E>): Promise<void>;
+}
+
+export interface RunningProjection {
+  name: string;
+  /** Last sequence applied by this runner (or found applied). */
+  appliedSeq(): number;
+  /** True once the runner has seen the end of the stream and applied everything. */
+  caughtUp(): boolean;
+  stop(): Promise<void>;
+}
+
+async function readOffset(db: Db | Transaction<Database>, name: string, lock = false): Promise<number> {
+  let q = db.selectFrom("projection_offsets").select("last_seq").where("name", "=", name);
+  if (lock) q = q.forUpdate();
+  const row = await q.executeTakeFirst();
+  return row ? Number(row.last_seq) : 0;
+}
+
+async function ensureOffsetRow(db: Db, name: string): Promise<void> {
+  await db
+    .insertInto("projection_offsets")
+    .values({ name, last_seq: 0, updated_at: new Date() })
+    .onConflict((oc) => oc.column("name").doNothing())
+    .execute();
+}
+
+async function writeOffset(trx: Transaction<Database>, name: string, seq: number): Promise<void> {
+  await trx.updateTable("projection_offsets").set({ last_seq: seq, updated_at: new Date() }).where("name", "=", name).execute();
+}
+
+function toRecorded<E extends EventShape>(projection: Projection<E>, m: JsMsg): Recorded<E> {
+  return {
+    event: projection.schema.parse(m.json()),
+    seq: m.seq,
+    subject: m.subject,
+    time: new Date(m.info.timestampNanos / 1e6),
+  };
+}
+
+/** Applies one message in its own transaction unless already applied. */
+async function applyOne<E extends EventShape>(db: Db, projection: Projection<E>, m: JsMsg): Promise<void> {
+  const recorded = toRecorded(projection, m);
+  await db.transaction().execute(async (trx) => {
+    const last = await readOffset(trx, projection.name, true);
+    if (recorded.seq <= last) return;
+    await projection.apply(trx, recorded);
+    await writeOffset(trx, projection.name, recorded.seq);
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Runs a projection live: an ordered consumer from the stored offset + 1, one
+ * transaction per event. On any failure (Postgres down, bad event) it backs off and
+ * resumes from the stored offset; a malformed event is logged and skipped so one bad
+ * message cannot wedge a read model.
+ */
+export async function startProjection<E extends EventShape>(
+  nats: Nats,
+  db: Db,
+  projection: Projection<E>,
+  logger: Logger,
+): Promise<RunningProjection> {
+  let applied = 0;
+  let caughtUp = false;
+  let stopped = false;
+  let messages: ConsumerMessages | undefined;
+
+  const runOnce = async () => {
+    await ensureOffsetRow(db, projection.name);
+    const from = await readOffset(db, projection.name);
+    applied = Math.max(applied, from);
+    const consumer = await nats.js.consumers.get(projection.stream, {
+      filter_subjects: projection.filterSubject,
+      ...(from > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from + 1 } : { deliver_policy: DeliverPolicy.All }),
+    });
+    const info = await consumer.info(true);
+    caughtUp = info.num_pending === 0;
+    messages = await consumer.consume({ max_messages: 256 });
+    for await (const m of messages) {
+      if (stopped) break;
+      try {
+        await applyOne(db, projection, m);
+      } catch (err) {
+        if ((err as { name?: string })?.name === "ZodError" || err instanceof SyntaxError) {
+          logger.error("projection skipped a malformed event", { projection: projection.name, seq: m.seq, error: String(err) });
+          await db.transaction().execute((trx) => writeOffset(trx, projection.name, m.seq));
+        } else {
+          throw err;
+        }
+      }
+      applied = m.seq;
+      caughtUp = m.info.pending === 0;
+    }
+  };
+
+  const loop = (async () => {
+    let backoff = 250;
+    while (!stopped) {
+      try {
+        await runOnce();
+        backoff = 250;
+      } catch (err) {
+        if (stopped) break;
+        caughtUp = false;
+        logger.warn("projection interrupted, resuming from stored offset", { projection: projection.name, error: String((err as Error)?.message ?? err) });
+        await messages?.close().catch(() => undefined);
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 5000);
+      }
+    }
+  })();
+
+  return {
+    name: projection.name,
+    appliedSeq: () => applied,
+    caughtUp: () => caughtUp,
+    stop: async () => {
+      stopped = true;
+      await messages?.close().catch(() => undefined);
+      await loop;
+    },
+  };
+}
+
+/**
+ * Waits (bounded) until the projection's stored offset reaches `seq`: how a command
+ * route makes its own write visible to the next request. Works across processes.
+ */
+export async function waitForProjection(db: Db, name: string, seq: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (true) {
+    if ((await readOffset(db, name)) >= seq) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(10);
+  }
+}
+
+/**
+ * Drops a projection's rows and rebuilds them from the log, in one transaction that
+ * holds the offset row's lock, so a live runner waits and then continues from the
+ * rebuilt offset (it never re-applies or skips an event).
+ */
+export async function rebuildProjection<E extends EventShape>(nats: Nats, db: Db, projection: Projection<E>): Promise<{ applied: number; lastSeq: number }> {
+  await ensureOffsetRow(db, projection.name);
+  return db.transaction().execute(async (trx) => {
+    await readOffset(trx, projection.name, true);
+    for (const table of projection.tables) await sql`delete from ${sql.table(table)}`.execute(trx);
+    const consumer = await nats.js.consumers.get(projection.stream, { filter_subjects: projection.filterSubject, deliver_policy: DeliverPolicy.All });
+    let applied = 0;
+    let lastSeq = 0;
+    try {
+      let pending = (await consumer.info(true)).num_pending;
+      while (pending > 0) {
+        const batch = await consumer.fetch({ max_messages: Math.min(pending, 1000), expires: 5000 });
+        let got = 0;
+        for await (const m of batch) {
+          got++;
+          try {
+            await projection.apply(trx, toRecorded(projection, m));
+            applied++;
+          } catch (err) {
+            if ((err as { name?: string })?.name !== "ZodError" && !(err instanceof SyntaxError)) throw err;
+          }
+          lastSeq = m.seq;
+          pending = m.info.pending;
+        }
+        if (got === 0) break;
+      }
+    } finally {
+      await consumer.delete().catch(() => undefined);
+    }
+    await writeOffset(trx, projection.name, lastSeq);
+    return { applied, lastSeq };
+  });
+}
