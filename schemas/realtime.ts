@@ -1,0 +1,303 @@
+import { z } from "zod";
+import { envelopeOf } from "./envelope";
+import { transcriptWord } from "./transcription";
+
+/**
+ * The realtime plane's wire contract: WebSocket client messages, server events (OpenAI
+ * realtime transcription names and fields where they fit; `session.created` exactly per
+ * spec 6.1), the upgrade refusal body, close codes (spec 7.3), and the JetStream events
+ * and audio headers the gateway, the VAD and the transcriber exchange.
+ */
+
+export const REALTIME_PATH = "/v1/audio/transcriptions/stream";
+
+/** Sample rates a client may declare with `?sample_rate=`; audio is resampled to 16 kHz. */
+export const SUPPORTED_SAMPLE_RATES = [8000, 16000, 24000, 48000] as const;
+/** The rate every internal consumer (VAD, workers) sees. */
+export const INTERNAL_SAMPLE_RATE = 16000;
+
+// ---------------------------------------------------------------- turn detection
+
+/**
+ * Server VAD settings (WebRTC VAD). `threshold` is the fraction of 30 ms frames in a
+ * 300 ms window that must be voiced to start speech; `silence_duration_ms` of unvoiced
+ * audio ends it; `prefix_padding_ms` of audio before the start is kept in the utterance.
+ */
+export const turnDetection = z.object({
+  type: z.literal("server_vad"),
+  threshold: z.number().min(0.1).max(1),
+  prefix_padding_ms: z.number().int().min(0).max(2000),
+  silence_duration_ms: z.number().int().min(100).max(5000),
+  /** WebRTC VAD aggressiveness 0 (least) .. 3 (most aggressive about non-speech). */
+  aggressiveness: z.number().int().min(0).max(3),
+  /** Utterances longer than this are cut and transcribed in pieces. */
+  max_utterance_ms: z.number().int().min(1000).max(30000),
+});
+export type TurnDetection = z.infer<typeof turnDetection>;
+
+export const defaultTurnDetection: TurnDetection = {
+  type: "server_vad",
+  threshold: 0.6,
+  prefix_padding_ms: 300,
+  silence_duration_ms: 500,
+  aggressiveness: 3,
+  max_utterance_ms: 20000,
+};
+
+// ---------------------------------------------------------------- client messages
+
+const sessionUpdate = z.object({
+  type: z.literal("session.update"),
+  event_id: z.string().max(128).optional(),
+  session: z
+    .object({
+      turn_detection: turnDetection.omit({ type: true }).partial().extend({ type: z.literal("server_vad").optional() }).optional(),
+      input_audio_transcription: z
+        .object({
+          language: z.string().min(2).max(16).optional(),
+          prompt: z.string().max(2000).optional(),
+          model: z.string().max(100).optional(),
+        })
+        .optional(),
+    })
+    .strict(),
+});
+
+export const clientMessage = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("input_audio_buffer.commit"), event_id: z.string().max(128).optional() }),
+  z.object({ type: z.literal("input_audio_buffer.clear"), event_id: z.string().max(128).optional() }),
+  sessionUpdate,
+  /** Graceful close: the server flushes the open utterance, delivers pending transcripts, then closes 1000. */
+  z.object({ type: z.literal("session.close"), event_id: z.string().max(128).optional() }),
+]);
+export type ClientMessage = z.infer<typeof clientMessage>;
+export type SessionUpdate = z.infer<typeof sessionUpdate>;
+
+// ---------------------------------------------------------------- server events
+
+/** session.created, exactly the fields of spec 6.1 (plus the VAD settings in turn_detection). */
+export const sessionCreated = z.object({
+  type: z.literal("session.created"),
+  request_id: z.string(),
+  session_id: z.string().startsWith("sess_"),
+  audio: z.object({
+    format: z.literal("pcm_s16le"),
+    sample_rate: z.number().int(),
+    channels: z.number().int(),
+  }),
+  turn_detection: turnDetection,
+  plan: z.string(),
+  limits: z.object({
+    max_concurrent_utterances: z.number().int(),
+    max_session_seconds: z.number().int(),
+    idle_timeout_seconds: z.number().int(),
+    remaining_audio_seconds: z.number().int(),
+  }),
+});
+export type SessionCreated = z.infer<typeof sessionCreated>;
+
+const itemBase = { event_id: z.string(), item_id: z.string() };
+
+export const speechStarted = z.object({
+  type: z.literal("input_audio_buffer.speech_started"),
+  ...itemBase,
+  audio_start_ms: z.number().int().nonnegative(),
+});
+export const speechStopped = z.object({
+  type: z.literal("input_audio_buffer.speech_stopped"),
+  ...itemBase,
+  audio_end_ms: z.number().int().nonnegative(),
+});
+export const committed = z.object({
+  type: z.literal("input_audio_buffer.committed"),
+  ...itemBase,
+  previous_item_id: z.string().nullable(),
+  audio_start_ms: z.number().int().nonnegative(),
+  audio_end_ms: z.number().int().nonnegative(),
+  /** "vad" (silence after speech), "commit" (client), "max_length" or "close". */
+  reason: z.enum(["vad", "commit", "max_length", "close"]),
+});
+export const cleared = z.object({ type: z.literal("input_audio_buffer.cleared"), event_id: z.string() });
+
+export const transcriptionDelta = z.object({
+  type: z.literal("conversation.item.input_audio_transcription.delta"),
+  ...itemBase,
+  content_index: z.literal(0),
+  delta: z.string(),
+});
+export const transcriptionCompleted = z.object({
+  type: z.literal("conversation.item.input_audio_transcription.completed"),
+  ...itemBase,
+  content_index: z.literal(0),
+  transcript: z.string(),
+  language: z.string(),
+  audio_start_ms: z.number().int().nonnegative(),
+  audio_end_ms: z.number().int().nonnegative(),
+  /** Word timings in milliseconds on the session's audio timeline. */
+  words: z.array(z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability })),
+  worker_id: z.string(),
+  fallback_used: z.boolean(),
+});
+export const transcriptionFailed = z.object({
+  type: z.literal("conversation.item.input_audio_transcription.failed"),
+  ...itemBase,
+  content_index: z.literal(0),
+  error: z.object({ type: z.string(), code: z.string(), message: z.string() }),
+});
+export const errorEvent = z.object({
+  type: z.literal("error"),
+  event_id: z.string(),
+  error: z.object({
+    type: z.enum(["invalid_request_error", "server_error"]),
+    code: z.string(),
+    message: z.string(),
+    /** The client event_id this error answers, when it had one. */
+    event_id: z.string().nullable(),
+  }),
+});
+export const sessionUpdated = z.object({
+  type: z.literal("session.updated"),
+  event_id: z.string(),
+  session: z.object({
+    turn_detection: turnDetection,
+    input_audio_transcription: z.object({ language: z.string().nullable(), prompt: z.string().nullable(), model: z.string().nullable() }),
+  }),
+});
+
+export const serverEvent = z.discriminatedUnion("type", [
+  sessionCreated,
+  sessionUpdated,
+  speechStarted,
+  speechStopped,
+  committed,
+  cleared,
+  transcriptionDelta,
+  transcriptionCompleted,
+  transcriptionFailed,
+  errorEvent,
+]);
+export type ServerEvent = z.infer<typeof serverEvent>;
+export type ServerEventOf<T extends ServerEvent["type"]> = Extract<ServerEvent, { type: T }>;
+
+/** Body of a refused upgrade (spec 3.3 / 7.2), the OpenAI-style envelope of the transcription routes. */
+export const upgradeRefusal = z.object({
+  error: z.object({ message: z.string(), type: z.string(), code: z.string() }),
+});
+
+// ---------------------------------------------------------------- close codes (spec 7.3)
+
+export const CLOSE = {
+  normal: { code: 1000, reason: "" },
+  sessionAudioLimit: { code: 1008, reason: "session_audio_limit" },
+  audioQuotaExhausted: { code: 1008, reason: "audio_quota_exhausted" },
+  sessionDurationLimit: { code: 1008, reason: "session_duration_limit" },
+  frameTooLarge: { code: 1009, reason: "frame_too_large" },
+  clientError: { code: 1011, reason: "client_error" },
+  upstreamUnavailable: { code: 1013, reason: "upstream_unavailable" },
+  upstreamBackpressure: { code: 1013, reason: "upstream_backpressure" },
+  clientBackpressure: { code: 1013, reason: "client_backpressure" },
+  idleTimeout: { code: 4408, reason: "idle_timeout" },
+} as const;
+export type CloseReason = (typeof CLOSE)[keyof typeof CLOSE];
+
+// ---------------------------------------------------------------- JetStream: RT_AUDIO
+
+/**
+ * Messages on rt.audio.<partition>.<sessionId>: audio (16 kHz mono PCM16LE payload) and
+ * in-band control (JSON payload), so one partition consumer sees both in session order.
+ * Metadata rides in headers.
+ */
+export const AUDIO_HEADERS = {
+  kind: "Rt-Kind",
+  session: "Rt-Session",
+  seq: "Rt-Seq",
+  /** Sample offset of the payload's first sample on the session timeline (16 kHz). */
+  offset: "Rt-Offset",
+} as const;
+
+export const audioControl = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("start"),
+    turn_detection: turnDetection,
+    language: z.string().nullable(),
+    prompt: z.string().nullable(),
+    model: z.string().nullable(),
+    max_concurrent_utterances: z.number().int().positive(),
+    key_id: z.string(),
+  }),
+  z.object({
+    kind: z.literal("update"),
+    turn_detection: turnDetection,
+    language: z.string().nullable(),
+    prompt: z.string().nullable(),
+    model: z.string().nullable(),
+  }),
+  z.object({ kind: z.literal("commit"), event_id: z.string().nullable() }),
+  z.object({ kind: z.literal("clear"), event_id: z.string().nullable() }),
+  /** Session over; `flush` asks the VAD to commit an open utterance (graceful close). */
+  z.object({ kind: z.literal("end"), flush: z.boolean() }),
+]);
+export type AudioControl = z.infer<typeof audioControl>;
+
+// ---------------------------------------------------------------- JetStream: RT_EVENTS
+
+/**
+ * Session events on rt.evt.<sessionId>: `rt.server_event` carries a server event exactly
+ * as the gateway forwards it to the socket; the lifecycle facts are not forwarded.
+ */
+export const sessionOpened = z.object({
+  type: z.literal("rt.session.opened"),
+  data: z.object({
+    session_id: z.string(),
+    request_id: z.string(),
+    key_id: z.string(),
+    owner_id: z.string(),
+    plan: z.string(),
+    gateway_id: z.string(),
+    sample_rate: z.number().int(),
+    channels: z.number().int(),
+  }),
+});
+export const sessionClosed = z.object({
+  type: z.literal("rt.session.closed"),
+  data: z.object({
+    session_id: z.string(),
+    code: z.number().int(),
+    reason: z.string(),
+    audio_ms: z.number().int().nonnegative(),
+    duration_ms: z.number().int().nonnegative(),
+  }),
+});
+
+export const serverEventRecorded = z.object({ type: z.literal("rt.server_event"), data: serverEvent });
+
+export const rtEvent = z.discriminatedUnion("type", [sessionOpened, sessionClosed, serverEventRecorded]);
+export type RtEvent = z.infer<typeof rtEvent>;
+export const rtEventEnvelope = envelopeOf(rtEvent);
+
+/** The server event a stored rt event carries, or null for lifecycle facts. */
+export function toServerEvent(event: RtEvent): ServerEvent | null {
+  return event.type === "rt.server_event" ? event.data : null;
+}
+
+// ---------------------------------------------------------------- JetStream: rt.cmd (utterances)
+
+/**
+ * The transcribe-utterance command on rt.cmd.<sessionId>: payload is the utterance's
+ * 16 kHz mono PCM16LE; the rest rides in the JSON header `Rt-Utterance`.
+ */
+export const UTTERANCE_HEADER = "Rt-Utterance";
+export const utteranceCommand = z.object({
+  session_id: z.string(),
+  item_id: z.string(),
+  key_id: z.string(),
+  audio_start_ms: z.number().int().nonnegative(),
+  audio_end_ms: z.number().int().nonnegative(),
+  language: z.string().nullable(),
+  prompt: z.string().nullable(),
+  model: z.string().nullable(),
+  max_concurrent_utterances: z.number().int().positive(),
+  /** Wall-clock ms when the VAD decided the utterance ended, for latency measurement. */
+  decided_at: z.number(),
+});
+export type UtteranceCommand = z.infer<typeof utteranceCommand>;

@@ -1,0 +1,47 @@
+import { describe, expect, it } from "vitest";
+import { createFrameAligner, createResampler } from "./resample";
+
+function sine(rate: number, hz: number, seconds: number, channels = 1) {
+  const n = Math.round(rate * seconds);
+  const out = new Int16Array(n * channels);
+  for (let i = 0; i < n; i++) for (let c = 0; c < channels; c++) out[i * channels + c] = Math.round(8000 * Math.sin((2 * Math.PI * hz * i) / rate));
+  return out;
+}
+const rms = (x: Int16Array, from = 100) => Math.sqrt(x.subarray(from).reduce((s, v) => s + v * v, 0) / (x.length - from));
+
+describe("resampler", () => {
+  for (const rate of [8000, 24000, 48000]) {
+    it(`${rate} Hz → 16 kHz keeps length and a 440 Hz tone`, () => {
+      const r = createResampler(rate, 16000);
+      const out = r.push(sine(rate, 440, 1));
+      expect(Math.abs(out.length - 16000)).toBeLessThanOrEqual(2);
+      const expected = sine(16000, 440, 1);
+      expect(Math.abs(rms(out) - rms(expected))).toBeLessThan(300);
+    });
+  }
+
+  it("attenuates a tone above the output Nyquist when downsampling", () => {
+    const out = createResampler(48000, 16000).push(sine(48000, 12000, 1));
+    expect(rms(out, 200)).toBeLessThan(400); // input rms ≈ 5657
+  });
+
+  it("streams: chunked output equals whole output", () => {
+    const input = sine(48000, 300, 0.5, 2);
+    const whole = createResampler(48000, 16000, 2).push(input);
+    const r = createResampler(48000, 16000, 2);
+    const parts: number[] = [];
+    for (let i = 0; i < input.length; i += 202) parts.push(...r.push(input.subarray(i, i + 202)));
+    expect(parts.length).toBe(whole.length);
+    expect(parts).toEqual(Array.from(whole));
+  });
+
+  it("aligner keeps odd bytes across chunks", () => {
+    const samples = Int16Array.from([1, -2, 300, -400, 32767, -32768]);
+    const bytes = new Uint8Array(samples.buffer);
+    const a = createFrameAligner(2);
+    const got = [...a.push(bytes.subarray(0, 3)), ...a.push(bytes.subarray(3, 4)), ...a.push(bytes.subarray(4, 11))];
+    expect(a.pending).toBe(1);
+    got.push(...a.push(bytes.subarray(11)));
+    expect(got).toEqual(Array.from(samples));
+  });
+});

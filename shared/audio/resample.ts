@@ -1,0 +1,136 @@
+/**
+ * Streaming PCM16 resampler for the realtime plane: a client declares 8, 16, 24 or
+ * 48 kHz (mono or interleaved stereo) and everything behind the gateway sees 16 kHz
+ * mono. Stereo is averaged to mono; downsampling runs a windowed-sinc low-pass first
+ * (cut-off just under the output Nyquist) so 48 kHz speech does not alias into the
+ * speech band; then linear interpolation. State carries across chunks, so splitting
+ * a stream anywhere gives the same output as resampling it whole.
+ */
+export interface Resampler {
+  readonly inRate: number;
+  readonly outRate: number;
+  readonly channels: number;
+  /** Interleaved input samples (a whole number of frames) → output samples. */
+  push(samples: Int16Array): Int16Array;
+}
+
+const TAPS = 31;
+
+function lowPassKernel(cutoff: number): Float32Array {
+  // cutoff as a fraction of the input sample rate (0..0.5); Blackman-windowed sinc.
+  const k = new Float32Array(TAPS);
+  const mid = (TAPS - 1) / 2;
+  let sum = 0;
+  for (let i = 0; i < TAPS; i++) {
+    const x = i - mid;
+    const sinc = x === 0 ? 2 * cutoff : Math.sin(2 * Math.PI * cutoff * x) / (Math.PI * x);
+    const w = 0.42 - 0.5 * Math.cos((2 * Math.PI * i) / (TAPS - 1)) + 0.08 * Math.cos((4 * Math.PI * i) / (TAPS - 1));
+    k[i] = sinc * w;
+    sum += k[i]!;
+  }
+  for (let i = 0; i < TAPS; i++) k[i]! /= sum;
+  return k;
+}
+
+export function createResampler(inRate: number, outRate: number, channels = 1): Resampler {
+  if (!(inRate > 0 && outRate > 0)) throw new RangeError("sample rates must be positive");
+  if (channels !== 1 && channels !== 2) throw new RangeError("channels must be 1 or 2");
+  const step = inRate / outRate;
+  const kernel = inRate > outRate ? lowPassKernel((0.45 * outRate) / inRate) : null;
+  // FIR history (last TAPS-1 mono input samples) and the interpolation state.
+  const history = new Float32Array(TAPS - 1);
+  let prev = 0; // last filtered sample of the previous chunk
+  let pos = 0; // fractional read position relative to the current chunk's first sample (may be negative: -1 = prev)
+
+  const identity = inRate === outRate;
+
+  return {
+    inRate,
+    outRate,
+    channels,
+    push(samples: Int16Array): Int16Array {
+      const frames = Math.floor(samples.length / channels);
+      if (identity && channels === 1) return samples.slice();
+      const mono = new Float32Array(frames);
+      if (channels === 1) for (let i = 0; i < frames; i++) mono[i] = samples[i]!;
+      else for (let i = 0; i < frames; i++) mono[i] = (samples[2 * i]! + samples[2 * i + 1]!) / 2;
+      if (identity) return floatToPcm(mono);
+
+      let filtered = mono;
+      if (kernel) {
+        filtered = new Float32Array(frames);
+        const h = TAPS - 1;
+        for (let i = 0; i < frames; i++) {
+          let acc = 0;
+          for (let t = 0; t < TAPS; t++) {
+            const j = i - h + t;
+            acc += kernel[t]! * (j >= 0 ? mono[j]! : history[h + j]!);
+          }
+          filtered[i] = acc;
+        }
+        // keep the last h raw samples for the next chunk
+        if (frames >= h) history.set(mono.subarray(frames - h));
+        else {
+          history.copyWithin(0, frames);
+          history.set(mono, h - frames);
+        }
+      }
+
+      const out: number[] = [];
+      // pos indexes `filtered`, with -1 meaning `prev`.
+      while (pos <= frames - 1 && frames > 0) {
+        const i = Math.floor(pos);
+        const frac = pos - i;
+        const a = i < 0 ? prev : filtered[i]!;
+        const b = filtered[i + 1 < frames ? i + 1 : frames - 1]!;
+        if (i + 1 >= frames && frac > 0) break;
+        out.push(a + (b - a) * frac);
+        pos += step;
+      }
+      if (frames > 0) {
+        prev = filtered[frames - 1]!;
+        pos -= frames;
+      }
+      return floatToPcm(out);
+    },
+  };
+}
+
+function floatToPcm(values: ArrayLike<number>): Int16Array {
+  const out = new Int16Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = Math.round(values[i]!);
+    out[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
+  }
+  return out;
+}
+
+/**
+ * Splits a byte stream into whole PCM16 frames: keeps the odd tail (a split sample, or
+ * half a stereo frame) for the next chunk. Clients may cut frames anywhere.
+ */
+export function createFrameAligner(bytesPerFrame: number) {
+  let carry = new Uint8Array(0);
+  return {
+    push(chunk: Uint8Array): Int16Array {
+      let bytes: Uint8Array;
+      if (carry.length) {
+        bytes = new Uint8Array(carry.length + chunk.length);
+        bytes.set(carry);
+        bytes.set(chunk, carry.length);
+      } else bytes = chunk;
+      const whole = bytes.length - (bytes.length % bytesPerFrame);
+      carry = bytes.slice(whole);
+      // copy into an aligned buffer: chunk offsets may be odd
+      const aligned = new Int16Array(whole / 2);
+      new Uint8Array(aligned.buffer).set(bytes.subarray(0, whole));
+      if (!littleEndian) for (let i = 0; i < aligned.length; i++) aligned[i] = ((aligned[i]! & 0xff) << 8) | ((aligned[i]! >> 8) & 0xff);
+      return aligned;
+    },
+    get pending(): number {
+      return carry.length;
+    },
+  };
+}
+
+const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;

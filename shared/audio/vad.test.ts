@@ -1,0 +1,87 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { defaultTurnDetection } from "../../schemas/realtime";
+import { loadVadEngine, type VadEvent } from "./vad";
+import { pcm16MonoFromWav } from "./wav";
+
+const fixtures = "/work/shared/fixtures/audio";
+const load = (name: string) => pcm16MonoFromWav(readFileSync(`${fixtures}/${name}`))!;
+
+async function segment(pcm: Int16Array, chunk: number, settings = defaultTurnDetection) {
+  const engine = await loadVadEngine();
+  const seg = engine.createSegmenter(settings);
+  const events: VadEvent[] = [];
+  for (let i = 0; i < pcm.length; i += chunk) events.push(...seg.push(pcm.subarray(i, i + chunk)));
+  events.push(...seg.commit("close"));
+  seg.close();
+  return events;
+}
+
+describe("VAD segmenter", () => {
+  it("finds several utterances with pauses in silero_test.wav, events alternating in order", async () => {
+    const pcm = load("silero_test.wav");
+    const events = await segment(pcm, 1600);
+    const kinds = events.map((e) => e.kind);
+    const utterances = events.filter((e) => e.kind === "utterance");
+    expect(utterances.length).toBeGreaterThanOrEqual(6);
+    // started, stopped, utterance, started, stopped, utterance, ...
+    for (let i = 0; i < kinds.length; i += 3) {
+      expect(kinds.slice(i, i + 3)).toEqual(["speech_started", "speech_stopped", "utterance"]);
+    }
+    let previousEnd = -1;
+    for (let i = 0; i < events.length; i += 3) {
+      const started = events[i] as Extract<VadEvent, { kind: "speech_started" }>;
+      const stopped = events[i + 1] as Extract<VadEvent, { kind: "speech_stopped" }>;
+      const utt = events[i + 2] as Extract<VadEvent, { kind: "utterance" }>;
+      expect(utt.audioStartMs).toBe(started.audioStartMs);
+      expect(utt.audioEndMs).toBe(stopped.audioEndMs);
+      expect(utt.audioEndMs).toBeGreaterThan(utt.audioStartMs);
+      expect(utt.audioStartMs).toBeGreaterThanOrEqual(previousEnd);
+      // the utterance audio is exactly its time range of the input
+      const from = (utt.audioStartMs * 16000) / 1000;
+      expect(Math.abs(utt.pcm.length - ((utt.audioEndMs - utt.audioStartMs) * 16000) / 1000)).toBeLessThanOrEqual(16);
+      expect(Array.from(utt.pcm.subarray(100, 116))).toEqual(Array.from(pcm.subarray(from + 100, from + 116)));
+      previousEnd = utt.audioEndMs;
+    }
+    // speech covers a real part of the clip but not all of it
+    const speechMs = utterances.reduce((n, u) => n + (u as { audioEndMs: number; audioStartMs: number }).audioEndMs - (u as { audioStartMs: number }).audioStartMs, 0);
+    expect(speechMs).toBeGreaterThan(15_000);
+    expect(speechMs).toBeLessThan(57_000);
+  });
+
+  it("gives the same segmentation whatever the chunking", async () => {
+    const pcm = load("silero_test.wav").subarray(0, 16000 * 20);
+    const a = (await segment(pcm, 1600)).map((e) => (e.kind === "utterance" ? [e.kind, e.audioStartMs, e.audioEndMs] : e));
+    const b = (await segment(pcm, 333)).map((e) => (e.kind === "utterance" ? [e.kind, e.audioStartMs, e.audioEndMs] : e));
+    expect(b).toEqual(a);
+  });
+
+  it("finds nothing in silence and one utterance in jfk.wav-like continuous speech bounded by max length", async () => {
+    expect(await segment(new Int16Array(16000 * 3), 1600)).toEqual([]);
+    const jfk = load("jfk.wav");
+    const events = await segment(jfk, 1600, { ...defaultTurnDetection, max_utterance_ms: 3000, silence_duration_ms: 800 });
+    const utts = events.filter((e): e is Extract<VadEvent, { kind: "utterance" }> => e.kind === "utterance");
+    expect(utts.length).toBeGreaterThanOrEqual(3);
+    for (const u of utts) expect(u.audioEndMs - u.audioStartMs).toBeLessThanOrEqual(3030);
+    expect(utts.some((u) => u.reason === "max_length")).toBe(true);
+  });
+
+  it("commit ends open speech; clear drops it", async () => {
+    const engine = await loadVadEngine();
+    const jfk = load("jfk.wav");
+    const seg = engine.createSegmenter(defaultTurnDetection);
+    const started = seg.push(jfk.subarray(0, 16000 * 2));
+    expect(started.map((e) => e.kind)).toEqual(["speech_started"]);
+    expect(seg.speaking).toBe(true);
+    const committed = seg.commit();
+    expect(committed.map((e) => e.kind)).toEqual(["speech_stopped", "utterance"]);
+    expect((committed[1] as { reason: string }).reason).toBe("commit");
+    expect(seg.commit()).toEqual([]);
+    seg.push(jfk.subarray(16000 * 2, 16000 * 4));
+    expect(seg.speaking).toBe(true);
+    seg.clear();
+    expect(seg.speaking).toBe(false);
+    expect(seg.commit()).toEqual([]);
+    seg.close();
+  });
+});

@@ -1,0 +1,272 @@
+import createFvadModule from "@echogarden/fvad-wasm";
+import type { TurnDetection } from "../../schemas/realtime";
+
+/**
+ * Streaming server-side voice activity detection: WebRTC VAD (libfvad compiled to WASM,
+ * about 0.01 ms per 30 ms frame here) classifies 30 ms frames of 16 kHz mono PCM16, and a
+ * small state machine turns those decisions into speech_started / speech_stopped and
+ * utterances (the audio to transcribe).
+ *
+ * - Start: at least `threshold` of the last 10 frames (300 ms) voiced. The utterance
+ *   begins `prefix_padding_ms` before the first voiced frame of that window.
+ * - Stop: `silence_duration_ms` of consecutive unvoiced frames. The utterance ends at
+ *   the end of the last voiced frame plus up to 200 ms of trailing audio.
+ * - `max_utterance_ms` cuts a long utterance (and speech continues in a new one).
+ * - `commit()` ends an open utterance now; `clear()` drops it.
+ *
+ * Times are milliseconds on the session's audio timeline (sample 0 = first sample the
+ * client sent). The segmenter is synchronous and pure apart from the WASM VAD state; one
+ * instance per session, fed in order.
+ */
+export const VAD_SAMPLE_RATE = 16000;
+const FRAME_SAMPLES = 480; // 30 ms at 16 kHz
+const FRAME_MS = 30;
+const WINDOW_FRAMES = 10;
+const TRAILING_MS = 200;
+
+export type VadSettings = Pick<TurnDetection, "threshold" | "prefix_padding_ms" | "silence_duration_ms" | "aggressiveness" | "max_utterance_ms">;
+
+export type UtteranceEndReason = "vad" | "commit" | "max_length" | "close";
+
+export type VadEvent =
+  | { kind: "speech_started"; audioStartMs: number }
+  | { kind: "speech_stopped"; audioEndMs: number }
+  | { kind: "utterance"; audioStartMs: number; audioEndMs: number; pcm: Int16Array; reason: UtteranceEndReason };
+
+export interface VadSegmenter {
+  /** Feeds samples; `offsetSamples` (timeline position of pcm[0]) realigns after gaps. */
+  push(pcm: Int16Array, offsetSamples?: number): VadEvent[];
+  /** Ends the open utterance now (client commit); [] when no speech is open. */
+  commit(reason?: UtteranceEndReason): VadEvent[];
+  /** Drops the open utterance and the buffered audio. */
+  clear(): void;
+  update(settings: VadSettings): void;
+  readonly speaking: boolean;
+  /** Samples consumed so far (timeline position of the next sample). */
+  readonly position: number;
+  /** Frees the native VAD state. */
+  close(): void;
+}
+
+interface FvadModule {
+  _fvad_new(): number;
+  _fvad_free(handle: number): void;
+  _fvad_set_mode(handle: number, mode: number): number;
+  _fvad_set_sample_rate(handle: number, rate: number): number;
+  _fvad_process(handle: number, frame: number, length: number): number;
+  _malloc(bytes: number): number;
+  HEAP16: Int16Array;
+}
+
+export interface VadEngine {
+  createSegmenter(settings: VadSettings): VadSegmenter;
+}
+
+let engine: Promise<VadEngine> | undefined;
+
+/** Loads the WASM VAD once per process. */
+export function loadVadEngine(): Promise<VadEngine> {
+  engine ??= (createFvadModule as unknown as () => Promise<FvadModule>)().then((m) => {
+    const frame = m._malloc(FRAME_SAMPLES * 2);
+    const classify = (handle: number, samples: Int16Array): boolean => {
+      m.HEAP16.set(samples, frame >> 1);
+      return m._fvad_process(handle, frame, FRAME_SAMPLES) === 1;
+    };
+    return {
+      createSegmenter: (settings) => {
+        const handle = m._fvad_new();
+        if (!handle) throw new Error("fvad_new failed");
+        m._fvad_set_sample_rate(handle, VAD_SAMPLE_RATE);
+        return createSegmenterOver(
+          {
+            classify: (s) => classify(handle, s),
+            setMode: (mode) => m._fvad_set_mode(handle, mode),
+            free: () => m._fvad_free(handle),
+          },
+          settings,
+        );
+      },
+    };
+  });
+  return engine;
+}
+
+interface FrameClassifier {
+  classify(frame: Int16Array): boolean;
+  setMode(mode: number): void;
+  free(): void;
+}
+
+const msToSamples = (ms: number) => Math.round((ms * VAD_SAMPLE_RATE) / 1000);
+const samplesToMs = (samples: number) => Math.round((samples * 1000) / VAD_SAMPLE_RATE);
+
+function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSegmenter {
+  let settings = initial;
+  vad.setMode(settings.aggressiveness);
+
+  const partial = new Int16Array(FRAME_SAMPLES);
+  let partialLen = 0;
+  let position = 0; // timeline sample index of the next sample to arrive
+  let framesStart = 0; // timeline sample index of `partial[0]`
+
+  // Recent audio kept while silent, for the prefix padding (ring of frames).
+  let recent: { start: number; pcm: Int16Array; voiced: boolean }[] = [];
+  // Open utterance.
+  let speaking = false;
+  let uttStart = 0;
+  let uttChunks: Int16Array[] = [];
+  let uttSamples = 0;
+  let lastVoicedEnd = 0;
+  let silentRun = 0;
+  let floor = 0; // no new utterance may start before this sample (end of the previous one)
+
+  const recentCapacity = () => WINDOW_FRAMES + Math.ceil(settings.prefix_padding_ms / FRAME_MS) + 1;
+
+  const startUtterance = (start: number) => {
+    speaking = true;
+    uttStart = start;
+    uttChunks = [];
+    uttSamples = 0;
+    for (const f of recent) {
+      const fEnd = f.start + f.pcm.length;
+      if (fEnd <= start) continue;
+      const from = Math.max(0, start - f.start);
+      const piece = f.pcm.subarray(from);
+      uttChunks.push(piece);
+      uttSamples += piece.length;
+    }
+    recent = [];
+    silentRun = 0;
+  };
+
+  const endUtterance = (endAt: number, reason: UtteranceEndReason): VadEvent[] => {
+    const keep = Math.max(0, Math.min(uttSamples, endAt - uttStart));
+    const pcm = new Int16Array(keep);
+    let off = 0;
+    for (const c of uttChunks) {
+      if (off >= keep) break;
+      const take = Math.min(c.length, keep - off);
+      pcm.set(c.subarray(0, take), off);
+      off += take;
+    }
+    // Audio after the end point stays available as prefix padding for the next utterance.
+    const tailStart = uttStart + keep;
+    recent = [];
+    let pos = uttStart;
+    for (const c of uttChunks) {
+      const cEnd = pos + c.length;
+      if (cEnd > tailStart) {
+        const from = Math.max(0, tailStart - pos);
+        recent.push({ start: pos + from, pcm: c.slice(from), voiced: false });
+      }
+      pos = cEnd;
+    }
+    speaking = false;
+    uttChunks = [];
+    uttSamples = 0;
+    floor = uttStart + keep;
+    const audioStartMs = samplesToMs(uttStart);
+    const audioEndMs = samplesToMs(uttStart + keep);
+    return [
+      { kind: "speech_stopped", audioEndMs },
+      { kind: "utterance", audioStartMs, audioEndMs, pcm, reason },
+    ];
+  };
+
+  const onFrame = (frame: Int16Array, start: number): VadEvent[] => {
+    const voiced = vad.classify(frame);
+    const events: VadEvent[] = [];
+    const copy = frame.slice();
+    if (!speaking) {
+      recent.push({ start, pcm: copy, voiced });
+      const cap = recentCapacity();
+      if (recent.length > cap) recent.splice(0, recent.length - cap);
+      const window = recent.slice(-WINDOW_FRAMES);
+      const voicedCount = window.reduce((n, f) => n + (f.voiced ? 1 : 0), 0);
+      if (voiced && voicedCount >= Math.ceil(settings.threshold * WINDOW_FRAMES)) {
+        const firstVoiced = window.find((f) => f.voiced)!.start;
+        const begin = Math.max(floor, firstVoiced - msToSamples(settings.prefix_padding_ms), recent[0]!.start);
+        startUtterance(begin);
+        lastVoicedEnd = start + frame.length;
+        events.push({ kind: "speech_started", audioStartMs: samplesToMs(begin) });
+      }
+      return events;
+    }
+    uttChunks.push(copy);
+    uttSamples += copy.length;
+    if (voiced) {
+      lastVoicedEnd = start + frame.length;
+      silentRun = 0;
+    } else silentRun += frame.length;
+    if (silentRun >= msToSamples(settings.silence_duration_ms)) {
+      const endAt = Math.min(start + frame.length, lastVoicedEnd + msToSamples(TRAILING_MS));
+      events.push(...endUtterance(endAt, "vad"));
+    } else if (uttSamples >= msToSamples(settings.max_utterance_ms)) {
+      const cut = start + frame.length;
+      events.push(...endUtterance(cut, "max_length"));
+      // still speaking: continue in a new utterance from the cut point
+      startUtterance(cut);
+      lastVoicedEnd = cut;
+      events.push({ kind: "speech_started", audioStartMs: samplesToMs(cut) });
+    }
+    return events;
+  };
+
+  return {
+    push(pcm, offsetSamples) {
+      const events: VadEvent[] = [];
+      if (offsetSamples !== undefined && offsetSamples > position) {
+        // A gap (lost audio or a restarted consumer): drop the partial frame and realign.
+        partialLen = 0;
+        position = offsetSamples;
+        framesStart = offsetSamples;
+      }
+      let i = 0;
+      while (i < pcm.length) {
+        const take = Math.min(FRAME_SAMPLES - partialLen, pcm.length - i);
+        partial.set(pcm.subarray(i, i + take), partialLen);
+        partialLen += take;
+        i += take;
+        if (partialLen === FRAME_SAMPLES) {
+          events.push(...onFrame(partial, framesStart));
+          framesStart += FRAME_SAMPLES;
+          partialLen = 0;
+        }
+      }
+      position += pcm.length;
+      return events;
+    },
+    commit(reason = "commit") {
+      if (!speaking) return [];
+      // include the partial frame so a commit right after speech keeps its tail
+      if (partialLen > 0) {
+        uttChunks.push(partial.slice(0, partialLen));
+        uttSamples += partialLen;
+        framesStart += partialLen;
+        partialLen = 0;
+      }
+      return endUtterance(uttStart + uttSamples, reason);
+    },
+    clear() {
+      speaking = false;
+      uttChunks = [];
+      uttSamples = 0;
+      recent = [];
+      silentRun = 0;
+      floor = position;
+    },
+    update(next) {
+      settings = next;
+      vad.setMode(next.aggressiveness);
+    },
+    get speaking() {
+      return speaking;
+    },
+    get position() {
+      return position;
+    },
+    close() {
+      vad.free();
+    },
+  };
+}
