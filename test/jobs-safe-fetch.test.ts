@@ -1,0 +1,140 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { redactUrl, safeDownload, safeRequest, type SafeFetchOptions } from "../shared/net/safe-fetch";
+import { readBody, startHttp, type LocalHttp } from "./jobs-helpers";
+
+// A real HTTP server on 127.0.0.1 plays every remote: audio host, slow host, redirector.
+let server: LocalHttp;
+let dir: string;
+const payload = Buffer.alloc(200_000, 3);
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "safe-fetch-"));
+  server = await startHttp(async (req, res) => {
+    const url = new URL(req.url ?? "/", "http://x");
+    switch (url.pathname) {
+      case "/audio.wav":
+        res.writeHead(200, { "content-type": "audio/wav", "content-length": payload.length });
+        res.end(payload);
+        return;
+      case "/chunked":
+        res.writeHead(200, { "content-type": "audio/wav" });
+        for (let i = 0; i < 10; i++) res.write(payload.subarray(0, 50_000));
+        res.end();
+        return;
+      case "/slow":
+        res.writeHead(200, { "content-type": "audio/wav" });
+        res.write("x");
+        setTimeout(() => res.end("y"), 5_000).unref();
+        return;
+      case "/redirect":
+        res.writeHead(302, { location: url.searchParams.get("to") ?? "/audio.wav" });
+        res.end();
+        return;
+      case "/loop":
+        res.writeHead(302, { location: "/loop" });
+        res.end();
+        return;
+      case "/echo": {
+        const body = await readBody(req);
+        res.writeHead(201, { "content-type": "text/plain" });
+        res.end(`${req.method} ${req.headers["x-test"]} ${body.toString()}`);
+        return;
+      }
+      case "/boom":
+        res.writeHead(503);
+        res.end();
+        return;
+      default:
+        res.writeHead(404);
+        res.end("nope");
+    }
+  });
+});
+
+afterAll(async () => {
+  await server?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const opts = (o: Partial<SafeFetchOptions> = {}): SafeFetchOptions => ({ allowPrivate: true, timeoutMs: 2_000, maxBytes: 1_000_000, ...o });
+let n = 0;
+const dest = () => join(dir, `f${n++}`);
+
+describe("safeDownload", () => {
+  it("streams a body to disk", async () => {
+    const path = dest();
+    const res = await safeDownload(`${server.url}/audio.wav`, path, opts());
+    expect(res.status).toBe(200);
+    expect(res.bytes).toBe(payload.length);
+    expect(res.headers["content-type"]).toBe("audio/wav");
+    expect((await readFile(path)).equals(payload)).toBe(true);
+  });
+
+  it("refuses loopback without the opt-in, by name, literal and encoded forms", async () => {
+    const port = new URL(server.url).port;
+    for (const url of [
+      `${server.url}/audio.wav`,
+      `http://localhost:${port}/audio.wav`,
+      `http://[::ffff:127.0.0.1]:${port}/audio.wav`,
+      `http://2130706433:${port}/audio.wav`,
+      `http://0x7f.1:${port}/audio.wav`,
+      `http://[::1]:${port}/audio.wav`,
+    ]) {
+      await expect(safeDownload(url, dest(), opts({ allowPrivate: false })), url).rejects.toMatchObject({ code: "url_not_allowed", retryable: false });
+    }
+  });
+
+  it("refuses metadata and link-local targets even with the opt-in, also behind a redirect", async () => {
+    await expect(safeDownload("http://169.254.169.254/latest/meta-data/", dest(), opts())).rejects.toMatchObject({ code: "url_not_allowed" });
+    await expect(safeDownload("http://[fe80::1]/x", dest(), opts())).rejects.toMatchObject({ code: "url_not_allowed" });
+    const to = encodeURIComponent("http://169.254.169.254/latest/meta-data/");
+    await expect(safeDownload(`${server.url}/redirect?to=${to}`, dest(), opts())).rejects.toMatchObject({ code: "url_not_allowed" });
+    await expect(safeDownload("http://0.0.0.0:1/x", dest(), opts())).rejects.toMatchObject({ code: "url_not_allowed" });
+  });
+
+  it("follows allowed redirects and stops redirect loops", async () => {
+    const res = await safeDownload(`${server.url}/redirect`, dest(), opts());
+    expect(res.bytes).toBe(payload.length);
+    expect(res.url).toBe(`${server.url}/audio.wav`);
+    await expect(safeDownload(`${server.url}/loop`, dest(), opts())).rejects.toMatchObject({ code: "too_many_redirects" });
+  });
+
+  it("maps 404, 5xx, unreachable hosts and bad schemes to clear codes", async () => {
+    await expect(safeDownload(`${server.url}/missing.wav`, dest(), opts())).rejects.toMatchObject({ code: "audio_not_found", retryable: false });
+    await expect(safeDownload(`${server.url}/boom`, dest(), opts())).rejects.toMatchObject({ code: "fetch_http_error", retryable: true });
+    await expect(safeDownload("http://127.0.0.1:1/x", dest(), opts())).rejects.toMatchObject({ code: "fetch_failed", retryable: true });
+    await expect(safeDownload("ftp://example.com/x", dest(), opts())).rejects.toMatchObject({ code: "invalid_url" });
+    await expect(safeDownload("http://no-such-host.invalid/x", dest(), opts())).rejects.toMatchObject({ code: "fetch_failed" });
+  });
+
+  it("enforces the byte limit (declared and streamed) and removes the partial file", async () => {
+    const p1 = dest();
+    await expect(safeDownload(`${server.url}/audio.wav`, p1, opts({ maxBytes: 1000 }))).rejects.toMatchObject({ code: "audio_too_large" });
+    const p2 = dest();
+    await expect(safeDownload(`${server.url}/chunked`, p2, opts({ maxBytes: 120_000 }))).rejects.toMatchObject({ code: "audio_too_large" });
+    await expect(stat(p2)).rejects.toThrow();
+  });
+
+  it("enforces the time limit on a slow body", async () => {
+    const started = Date.now();
+    await expect(safeDownload(`${server.url}/slow`, dest(), opts({ timeoutMs: 300 }))).rejects.toMatchObject({ code: "fetch_timeout", retryable: true });
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+});
+
+describe("safeRequest", () => {
+  it("posts a body with headers and returns the answer", async () => {
+    const res = await safeRequest(`${server.url}/echo`, opts({ method: "POST", body: "hello", headers: { "x-test": "t1" } }));
+    expect(res.status).toBe(201);
+    expect(res.body.toString()).toBe("POST t1 hello");
+  });
+});
+
+describe("redactUrl", () => {
+  it("drops credentials, query and fragment", () => {
+    expect(redactUrl("https://user:pw@host.example/a/b.wav?X-Amz-Signature=abc#f")).toBe("https://host.example/a/b.wav");
+  });
+});
