@@ -1,0 +1,274 @@
+import { z } from "zod";
+import { envelopeOf } from "./envelope";
+
+/**
+ * Batch jobs (spec 1, 2.4–2.7, 3.1, 4.3, 4.4, 6.2): the HTTP bodies, the job
+ * aggregate's events (stream JOBS, subject `<prefix>.job.evt.<workflowId>`), the step
+ * commands (`<prefix>.job.cmd.<kind>.<workflowId>`), the stored artifacts and the
+ * poll view.
+ */
+
+// ---------------------------------------------------------------- HTTP: submit
+
+const httpUrl = (field: string) =>
+  z
+    .string({ error: `${field} must be a string` })
+    .trim()
+    .min(1, `${field} is required`)
+    .max(4096, `${field} is too long`)
+    .refine((v) => {
+      try {
+        const u = new URL(v);
+        return (u.protocol === "http:" || u.protocol === "https:") && /^https?:\/\//i.test(v);
+      } catch {
+        return false;
+      }
+    }, `${field} must be an http:// or https:// URL`);
+
+/** request_id doubles as an object-store prefix, so it is limited to a safe alphabet. */
+export const requestIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+export const submitJobBody = z.object({
+  audio_url: httpUrl("audio_url"),
+  request_id: z
+    .string({ error: "request_id must be a string" })
+    .regex(requestIdPattern, "request_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
+    .optional(),
+  language: z.string().trim().min(1).max(32).optional(),
+  model: z.string().trim().min(1).max(128).optional(),
+  prompt: z.string().max(8000).optional(),
+  segment_seconds: z.number({ error: "segment_seconds must be a number" }).gt(0, "segment_seconds must be > 0").finite().optional(),
+  /** Accepted and ignored: every slice is transcribed as verbose_json (spec 4.3). */
+  response_format: z.string().optional(),
+  concurrency: z.number({ error: "concurrency must be a number" }).gt(0, "concurrency must be > 0").finite().optional(),
+  webhook_url: httpUrl("webhook_url").optional(),
+  review: z.boolean({ error: "review must be a boolean" }).optional(),
+  metadata: z.record(z.string(), z.unknown(), { error: "metadata must be an object" }).optional(),
+});
+export type SubmitJobBody = z.infer<typeof submitJobBody>;
+
+export const submitJobResponse = z.object({
+  request_id: z.string(),
+  workflow_id: z.string().uuid(),
+  status: z.literal("queued"),
+  endpoint: z.string(),
+});
+export type SubmitJobResponse = z.infer<typeof submitJobResponse>;
+
+/** Defaults and bounds of a job's options, in one place. */
+export const jobDefaults = {
+  model: "stt-large-v3-turbo",
+  segmentSeconds: 300,
+  concurrency: 6,
+  /** Slices shorter than this would only multiply overhead; smaller values are raised to it. */
+  minSegmentSeconds: 1,
+  /** Per-job concurrency is capped so one job cannot take every worker. */
+  maxConcurrency: 32,
+} as const;
+
+// ---------------------------------------------------------------- the job aggregate
+
+/** A job's options as fixed at submission (after defaults and bounds). */
+export const jobSpec = z.object({
+  workflowId: z.string().uuid(),
+  requestId: z.string(),
+  ownerId: z.string(),
+  keyId: z.string(),
+  audioUrl: z.string(),
+  language: z.string().optional(),
+  model: z.string(),
+  prompt: z.string().optional(),
+  segmentSeconds: z.number().positive(),
+  concurrency: z.number().int().positive(),
+  webhookUrl: z.string().optional(),
+  review: z.boolean(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+  /** The plan's maxAudioSecondsPerRequest when the job was submitted. */
+  maxAudioSeconds: z.number().nonnegative(),
+});
+export type JobSpec = z.infer<typeof jobSpec>;
+
+const at = z.string();
+export const jobError = z.object({ code: z.string(), message: z.string() });
+export type JobError = z.infer<typeof jobError>;
+
+export const chunkPlan = z.object({
+  index: z.number().int().nonnegative(),
+  startSample: z.number().int().nonnegative(),
+  endSample: z.number().int().nonnegative(),
+});
+export type ChunkPlan = z.infer<typeof chunkPlan>;
+
+/**
+ * Step names: `fetch`, `slice`, `transcribe_chunk_<i>`, `aggregate`,
+ * `review_chunk_<i>`, `review`, `webhook`.
+ */
+export const stepName = z.string().regex(/^(fetch|slice|aggregate|review|webhook|(transcribe|review)_chunk_\d+)$/);
+
+export const jobEvent = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("JobSubmitted"), data: jobSpec.extend({ at }) }),
+  /** A resubmission of an errored job: unfinished steps start again, finished ones stay. */
+  z.object({ type: z.literal("JobResumed"), data: z.object({ attempt: z.number().int().positive(), at }) }),
+  z.object({ type: z.literal("StepStarted"), data: z.object({ step: stepName, attempt: z.number().int().positive(), at }) }),
+  /** One attempt of a step failed; `final` means no more attempts. */
+  z.object({
+    type: z.literal("StepAttemptFailed"),
+    data: z.object({ step: stepName, attempt: z.number().int().positive(), delivery: z.number().int().positive(), error: jobError, final: z.boolean(), at }),
+  }),
+  z.object({
+    type: z.literal("AudioFetched"),
+    data: z.object({
+      bytes: z.number().int().nonnegative(),
+      contentType: z.string().optional(),
+      sampleRate: z.number().int().positive(),
+      samples: z.number().int().nonnegative(),
+      durationSeconds: z.number().nonnegative(),
+      /** Object key of the decoded 16 kHz mono PCM16LE audio. */
+      audioKey: z.string(),
+      at,
+    }),
+  }),
+  z.object({ type: z.literal("AudioSliced"), data: z.object({ chunks: z.array(chunkPlan).min(1), at }) }),
+  z.object({
+    type: z.literal("ChunkTranscribed"),
+    data: z.object({
+      index: z.number().int().nonnegative(),
+      segments: z.number().int().nonnegative(),
+      /** True when a stored checkpoint was reused instead of transcribing again. */
+      fromCheckpoint: z.boolean(),
+      workerId: z.string().optional(),
+      at,
+    }),
+  }),
+  z.object({ type: z.literal("TranscriptAggregated"), data: z.object({ segments: z.number().int().nonnegative(), at }) }),
+  z.object({ type: z.literal("ChunkReviewed"), data: z.object({ index: z.number().int().nonnegative(), at }) }),
+  z.object({ type: z.literal("TranscriptReviewed"), data: z.object({ at }) }),
+  z.object({ type: z.literal("JobCompleted"), data: z.object({ audioSeconds: z.number().nonnegative(), at }) }),
+  z.object({ type: z.literal("WebhookDelivered"), data: z.object({ attempt: z.number().int().positive(), status: z.number().int(), at }) }),
+  z.object({ type: z.literal("JobFailed"), data: z.object({ error: jobError, step: stepName.optional(), at }) }),
+]);
+export type JobEvent = z.infer<typeof jobEvent>;
+export const jobEventEnvelope = envelopeOf(jobEvent);
+
+/** The command a step consumer receives: which job, which step, which dispatch. */
+export const stepKinds = ["fetch", "slice", "transcribe", "aggregate", "review", "webhook"] as const;
+export type StepKind = (typeof stepKinds)[number];
+export const stepCommand = z.object({
+  workflowId: z.string().uuid(),
+  step: stepName,
+  attempt: z.number().int().positive(),
+});
+export type StepCommand = z.infer<typeof stepCommand>;
+
+// ---------------------------------------------------------------- artifacts (2.7)
+
+export const jobSegment = z.object({
+  id: z.number().int().nonnegative(),
+  start_time: z.number(),
+  end_time: z.number(),
+  duration: z.number(),
+  text: z.string(),
+  confidence: z.number().min(0).max(1),
+});
+export type JobSegment = z.infer<typeof jobSegment>;
+
+/** transcription/{request_id}/chunk_{i}.json: one slice's result, times absolute. */
+export const chunkArtifact = z.object({
+  workflow_id: z.string(),
+  request_id: z.string(),
+  index: z.number().int().nonnegative(),
+  start_time: z.number(),
+  end_time: z.number(),
+  language: z.string(),
+  model: z.string(),
+  worker_id: z.string().optional(),
+  text: z.string(),
+  segments: z.array(jobSegment.omit({ id: true })),
+  transcribed_at: z.string(),
+});
+export type ChunkArtifact = z.infer<typeof chunkArtifact>;
+
+/** result.json and `output.result` (spec 2.5). */
+export const jobResult = z.object({
+  text: z.string(),
+  segments: z.array(jobSegment),
+  summary: z.object({
+    total_duration: z.number(),
+    total_speech_duration: z.number(),
+    overall_speech_ratio: z.number(),
+    num_segments: z.number().int(),
+  }),
+  metadata: z.object({
+    language: z.string(),
+    model: z.string(),
+    chunk_count: z.number().int(),
+    audio_duration_seconds: z.number(),
+    request_id: z.string(),
+    workflow_id: z.string(),
+  }),
+});
+export type JobResult = z.infer<typeof jobResult>;
+
+/** review_chunk_{i}.json: the first review stage's annotations of one slice. */
+export const reviewChunkArtifact = z.object({
+  index: z.number().int().nonnegative(),
+  model: z.string(),
+  corrections: z.array(z.object({ segment_id: z.number().int(), text: z.string(), reason: z.string().optional() })),
+  notes: z.string(),
+  reviewed_at: z.string(),
+});
+export type ReviewChunkArtifact = z.infer<typeof reviewChunkArtifact>;
+
+/** reviewed_result.json: the final corrected transcript (same shape as result plus review info). */
+export const reviewedResult = jobResult.extend({
+  review: z.object({ model: z.string(), corrected_segments: z.number().int(), notes: z.string(), reviewed_at: z.string() }),
+});
+export type ReviewedResult = z.infer<typeof reviewedResult>;
+
+export const artifactKeys = {
+  prefix: (requestId: string) => `transcription/${requestId}/`,
+  audio: (requestId: string) => `transcription/${requestId}/audio.pcm`,
+  chunk: (requestId: string, i: number) => `transcription/${requestId}/chunk_${i}.json`,
+  result: (requestId: string) => `transcription/${requestId}/result.json`,
+  reviewChunk: (requestId: string, i: number) => `transcription/${requestId}/review_chunk_${i}.json`,
+  reviewed: (requestId: string) => `transcription/${requestId}/reviewed_result.json`,
+};
+
+// ---------------------------------------------------------------- poll view (2.4)
+
+export const jobStatus = z.enum(["queued", "running", "complete", "errored", "terminated", "paused", "waiting"]);
+export type JobStatus = z.infer<typeof jobStatus>;
+
+export const stepStatus = z.enum(["running", "retrying", "complete", "errored"]);
+export const jobStepView = z.object({
+  name: z.string(),
+  status: stepStatus,
+  attempt: z.number().int(),
+  started_at: z.string().nullable(),
+  ended_at: z.string().nullable(),
+  error: jobError.nullable(),
+});
+export type JobStepView = z.infer<typeof jobStepView>;
+
+export const jobView = z.object({
+  workflow_id: z.string(),
+  request_id: z.string(),
+  status: jobStatus,
+  steps: z.array(jobStepView),
+  output: z.object({ result: jobResult, reviewed_result: reviewedResult.nullable() }).nullable(),
+  error: jobError.nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type JobView = z.infer<typeof jobView>;
+
+/** The webhook body (documented in docs/jobs.md). */
+export const webhookPayload = z.object({
+  type: z.literal("transcription.job.completed"),
+  workflow_id: z.string(),
+  request_id: z.string(),
+  status: z.literal("complete"),
+  output: z.object({ result: jobResult, reviewed_result: reviewedResult.nullable() }),
+  metadata: z.record(z.string(), z.unknown()).nullable(),
+});
+export type WebhookPayload = z.infer<typeof webhookPayload>;

@@ -1,0 +1,171 @@
+import { describe, expect, it } from "vitest";
+import type { JobEvent, JobSpec } from "../../schemas/jobs";
+import { decide, evolve, initialJobState, stepsView, type JobCommand, type JobState } from "./job";
+
+const now = "2026-11-22T10:00:00.000Z";
+const spec: JobSpec = {
+  workflowId: "5b1f2a8e-7c1d-4d3e-9f00-000000000001",
+  requestId: "req-1",
+  ownerId: "tenant-a",
+  keyId: "key-a",
+  audioUrl: "https://audio.example/a.wav",
+  model: "stt-large-v3-turbo",
+  segmentSeconds: 10,
+  concurrency: 2,
+  review: false,
+  maxAudioSeconds: 900,
+};
+
+/** given(events).when(command).then(events) */
+function given(...events: JobEvent[]) {
+  const state = events.reduce<JobState>(evolve, initialJobState);
+  return {
+    state,
+    when: (command: JobCommand) => ({
+      then: (expected: JobEvent[]) => expect(decide(command, state)).toEqual(expected),
+      thenThrows: (code: string) => expect(() => decide(command, state)).toThrow(expect.objectContaining({ code })),
+      events: () => decide(command, state),
+    }),
+  };
+}
+
+const submitted: JobEvent = { type: "JobSubmitted", data: { ...spec, at: now } };
+const started = (step: string, attempt = 1): JobEvent => ({ type: "StepStarted", data: { step, attempt, at: now } });
+const fetched: JobEvent = {
+  type: "AudioFetched",
+  data: { bytes: 1000, sampleRate: 16000, samples: 40 * 16000, durationSeconds: 40, audioKey: "transcription/req-1/audio.pcm", at: now },
+};
+const sliced: JobEvent = {
+  type: "AudioSliced",
+  data: {
+    chunks: [0, 1, 2, 3].map((index) => ({ index, startSample: index * 160000, endSample: (index + 1) * 160000 })),
+    at: now,
+  },
+};
+const transcribed = (index: number): JobEvent => ({ type: "ChunkTranscribed", data: { index, segments: 2, fromCheckpoint: false, at: now } });
+const advance: JobCommand = { type: "Advance", now, reviewAvailable: true };
+
+describe("submitting", () => {
+  it("a new request starts a job", () => {
+    given().when({ type: "SubmitJob", spec, now }).then([submitted]);
+  });
+  it("the same request again is the same job: no new events", () => {
+    given(submitted).when({ type: "SubmitJob", spec, now }).then([]);
+  });
+  it("another tenant cannot take over a request_id", () => {
+    given(submitted).when({ type: "SubmitJob", spec: { ...spec, ownerId: "tenant-b" }, now }).thenThrows("request_id_conflict");
+  });
+  it("resubmitting an errored job resumes it, keeping finished steps", () => {
+    const failed: JobEvent = { type: "JobFailed", data: { step: "transcribe_chunk_2", error: { code: "transcription_failed", message: "x" }, at: now } };
+    const g = given(submitted, started("fetch"), fetched, started("slice"), sliced, started("transcribe_chunk_0"), transcribed(0), started("transcribe_chunk_2"), failed);
+    g.when({ type: "SubmitJob", spec, now }).then([{ type: "JobResumed", data: { attempt: 2, at: now } }]);
+    const resumed = evolve(g.state, { type: "JobResumed", data: { attempt: 2, at: now } });
+    expect(resumed.status).toBe("queued");
+    // chunk 0 stays done; chunk 2 restarts with a new attempt number; chunk 1 starts fresh.
+    expect(decide(advance, resumed)).toEqual([started("transcribe_chunk_1"), started("transcribe_chunk_2", 2)]);
+  });
+});
+
+describe("advancing (the process manager's decision)", () => {
+  it("starts fetch, then slice, one at a time", () => {
+    given(submitted).when(advance).then([started("fetch")]);
+    given(submitted, started("fetch")).when(advance).then([]);
+    given(submitted, started("fetch"), fetched).when(advance).then([started("slice")]);
+  });
+
+  it("keeps at most `concurrency` chunks in flight", () => {
+    const base = [submitted, started("fetch"), fetched, started("slice"), sliced];
+    given(...base).when(advance).then([started("transcribe_chunk_0"), started("transcribe_chunk_1")]);
+    given(...base, started("transcribe_chunk_0"), started("transcribe_chunk_1")).when(advance).then([]);
+    given(...base, started("transcribe_chunk_0"), started("transcribe_chunk_1"), transcribed(1)).when(advance).then([started("transcribe_chunk_2")]);
+    // A chunk being retried still counts as in flight.
+    const retrying: JobEvent = {
+      type: "StepAttemptFailed",
+      data: { step: "transcribe_chunk_0", attempt: 1, delivery: 1, error: { code: "transcription_failed", message: "x" }, final: false, at: now },
+    };
+    given(...base, started("transcribe_chunk_0"), started("transcribe_chunk_1"), retrying, transcribed(1), started("transcribe_chunk_2")).when(advance).then([]);
+  });
+
+  it("aggregates once every chunk is done, then completes and starts the webhook", () => {
+    const all = [submitted, started("fetch"), fetched, started("slice"), sliced, ...[0, 1, 2, 3].flatMap((i) => [started(`transcribe_chunk_${i}`), transcribed(i)])];
+    given(...all).when(advance).then([started("aggregate")]);
+    const aggregated: JobEvent = { type: "TranscriptAggregated", data: { segments: 8, at: now } };
+    given(...all, started("aggregate"), aggregated).when(advance).then([{ type: "JobCompleted", data: { audioSeconds: 40, at: now } }]);
+    const withHook = { ...submitted, data: { ...submitted.data, webhookUrl: "https://hooks.example/x" } } as JobEvent;
+    const g = given(withHook, ...all.slice(1), started("aggregate"), aggregated);
+    g.when(advance).then([{ type: "JobCompleted", data: { audioSeconds: 40, at: now } }, started("webhook")]);
+  });
+
+  it("runs the two review stages before completing when review is on", () => {
+    const reviewing = { ...submitted, data: { ...submitted.data, review: true } } as JobEvent;
+    const all = [reviewing, started("fetch"), fetched, started("slice"), sliced, ...[0, 1, 2, 3].flatMap((i) => [started(`transcribe_chunk_${i}`), transcribed(i)]), started("aggregate"), { type: "TranscriptAggregated", data: { segments: 8, at: now } } as JobEvent];
+    given(...all).when(advance).then([started("review_chunk_0"), started("review_chunk_1")]);
+    const reviewed = [0, 1, 2, 3].flatMap((i) => [started(`review_chunk_${i}`), { type: "ChunkReviewed", data: { index: i, at: now } } as JobEvent]);
+    given(...all, ...reviewed).when(advance).then([started("review")]);
+    given(...all, ...reviewed, started("review"), { type: "TranscriptReviewed", data: { at: now } }).when(advance).then([{ type: "JobCompleted", data: { audioSeconds: 40, at: now } }]);
+  });
+
+  it("fails a review job at once when no review model is configured", () => {
+    const reviewing = { ...submitted, data: { ...submitted.data, review: true } } as JobEvent;
+    const [event] = given(reviewing).when({ ...advance, reviewAvailable: false }).events();
+    expect(event).toMatchObject({ type: "JobFailed", data: { error: { code: "review_unavailable" } } });
+  });
+
+  it("does nothing for errored jobs", () => {
+    given(submitted, { type: "JobFailed", data: { error: { code: "x", message: "y" }, at: now } }).when(advance).then([]);
+  });
+});
+
+describe("recording step results", () => {
+  it("records a chunk once: a repeated report is a no-op", () => {
+    const base = [submitted, started("fetch"), fetched, started("slice"), sliced, started("transcribe_chunk_0")];
+    given(...base).when({ type: "RecordChunkTranscribed", index: 0, segments: 2, fromCheckpoint: false, now }).then([transcribed(0)]);
+    given(...base, transcribed(0)).when({ type: "RecordChunkTranscribed", index: 0, segments: 2, fromCheckpoint: true, now }).then([]);
+    given(...base).when({ type: "RecordChunkTranscribed", index: 9, segments: 2, fromCheckpoint: false, now }).thenThrows("invalid_chunk");
+  });
+
+  it("fails the job when audio is longer than the plan allows", () => {
+    const long = { bytes: 1, sampleRate: 16000, samples: 16000 * 1000, durationSeconds: 1000, audioKey: "k" };
+    const events = given(submitted, started("fetch")).when({ type: "RecordAudioFetched", audio: long, now }).events();
+    expect(events.map((e) => e.type)).toEqual(["AudioFetched", "JobFailed"]);
+    expect(events[1]).toMatchObject({ data: { error: { code: "audio_too_long" } } });
+  });
+
+  it("a final step failure fails the job; a retry only marks the step", () => {
+    const error = { code: "audio_not_found", message: "404" };
+    const g = given(submitted, started("fetch"));
+    g.when({ type: "RecordStepAttemptFailed", step: "fetch", attempt: 1, delivery: 1, error, final: false, now }).then([
+      { type: "StepAttemptFailed", data: { step: "fetch", attempt: 1, delivery: 1, error, final: false, at: now } },
+    ]);
+    g.when({ type: "RecordStepAttemptFailed", step: "fetch", attempt: 1, delivery: 3, error, final: true, now }).then([
+      { type: "StepAttemptFailed", data: { step: "fetch", attempt: 1, delivery: 3, error, final: true, at: now } },
+      { type: "JobFailed", data: { step: "fetch", error, at: now } },
+    ]);
+    // A stale report from an older dispatch changes nothing.
+    g.when({ type: "RecordStepAttemptFailed", step: "fetch", attempt: 7, delivery: 1, error, final: true, now }).then([]);
+  });
+
+  it("a failed webhook never fails a completed job", () => {
+    const withHook = { ...submitted, data: { ...submitted.data, webhookUrl: "https://h.example/" } } as JobEvent;
+    const done: JobEvent = { type: "JobCompleted", data: { audioSeconds: 40, at: now } };
+    const error = { code: "webhook_failed", message: "503" };
+    given(withHook, done, started("webhook"))
+      .when({ type: "RecordStepAttemptFailed", step: "webhook", attempt: 1, delivery: 5, error, final: true, now })
+      .then([{ type: "StepAttemptFailed", data: { step: "webhook", attempt: 1, delivery: 5, error, final: true, at: now } }]);
+  });
+});
+
+describe("the poll view", () => {
+  it("lists steps in pipeline order with status, attempt and times", () => {
+    const state = [submitted, started("fetch"), fetched, started("slice"), sliced, started("transcribe_chunk_1"), started("transcribe_chunk_0"), transcribed(0)].reduce<JobState>(evolve, initialJobState);
+    if (state.status === "none") throw new Error("no job");
+    expect(state.status).toBe("running");
+    expect(stepsView(state).map((s) => [s.name, s.status])).toEqual([
+      ["fetch", "complete"],
+      ["slice", "complete"],
+      ["transcribe_chunk_0", "complete"],
+      ["transcribe_chunk_1", "running"],
+    ]);
+    expect(stepsView(state)[0]).toMatchObject({ attempt: 1, started_at: now, ended_at: now, error: null });
+  });
+});
