@@ -38,7 +38,7 @@ export async function createFsObjectStore(root: string): Promise<ObjectStore> {
     return out;
   };
 
-  return {
+  const store: ObjectStore = {
     backend: "fs",
     async put(key, body) {
       const path = pathOf(key);
@@ -102,7 +102,7 @@ export async function createFsObjectStore(root: string): Promise<ObjectStore> {
     },
     async deletePrefix(prefix) {
       assertValidPrefix(prefix);
-      if (prefix === "" ) {
+      if (prefix === "") {
         await rm(base, { recursive: true, force: true });
         await mkdir(base, { recursive: true });
         return;
@@ -111,8 +111,9 @@ export async function createFsObjectStore(root: string): Promise<ObjectStore> {
         await rm(join(base, ...prefix.slice(0, -1).split("/")), { recursive: true, force: true });
         return;
       }
-      for (const key of await this.list(prefix)) await this.delete(key);
+      for (const key of await store.list(prefix)) await store.delete(key);
     },
     async close() {},
   };
+  return store;
 }
