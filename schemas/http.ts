@@ -1,0 +1,82 @@
+import { z } from "@hono/zod-openapi";
+import { limitsSchema } from "../shared/plans";
+
+/**
+ * HTTP bodies and responses of the foundation routes (admin keys, plans, session
+ * tokens, health) and the error envelopes. Importing `z` from @hono/zod-openapi gives
+ * the same zod with `.openapi()` metadata; these schemas validate requests and
+ * generate /openapi.json.
+ */
+export const limits = limitsSchema.openapi("Limits");
+
+export const openAiError = z
+  .object({
+    error: z.object({
+      message: z.string(),
+      type: z.string(),
+      code: z.string().nullable(),
+      param: z.string().nullable().optional(),
+    }),
+  })
+  .openapi("Error");
+
+export const adminError = z
+  .object({
+    ok: z.literal(false),
+    error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean() }),
+  })
+  .openapi("AdminError");
+
+export const issueKeyBody = z
+  .object({
+    owner_id: z.string().min(1).max(200).regex(/^[A-Za-z0-9._:@-]+$/, "letters, digits and . _ : @ -").default("default"),
+    plan: z.string().min(1).max(64).default("free"),
+    label: z.string().max(500).optional(),
+    expires_at: z.iso.datetime({ offset: true }).optional(),
+  })
+  .openapi("IssueKeyRequest");
+export type IssueKeyBody = z.infer<typeof issueKeyBody>;
+
+export const keyRecord = z
+  .object({
+    id: z.string(),
+    ownerId: z.string(),
+    keyPrefix: z.string(),
+    lastFour: z.string(),
+    plan: z.string(),
+    status: z.enum(["active", "revoked", "expired"]),
+    label: z.string().nullable(),
+    expiresAt: z.string().nullable(),
+    revokedAt: z.string().nullable(),
+    lastUsedAt: z.string().nullable(),
+    createdAt: z.string(),
+    limits: limits,
+  })
+  .openapi("ApiKey");
+export type KeyRecord = z.infer<typeof keyRecord>;
+
+export const issuedKeyRecord = keyRecord.extend({ key: z.string().describe("Plaintext key; returned only here, never again.") }).openapi("IssuedApiKey");
+
+export const ok = <T extends z.ZodTypeAny>(data: T) => z.object({ ok: z.literal(true), data });
+
+export const listKeysQuery = z.object({ owner_id: z.string().optional() });
+export const keyIdParam = z.object({ id: z.string().min(1).openapi({ param: { name: "id", in: "path" } }) });
+
+export const planEntry = z.object({ plan: z.string(), limits }).openapi("Plan");
+
+export const sessionToken = z
+  .object({
+    token: z.string().describe("rt_ token, HMAC-SHA256 signed"),
+    expires_in: z.number().int(),
+    endpoint: z.string(),
+  })
+  .openapi("SessionToken");
+
+export const health = z.object({ status: z.literal("ok"), uptime_seconds: z.number() }).openapi("Health");
+export const readiness = z
+  .object({
+    status: z.enum(["ready", "not_ready"]),
+    checks: z.record(z.string(), z.object({ ok: z.boolean(), detail: z.string().optional() })),
+  })
+  .openapi("Readiness");
+export type Readiness = z.infer<typeof readiness>;

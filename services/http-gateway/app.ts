@@ -1,0 +1,35 @@
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { validationError } from "../../shared/errors";
+import type { GatewayEnv } from "./auth-middleware";
+import type { GatewayDeps } from "./deps";
+import { notFound, onError } from "./errors";
+import { registerAdminRoutes } from "./routes/admin";
+import { registerDocsRoutes, registerMetaRoutes } from "./routes/meta";
+import { registerSessionTokenRoutes } from "./routes/session-token";
+import { registerStreamDoc } from "./routes/stream-doc";
+
+/**
+ * The hono app serving every plain HTTP route under the one base URL. Route modules
+ * register themselves; order matters only for the legacy `GET /{workflowId}` alias,
+ * which is registered last so it never shadows a named route.
+ */
+export function createApp(deps: GatewayDeps): OpenAPIHono<GatewayEnv> {
+  const app = new OpenAPIHono<GatewayEnv>({
+    defaultHook: (result) => {
+      if (!result.success) {
+        const issue = result.error.issues[0];
+        const param = issue?.path.join(".") || undefined;
+        throw validationError("invalid_request", `${param ?? "request"}: ${issue?.message ?? "invalid"}`, { param });
+      }
+    },
+  });
+  app.onError(onError(deps.logger));
+  app.notFound(notFound);
+
+  registerMetaRoutes(app, deps);
+  registerDocsRoutes(app, deps);
+  registerAdminRoutes(app, deps);
+  registerSessionTokenRoutes(app, deps);
+  registerStreamDoc(app);
+  return app;
+}

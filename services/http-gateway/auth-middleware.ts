@@ -1,0 +1,37 @@
+import type { MiddlewareHandler } from "hono";
+import { authenticateApiKey, refuseKeysInUrl, verifyAdminToken, type Principal } from "../../shared/auth";
+import { noteKeyUse } from "../../shared/key-use";
+import { consumeRate, rateHeaders } from "../../shared/rate-limit";
+import type { GatewayDeps } from "./deps";
+
+export type GatewayEnv = { Variables: { principal: Principal } };
+
+/** Authenticates `Authorization: Bearer sk-…` and sets `principal`. */
+export function requireApiKey(deps: GatewayDeps): MiddlewareHandler<GatewayEnv> {
+  return async function requireApiKeyMiddleware(c, next) {
+    const now = deps.now();
+    refuseKeysInUrl(new URL(c.req.url));
+    const principal = await authenticateApiKey(deps.db, c.req.header("authorization"), now);
+    c.set("principal", principal);
+    noteKeyUse(deps.nats, principal, now, deps.logger);
+    await next();
+  };
+}
+
+/** Counts the request against the plan's maxRequestsPerMinute (after requireApiKey). */
+export function limitRequests(deps: GatewayDeps): MiddlewareHandler<GatewayEnv> {
+  return async function limitRequestsMiddleware(c, next) {
+    const principal = c.get("principal");
+    const state = await consumeRate(deps.nats, principal.keyId, "requests", principal.limits.maxRequestsPerMinute, deps.now());
+    for (const [name, value] of Object.entries(rateHeaders(state))) c.header(name, value);
+    await next();
+  };
+}
+
+/** Operator routes: `Authorization: Bearer <GATEWAY_ADMIN_TOKEN>`. */
+export function requireAdmin(deps: GatewayDeps): MiddlewareHandler {
+  return async function requireAdminMiddleware(c, next) {
+    verifyAdminToken(deps.config.auth.adminToken, c.req.header("authorization"));
+    await next();
+  };
+}

@@ -1,0 +1,21 @@
+import type { Readiness } from "../../schemas/http";
+import type { Config } from "../../shared/config";
+import type { Db } from "../../shared/db/index";
+import type { Logger } from "../../shared/logger";
+import type { Nats } from "../../shared/nats";
+import type { WorkerRouter } from "../../shared/workers/types";
+import type { ObjectStore } from "../../shared/objects/index";
+
+/** What the HTTP gateway needs, built by the composition root (services/stt). */
+export interface GatewayDeps {
+  config: Config;
+  nats: Nats;
+  db: Db;
+  logger: Logger;
+  now: () => Date;
+  /** Worker router for the segment plane (absent when no workers are configured). */
+  router?: WorkerRouter;
+  /** Object store for job artifacts. */
+  objects?: ObjectStore;
+  readiness: () => Promise<Readiness>;
+}

@@ -1,0 +1,49 @@
+import { sql } from "kysely";
+import type { Readiness } from "../../schemas/http";
+import type { ServiceContext } from "../stt/context";
+
+type Check = Readiness["checks"][string];
+
+const timeout = <T>(p: Promise<T>, ms: number) =>
+  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms))]);
+
+/**
+ * Ready when NATS answers, Postgres answers, every projection has caught up with its
+ * stream, and the realtime gateway is enabled. In-process runners report directly;
+ * otherwise the stored offsets are compared with the streams' last sequences.
+ */
+export async function checkReadiness(ctx: ServiceContext): Promise<Readiness> {
+  const checks: Record<string, Check> = {};
+  checks.nats = await timeout(ctx.nats.nc.rtt(), 1000)
+    .then((ms) => ({ ok: true, detail: `rtt ${ms.toFixed(1)} ms` }))
+    .catch((e: Error) => ({ ok: false, detail: e.message }));
+  checks.postgres = await timeout(sql`select 1`.execute(ctx.db), 1000)
+    .then(() => ({ ok: true }))
+    .catch((e: Error) => ({ ok: false, detail: e.message }));
+  if (checks.postgres.ok && checks.nats.ok) {
+    const runners = ctx.slots.projections;
+    for (const p of ctx.projections) {
+      const runner = runners?.find((r) => r.name === p.name);
+      if (runner) {
+        checks[`projection:${p.name}`] = { ok: runner.caughtUp(), detail: `applied ${runner.appliedSeq()}` };
+        continue;
+      }
+      checks[`projection:${p.name}`] = await projectionLag(ctx, p.name, p.stream, p.filterSubject);
+    }
+  }
+  checks.realtime = { ok: ctx.config.gateway.enabled, detail: ctx.config.gateway.enabled ? "accepting" : "gateway disabled" };
+  const ready = Object.values(checks).every((c) => c.ok);
+  return { status: ready ? "ready" : "not_ready", checks };
+}
+
+async function projectionLag(ctx: ServiceContext, name: string, stream: string, filter: string): Promise<Check> {
+  try {
+    const row = await ctx.db.selectFrom("projection_offsets").select("last_seq").where("name", "=", name).executeTakeFirst();
+    const applied = row ? Number(row.last_seq) : 0;
+    const last = await ctx.nats.jsm.streams.getMessage(stream, { last_by_subj: filter }).catch(() => null);
+    const head = last?.seq ?? 0;
+    return { ok: applied >= head, detail: `applied ${applied} of ${head}` };
+  } catch (e) {
+    return { ok: false, detail: (e as Error).message };
+  }
+}

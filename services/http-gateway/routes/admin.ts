@@ -1,0 +1,252 @@
+import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { adminError, issueKeyBody, issuedKeyRecord, keyIdParam, keyRecord, listKeysQuery, ok, planEntry, type KeyRecord } from "../../../schemas/http";
+import { keyEventEnvelope, type KeyEvent } from "../../../schemas/keys";
+import { generateApiKey, newKeyId } from "../../../shared/auth";
+import { withStore } from "../../../shared/db/index";
+import { AppError, isAppError, notFound, validationError } from "../../../shared/errors";
+import { appendEvents, loadAggregate } from "../../../shared/event-store";
+import { isPlanName, planLimits, planNames } from "../../../shared/plans";
+import { waitForProjection } from "../../../shared/projection";
+import { requireAdmin, type GatewayEnv } from "../auth-middleware";
+import type { GatewayDeps } from "../deps";
+import { decideKey, evolveKey, initialKeyState } from "../keys/key-decider";
+
+/**
+ * Operator key management (spec 4.8–4.11) and the public plan catalog (4.7).
+ * Commands go to the ApiKey aggregate on JetStream; reads come from the api_keys
+ * read model. Issue and revoke wait (bounded) for the projection to apply their
+ * event, so the next request already sees the change.
+ */
+const KEYS_PATH = "/v1/external-transcription/keys";
+const errors = {
+  400: { description: "invalid request or unknown plan (`invalid_plan`)", content: { "application/json": { schema: adminError } } },
+  401: { description: "missing or wrong admin token (`admin_unauthorized`)", content: { "application/json": { schema: adminError } } },
+  500: { description: "`issue_failed` or `store_unavailable`", content: { "application/json": { schema: adminError } } },
+};
+const security = [{ adminToken: [] }];
+
+interface KeyRow {
+  id: string;
+  owner_id: string;
+  key_prefix: string;
+  last_four: string;
+  plan: string;
+  label: string | null;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+  created_at: Date;
+}
+
+export function toKeyRecord(row: KeyRow, now: Date): KeyRecord {
+  const status = row.revoked_at ? "revoked" : row.expires_at && row.expires_at.getTime() <= now.getTime() ? "expired" : "active";
+  return {
+    id: row.id,
+    ownerId: row.owner_id,
+    keyPrefix: row.key_prefix,
+    lastFour: row.last_four,
+    plan: row.plan,
+    status,
+    label: row.label,
+    expiresAt: row.expires_at?.toISOString() ?? null,
+    revokedAt: row.revoked_at?.toISOString() ?? null,
+    lastUsedAt: row.last_used_at?.toISOString() ?? null,
+    createdAt: row.created_at.toISOString(),
+    limits: planLimits(row.plan),
+  };
+}
+
+const storeUnavailable = (cause: unknown) =>
+  new AppError("internal", "store_unavailable", "The key store is unavailable; try again shortly.", { retryable: true, cause });
+
+async function readKey(deps: GatewayDeps, id: string) {
+  return withStore("store_unavailable", () => deps.db.selectFrom("api_keys").selectAll().where("id", "=", id).executeTakeFirst()).catch(
+    (err) => {
+      throw isAppError(err) && err.code === "store_unavailable" ? storeUnavailable(err) : err;
+    },
+  );
+}
+
+export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
+  app.use(`${KEYS_PATH}`, requireAdmin(deps));
+  app.use(`${KEYS_PATH}/*`, requireAdmin(deps));
+  const { subjects, streams } = deps.nats.topology;
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/external-transcription/plans",
+      tags: ["plans"],
+      summary: "Plan catalog (public)",
+      responses: { 200: { description: "every known plan", content: { "application/json": { schema: ok(planEntry.array()) } } } },
+    }),
+    (c) => c.json({ ok: true as const, data: planNames.map((plan) => ({ plan, limits: planLimits(plan) })) }, 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: KEYS_PATH,
+      tags: ["keys"],
+      summary: "Issue an API key",
+      security,
+      request: { body: { required: false, content: { "application/json": { schema: issueKeyBody } } } },
+      responses: { 201: { description: "issued; `key` is shown only here", content: { "application/json": { schema: ok(issuedKeyRecord) } } }, ...errors },
+    }),
+    async (c) => {
+      const body = parseIssueBody(await readOptionalJson(await c.req.text()));
+      if (!isPlanName(body.plan)) throw validationError("invalid_plan", `Unknown plan '${body.plan}'. Known plans: ${planNames.join(", ")}.`);
+      const now = deps.now();
+      if (body.expires_at && new Date(body.expires_at).getTime() <= now.getTime()) {
+        throw validationError("invalid_request", "expires_at must be in the future.");
+      }
+      const generated = generateApiKey();
+      const keyId = newKeyId();
+      const events = decideKey(
+        {
+          type: "IssueKey",
+          data: {
+            keyId,
+            ownerId: body.owner_id,
+            keyHash: generated.keyHash,
+            keyPrefix: generated.keyPrefix,
+            lastFour: generated.lastFour,
+            plan: body.plan,
+            label: body.label ?? null,
+            expiresAt: body.expires_at ? new Date(body.expires_at).toISOString() : null,
+            now: now.toISOString(),
+          },
+        },
+        initialKeyState,
+      );
+      let lastSeq: number;
+      try {
+        ({ lastSeq } = await appendEvents<KeyEvent>(deps.nats.js, keyEventEnvelope, subjects.keyEvent(keyId), events.map((e) => ({ ...e, msgId: `${keyId}:issued` })), {
+          expected: "none",
+        }));
+      } catch (err) {
+        throw new AppError("internal", "issue_failed", "The key could not be issued; nothing was stored. Try again.", { retryable: true, cause: err });
+      }
+      await waitForProjection(deps.db, "api_keys", lastSeq, deps.config.auth.keyProjectionWaitMs).catch(() => false);
+      const issued = events[0]!;
+      if (issued.type !== "KeyIssued") throw new AppError("internal", "issue_failed", "unexpected event");
+      const record = toKeyRecord(
+        {
+          id: keyId,
+          owner_id: issued.data.ownerId,
+          key_prefix: issued.data.keyPrefix,
+          last_four: issued.data.lastFour,
+          plan: issued.data.plan,
+          label: issued.data.label,
+          expires_at: issued.data.expiresAt ? new Date(issued.data.expiresAt) : null,
+          revoked_at: null,
+          last_used_at: null,
+          created_at: now,
+        },
+        now,
+      );
+      return c.json({ ok: true as const, data: { key: generated.key, ...record } }, 201);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: KEYS_PATH,
+      tags: ["keys"],
+      summary: "List API keys (optionally of one owner)",
+      security,
+      request: { query: listKeysQuery },
+      responses: { 200: { description: "key metadata, never the plaintext", content: { "application/json": { schema: ok(keyRecord.array()) } } }, ...errors },
+    }),
+    async (c) => {
+      const { owner_id } = c.req.valid("query");
+      const rows = await withStore("store_unavailable", () => {
+        let q = deps.db.selectFrom("api_keys").selectAll().orderBy("created_at", "asc").orderBy("id", "asc");
+        if (owner_id) q = q.where("owner_id", "=", owner_id);
+        return q.execute();
+      }).catch((err) => {
+        throw isAppError(err) && err.code === "store_unavailable" ? storeUnavailable(err) : err;
+      });
+      const now = deps.now();
+      return c.json({ ok: true as const, data: rows.map((r) => toKeyRecord(r, now)) }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: `${KEYS_PATH}/{id}`,
+      tags: ["keys"],
+      summary: "Inspect an API key",
+      security,
+      request: { params: keyIdParam },
+      responses: {
+        200: { description: "key metadata", content: { "application/json": { schema: ok(keyRecord) } } },
+        404: { description: "`key_not_found`", content: { "application/json": { schema: adminError } } },
+        ...errors,
+      },
+    }),
+    async (c) => {
+      const row = await readKey(deps, c.req.valid("param").id);
+      if (!row) throw notFound("key_not_found", `No key with id '${c.req.valid("param").id}'.`);
+      return c.json({ ok: true as const, data: toKeyRecord(row, deps.now()) }, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "delete",
+      path: `${KEYS_PATH}/{id}`,
+      tags: ["keys"],
+      summary: "Revoke an API key",
+      description: "Idempotent: revoking a revoked key answers 200 with the same record.",
+      security,
+      request: { params: keyIdParam },
+      responses: {
+        200: { description: "the revoked key", content: { "application/json": { schema: ok(keyRecord) } } },
+        404: { description: "`key_not_found`", content: { "application/json": { schema: adminError } } },
+        ...errors,
+      },
+    }),
+    async (c) => {
+      const { id } = c.req.valid("param");
+      if (!/^[A-Za-z0-9_-]{1,128}$/.test(id)) throw notFound("key_not_found", `No key with id '${id}'.`);
+      const now = deps.now();
+      let lastSeq: number;
+      try {
+        const loaded = await loadAggregate(deps.nats.js, deps.nats.jsm, streams.keys.name, keyEventEnvelope, subjects.keyEvent(id), initialKeyState, evolveKey);
+        const events = decideKey({ type: "RevokeKey", data: { keyId: id, now: now.toISOString() } }, loaded.state);
+        lastSeq = events.length
+          ? (await appendEvents<KeyEvent>(deps.nats.js, keyEventEnvelope, subjects.keyEvent(id), events.map((e) => ({ ...e, msgId: `${id}:revoked` })), { expected: loaded.lastSeq })).lastSeq
+          : loaded.lastSeq;
+      } catch (err) {
+        if (isAppError(err) && (err.kind === "not_found" || err.kind === "conflict")) throw err;
+        throw storeUnavailable(err);
+      }
+      await waitForProjection(deps.db, "api_keys", lastSeq, deps.config.auth.keyProjectionWaitMs).catch(() => false);
+      const row = await readKey(deps, id);
+      if (!row) throw notFound("key_not_found", `No key with id '${id}'.`);
+      return c.json({ ok: true as const, data: toKeyRecord(row, now) }, 200);
+    },
+  );
+}
+
+/** An absent or empty body means "all defaults"; anything else must be a JSON object. */
+function readOptionalJson(text: string): unknown {
+  if (text.trim() === "") return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw validationError("invalid_request", "The request body must be a JSON object.");
+  }
+}
+
+function parseIssueBody(value: unknown) {
+  const parsed = issueKeyBody.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw validationError("invalid_request", `${issue.path.join(".") || "body"}: ${issue.message}`, { param: issue.path.join(".") || undefined });
+  }
+  return parsed.data;
+}

@@ -1,0 +1,98 @@
+import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { health, readiness } from "../../../schemas/http";
+import type { GatewayEnv } from "../auth-middleware";
+import type { GatewayDeps } from "../deps";
+
+const started = Date.now();
+
+/** Liveness, readiness, the OpenAPI document and the interactive docs page. */
+export function registerMetaRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/health",
+      tags: ["health"],
+      summary: "Liveness: the process is up",
+      responses: { 200: { description: "alive", content: { "application/json": { schema: health } } } },
+    }),
+    (c) => c.json({ status: "ok" as const, uptime_seconds: Math.round((Date.now() - started) / 1000) }, 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/readyz",
+      tags: ["health"],
+      summary: "Readiness: NATS and Postgres reachable, projections caught up, realtime gateway accepting",
+      responses: {
+        200: { description: "ready", content: { "application/json": { schema: readiness } } },
+        503: { description: "not ready; `checks` says why", content: { "application/json": { schema: readiness } } },
+      },
+    }),
+    async (c) => {
+      const report = await deps.readiness();
+      return c.json(report, report.status === "ready" ? 200 : 503);
+    },
+  );
+}
+
+const require = createRequire(import.meta.url);
+
+/** Serves /openapi.json (generated from the route schemas) and /docs (Swagger UI, self-hosted). */
+export function registerDocsRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
+    type: "http",
+    scheme: "bearer",
+    description: "API key: `Authorization: Bearer sk-…`",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
+    type: "http",
+    scheme: "bearer",
+    description: "Operator token: `Authorization: Bearer <GATEWAY_ADMIN_TOKEN>`",
+  });
+  let cached: unknown;
+  app.get("/openapi.json", (c) => {
+    cached ??= app.getOpenAPI31Document({
+      openapi: "3.1.0",
+      info: {
+        title: "Speech Transcription Service",
+        version: "1.0.0",
+        description:
+          "Realtime WebSocket transcription with server-side VAD, synchronous segment upload, and asynchronous batch jobs. Errors on transcription routes use `{ error: { message, type, code } }`; admin routes use `{ ok, data | error: { code, message, retryable } }`.",
+      },
+      servers: [{ url: deps.config.http.publicBaseUrl ?? "/" }],
+    });
+    return c.json(cached);
+  });
+
+  const dist = join(require.resolve("swagger-ui-dist/package.json"), "..");
+  const assets: Record<string, [string, string]> = {
+    "swagger-ui.css": ["text/css; charset=utf-8", "swagger-ui.css"],
+    "swagger-ui-bundle.js": ["text/javascript; charset=utf-8", "swagger-ui-bundle.js"],
+  };
+  const loaded = new Map<string, string>();
+  app.get("/docs/assets/:name", (c) => {
+    const asset = assets[c.req.param("name")];
+    if (!asset) return c.notFound();
+    let body = loaded.get(asset[1]);
+    if (!body) {
+      body = readFileSync(join(dist, asset[1]), "utf8");
+      loaded.set(asset[1], body);
+    }
+    c.header("Cache-Control", "public, max-age=86400");
+    return c.body(body, 200, { "Content-Type": asset[0] });
+  });
+  app.get("/docs", (c) =>
+    c.html(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Speech Transcription API</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="docs"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script>window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#docs", deepLinking: true, persistAuthorization: false });</script>
+</body></html>`),
+  );
+}

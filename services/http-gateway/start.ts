@@ -1,0 +1,35 @@
+import { serve, type ServerType } from "@hono/node-server";
+import type { RunningService, ServiceContext } from "../stt/context";
+import { createApp } from "./app";
+import { checkReadiness } from "./readiness";
+
+/**
+ * Builds the hono app. When the realtime gateway runs in the same process it serves
+ * this app's fetch on its uWebSockets.js listener (one port for HTTP and WebSocket);
+ * otherwise the app listens on its own with @hono/node-server.
+ */
+export async function startHttpGateway(ctx: ServiceContext): Promise<RunningService> {
+  const app = createApp({
+    config: ctx.config,
+    nats: ctx.nats,
+    db: ctx.db,
+    logger: ctx.logger.child({ service: "http-gateway" }),
+    now: ctx.now,
+    router: ctx.router,
+    objects: ctx.objects,
+    readiness: () => checkReadiness(ctx),
+  });
+  ctx.slots.httpFetch = app.fetch;
+  if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: async () => undefined };
+
+  const server: ServerType = await new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: ctx.config.http.host, port: ctx.config.http.port }, (info) => {
+      ctx.slots.port = info.port;
+      resolve(s);
+    });
+  });
+  return {
+    name: "http-gateway",
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

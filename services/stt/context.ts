@@ -1,0 +1,45 @@
+import type { Config } from "../../shared/config";
+import type { Db } from "../../shared/db/index";
+import type { Logger } from "../../shared/logger";
+import type { Nats } from "../../shared/nats";
+import type { ObjectStore } from "../../shared/objects/index";
+import type { Projection, RunningProjection } from "../../shared/projection";
+import type { WorkerRouter } from "../../shared/workers/types";
+
+/**
+ * What every service gets from the composition root. Services never import each
+ * other; when two must meet in one process (the HTTP app handed to the realtime
+ * gateway's one-port listener, projection progress for /readyz) they meet here.
+ */
+export interface ServiceContext {
+  config: Config;
+  nats: Nats;
+  db: Db;
+  objects: ObjectStore;
+  router?: WorkerRouter;
+  logger: Logger;
+  now: () => Date;
+  /** Every read model of the service (for /readyz and `stt rebuild`). */
+  projections: Projection<any>[];
+  /** Names of the services running in this process. */
+  running: Set<string>;
+  /** Shared slots filled by services as they start. */
+  slots: {
+    /** The hono app's fetch handler, when http-gateway runs in this process. */
+    httpFetch?: (request: Request) => Response | Promise<Response>;
+    /** Live projection runners, when the projector runs in this process. */
+    projections?: RunningProjection[];
+    /** Port actually bound by the listener (PORT=0 picks one). */
+    port?: number;
+  };
+}
+
+export interface RunningService {
+  name: string;
+  stop(): Promise<void>;
+}
+
+export interface ServiceDef {
+  name: string;
+  start(ctx: ServiceContext): Promise<RunningService>;
+}

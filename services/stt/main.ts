@@ -1,0 +1,83 @@
+import { loadConfig, ConfigError } from "../../shared/config";
+import { createDb, migrateToLatest } from "../../shared/db/index";
+import { createLogger } from "../../shared/logger";
+import { connectNats } from "../../shared/nats";
+import { rebuildProjection } from "../../shared/projection";
+import { allProjections } from "../projector/projections";
+import { startEmbedded } from "./embedded";
+import { startRuntime } from "./runtime";
+
+/**
+ * `stt` — the one CLI.
+ *   stt serve              run the services of STT_SERVICES (default: all, one process)
+ *   stt migrate            declare streams/consumers and run Postgres migrations
+ *   stt rebuild <name|all> drop a read model and rebuild it from the log
+ */
+const usage = "usage: stt serve | stt migrate | stt rebuild <projection|all>";
+
+async function main(argv: string[]): Promise<number> {
+  const [command = "serve", arg] = argv;
+  const bootLogger = createLogger((process.env.LOG_LEVEL as "info") ?? "info");
+  const embedded = command === "serve" ? await startEmbedded(process.env, process.env.DATA_DIR ?? ".data", bootLogger) : undefined;
+  const config = loadConfig(process.env, { NATS_URL: embedded?.natsUrl ?? process.env.NATS_URL, DATABASE_URL: embedded?.databaseUrl ?? process.env.DATABASE_URL });
+  const logger = createLogger(config.logLevel, { svc: "stt" });
+
+  switch (command) {
+    case "serve": {
+      const runtime = await startRuntime(config, logger);
+      logger.info("stt is up", { services: [...runtime.ctx.running], port: runtime.ctx.slots.port, base_url: `http://127.0.0.1:${runtime.ctx.slots.port}` });
+      await new Promise<void>((resolve) => {
+        const shutdown = (signal: string) => {
+          logger.info("shutting down", { signal });
+          resolve();
+        };
+        process.once("SIGINT", () => shutdown("SIGINT"));
+        process.once("SIGTERM", () => shutdown("SIGTERM"));
+      });
+      await runtime.stop();
+      await embedded?.stop();
+      return 0;
+    }
+    case "migrate": {
+      const nats = await connectNats({ url: config.nats.url, prefix: config.nats.prefix, replicas: config.nats.replicas });
+      const db = createDb(config.db);
+      await migrateToLatest(db, config.db.schema);
+      await nats.close();
+      await db.destroy();
+      logger.info("migrated");
+      return 0;
+    }
+    case "rebuild": {
+      const nats = await connectNats({ url: config.nats.url, prefix: config.nats.prefix, replicas: config.nats.replicas });
+      const db = createDb(config.db);
+      await migrateToLatest(db, config.db.schema);
+      const all = allProjections(nats.topology, config);
+      const chosen = arg === "all" ? all : all.filter((p) => p.name === arg);
+      if (!arg || chosen.length === 0) {
+        process.stderr.write(`${usage}\nprojections: ${all.map((p) => p.name).join(", ")}\n`);
+        await nats.close();
+        await db.destroy();
+        return 2;
+      }
+      for (const p of chosen) {
+        const result = await rebuildProjection(nats, db, p);
+        logger.info("rebuilt", { projection: p.name, events: result.applied, last_seq: result.lastSeq });
+      }
+      await nats.close();
+      await db.destroy();
+      return 0;
+    }
+    default:
+      process.stderr.write(`${usage}\n`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
+    else process.stderr.write(`stt failed: ${(err as Error)?.stack ?? err}\n`);
+    process.exit(1);
+  },
+);

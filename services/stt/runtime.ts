@@ -1,0 +1,63 @@
+import { loadConfig, type Config } from "../../shared/config";
+import { createDb, migrateToLatest } from "../../shared/db/index";
+import { createLogger, type Logger } from "../../shared/logger";
+import { connectNats } from "../../shared/nats";
+import { createObjectStore } from "../../shared/objects/index";
+import type { RunningService, ServiceContext } from "./context";
+import { allProjections } from "../projector/projections";
+import { serviceDefs } from "./services";
+
+/**
+ * Builds the adapters (NATS with its topology, Postgres with migrations, the object
+ * store) and starts the selected services in order. Used by `stt serve` and by the
+ * test stack, so tests run exactly what production runs.
+ */
+export interface Runtime {
+  ctx: ServiceContext;
+  services: RunningService[];
+  stop(): Promise<void>;
+}
+
+export async function startRuntime(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Runtime> {
+  const wanted = config.services.includes("all") ? serviceDefs.map((s) => s.name) : config.services;
+  const unknown = wanted.filter((n) => !serviceDefs.some((s) => s.name === n));
+  if (unknown.length) throw new Error(`unknown service(s) in STT_SERVICES: ${unknown.join(", ")}; known: ${serviceDefs.map((s) => s.name).join(", ")}`);
+
+  const nats = await connectNats({ url: config.nats.url, prefix: config.nats.prefix, replicas: config.nats.replicas, name: `stt:${wanted.join(",")}` });
+  const db = createDb(config.db);
+  await migrateToLatest(db, config.db.schema);
+  const objects = await createObjectStore(config.objects);
+  const ctx: ServiceContext = {
+    config,
+    nats,
+    db,
+    objects,
+    logger,
+    now: () => new Date(),
+    projections: allProjections(nats.topology, config),
+    running: new Set(wanted),
+    slots: {},
+  };
+  const services: RunningService[] = [];
+  const stop = async () => {
+    for (const s of [...services].reverse()) {
+      await s.stop().catch((err) => logger.warn("service did not stop cleanly", { service: s.name, error: String(err) }));
+    }
+    await nats.close();
+    await objects.close();
+    await db.destroy();
+  };
+  try {
+    for (const def of serviceDefs) {
+      if (!ctx.running.has(def.name)) continue;
+      services.push(await def.start(ctx));
+      logger.debug("service started", { service: def.name });
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { ctx, services, stop };
+}
+
+export { loadConfig };

@@ -1,0 +1,13 @@
+import { startHttpGateway } from "../http-gateway/start";
+import { startProjector } from "../projector/start";
+import type { ServiceDef } from "./context";
+
+/**
+ * Every runnable service, in start order. `STT_SERVICES=all` (the embedded default)
+ * runs them all in one process; a comma list runs a subset (scale-out: one service
+ * per deployment, more replicas on the same durable consumers).
+ */
+export const serviceDefs: ServiceDef[] = [
+  { name: "projector", start: startProjector },
+  { name: "http-gateway", start: startHttpGateway },
+];

@@ -1,0 +1,179 @@
+import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import type { Db } from "./db/index";
+import { withStore } from "./db/index";
+import { AppError, unauthorized } from "./errors";
+import { planLimits, type Limits } from "./plans";
+
+/**
+ * Authentication shared by the HTTP and realtime gateways: API keys (Bearer `sk-…`,
+ * looked up by SHA-256 in the api_keys read model), browser session tokens (`rt_…`,
+ * HMAC-SHA256, 60 s, bound to the issuing key) and the operator's admin token.
+ */
+export interface Principal {
+  keyId: string;
+  ownerId: string;
+  plan: string;
+  limits: Limits;
+  lastUsedAt: Date | null;
+  /** How the caller authenticated. */
+  via: "api_key" | "session_token";
+}
+
+export const KEY_PREFIX = "sk-";
+export const KEY_MIN_LENGTH = 16;
+export const SESSION_TOKEN_PREFIX = "rt_";
+export const SESSION_TOKEN_TTL_SECONDS = 60;
+
+export function sha256Hex(value: string): string {
+  return createHash("sha256").update(value, "utf8").digest("hex");
+}
+
+/** Constant-time string equality (lengths are hidden by hashing both sides first). */
+export function safeEqual(a: string, b: string): boolean {
+  const ha = createHash("sha256").update(a).digest();
+  const hb = createHash("sha256").update(b).digest();
+  return timingSafeEqual(ha, hb) && a.length === b.length;
+}
+
+/** A new key: `sk-` + 43 base62 characters (≈256 bits of entropy). */
+export function generateApiKey(): { key: string; keyHash: string; keyPrefix: string; lastFour: string } {
+  const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  let body = "";
+  while (body.length < 43) {
+    for (const byte of randomBytes(64)) {
+      // 248 = 62 * 4: reject the tail to keep the distribution uniform.
+      if (byte < 248 && body.length < 43) body += alphabet[byte % 62];
+    }
+  }
+  const key = KEY_PREFIX + body;
+  return { key, keyHash: sha256Hex(key), keyPrefix: key.slice(0, 11), lastFour: key.slice(-4) };
+}
+
+export function newKeyId(): string {
+  return `key_${randomUUID().replace(/-/g, "")}`;
+}
+
+/** Format rules of spec 2.1: prefix `sk-`, at least 16 characters, 13 after the prefix. */
+export function isWellFormedKey(value: string): boolean {
+  return value.startsWith(KEY_PREFIX) && value.length >= KEY_MIN_LENGTH && /^[\x21-\x7e]+$/.test(value);
+}
+
+/** Extracts the Bearer credential; throws missing_api_key when absent. */
+export function bearerCredential(authorization: string | undefined | null): string {
+  if (!authorization || authorization.trim() === "") {
+    throw unauthorized("missing_api_key", "Missing API key. Send it as 'Authorization: Bearer sk-…'.");
+  }
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization.trim());
+  if (!match) throw unauthorized("invalid_api_key", "Malformed Authorization header; expected 'Bearer <API key>'.");
+  return match[1]!;
+}
+
+/** Keys must never travel in URLs: refuse any query value that looks like one. */
+export function refuseKeysInUrl(url: URL): void {
+  for (const [, value] of url.searchParams) {
+    if (value.startsWith(KEY_PREFIX)) {
+      throw unauthorized("invalid_api_key", "API keys must not be sent in URLs; use the Authorization header (browsers: a session token).");
+    }
+  }
+}
+
+interface KeyRow {
+  id: string;
+  owner_id: string;
+  key_hash: string;
+  plan: string;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+}
+
+function principalFromRow(row: KeyRow, now: Date, via: Principal["via"]): Principal {
+  if (row.revoked_at) throw unauthorized("revoked_api_key", "This API key has been revoked.");
+  if (row.expires_at && row.expires_at.getTime() <= now.getTime()) throw unauthorized("expired_api_key", "This API key has expired.");
+  return { keyId: row.id, ownerId: row.owner_id, plan: row.plan, limits: planLimits(row.plan), lastUsedAt: row.last_used_at, via };
+}
+
+const keyColumns = ["id", "owner_id", "key_hash", "plan", "expires_at", "revoked_at", "last_used_at"] as const;
+
+/** Authenticates an `sk-` key from an Authorization header value. */
+export async function authenticateApiKey(db: Db, authorization: string | undefined | null, now: Date): Promise<Principal> {
+  const key = bearerCredential(authorization);
+  if (!isWellFormedKey(key)) throw unauthorized("invalid_api_key", "Invalid API key format; keys start with 'sk-' and are at least 16 characters.");
+  const hash = sha256Hex(key);
+  const row = await withStore("auth_unavailable", () =>
+    db.selectFrom("api_keys").select(keyColumns).where("key_hash", "=", hash).executeTakeFirst(),
+  );
+  // The lookup is by hash, so timing reveals nothing about the key; compare anyway.
+  if (!row || !safeEqual(row.key_hash, hash)) throw unauthorized("invalid_api_key", "Invalid API key.");
+  return principalFromRow(row, now, "api_key");
+}
+
+/** Looks up a key by id (session tokens); same status rules as a Bearer key. */
+export async function principalForKeyId(db: Db, keyId: string, now: Date): Promise<Principal> {
+  const row = await withStore("auth_unavailable", () =>
+    db.selectFrom("api_keys").select(keyColumns).where("id", "=", keyId).executeTakeFirst(),
+  );
+  if (!row) throw unauthorized("invalid_session_token", "The session token's key no longer exists.");
+  return principalFromRow(row, now, "session_token");
+}
+
+interface SessionClaims {
+  /** key id the token was issued for */
+  kid: string;
+  /** owner (tenant) id */
+  own: string;
+  iat: number;
+  exp: number;
+  /** unique token id */
+  jti: string;
+}
+
+function requireSecret(secret: string | undefined): string {
+  if (!secret) {
+    throw new AppError("unavailable", "token_issuer_unavailable", "Session tokens are not available: GATEWAY_SESSION_TOKEN_SECRET is not configured.");
+  }
+  return secret;
+}
+
+const b64url = (buf: Buffer) => buf.toString("base64url");
+
+/** Issues an `rt_` token: base64url(claims) "." base64url(HMAC-SHA256(claims)). */
+export function issueSessionToken(secret: string | undefined, principal: Principal, now: Date): { token: string; expiresIn: number } {
+  const key = requireSecret(secret);
+  const iat = Math.floor(now.getTime() / 1000);
+  const claims: SessionClaims = { kid: principal.keyId, own: principal.ownerId, iat, exp: iat + SESSION_TOKEN_TTL_SECONDS, jti: randomUUID() };
+  const payload = b64url(Buffer.from(JSON.stringify(claims)));
+  const sig = b64url(createHmac("sha256", key).update(payload).digest());
+  return { token: `${SESSION_TOKEN_PREFIX}${payload}.${sig}`, expiresIn: SESSION_TOKEN_TTL_SECONDS };
+}
+
+/**
+ * Verifies an `rt_` token and resolves the key it is bound to: a token of a key
+ * revoked or expired since issue is refused.
+ */
+export async function verifySessionToken(db: Db, secret: string | undefined, token: string, now: Date): Promise<Principal> {
+  const key = requireSecret(secret);
+  const invalid = () => unauthorized("invalid_session_token", "Invalid or expired session token.");
+  if (!token.startsWith(SESSION_TOKEN_PREFIX)) throw invalid();
+  const [payload, sig, extra] = token.slice(SESSION_TOKEN_PREFIX.length).split(".");
+  if (!payload || !sig || extra !== undefined) throw invalid();
+  const expected = b64url(createHmac("sha256", key).update(payload).digest());
+  if (!safeEqual(sig, expected)) throw invalid();
+  let claims: SessionClaims;
+  try {
+    claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as SessionClaims;
+  } catch {
+    throw invalid();
+  }
+  if (typeof claims.exp !== "number" || typeof claims.kid !== "string") throw invalid();
+  if (claims.exp <= Math.floor(now.getTime() / 1000)) throw invalid();
+  return principalForKeyId(db, claims.kid, now);
+}
+
+/** Checks the operator token (constant time); throws admin_unauthorized. */
+export function verifyAdminToken(configured: string | undefined, authorization: string | undefined | null): void {
+  const fail = () => unauthorized("admin_unauthorized", "An admin token is required: send 'Authorization: Bearer <GATEWAY_ADMIN_TOKEN>'.");
+  if (!configured) throw fail();
+  const match = /^Bearer\s+(\S+)\s*$/i.exec((authorization ?? "").trim());
+  if (!match || !safeEqual(match[1]!, configured)) throw fail();
+}
