@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { resolve } from "node:path";
 import type { Logger } from "../../shared/logger";
@@ -69,6 +70,30 @@ export async function startEmbedded(env: NodeJS.ProcessEnv, dataDir: string, log
     await pg.start();
     out.databaseUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
     stops.push(() => pg.stop());
+  }
+  return out;
+}
+
+/**
+ * Embedded default for the operator token and the session-token secret: when not
+ * configured, a random value is generated once and kept in DATA_DIR (mode 0600), so
+ * a fresh `stt serve` can issue keys and browser tokens. The values are never logged.
+ */
+export function embeddedSecrets(env: NodeJS.ProcessEnv, dataDir: string, logger: Logger): Record<string, string> {
+  const out: Record<string, string> = {};
+  const files: Array<[string, string]> = [
+    ["GATEWAY_ADMIN_TOKEN", "admin-token"],
+    ["GATEWAY_SESSION_TOKEN_SECRET", "session-token-secret"],
+  ];
+  for (const [name, file] of files) {
+    if (env[name]) continue;
+    const path = resolve(dataDir, file);
+    if (!existsSync(path)) {
+      mkdirSync(dataDir, { recursive: true });
+      writeFileSync(path, randomBytes(32).toString("base64url"), { mode: 0o600 });
+    }
+    out[name] = readFileSync(path, "utf8").trim();
+    logger.info(`${name} not set: using the value stored in ${path}`);
   }
   return out;
 }

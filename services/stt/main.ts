@@ -4,7 +4,7 @@ import { createLogger } from "../../shared/logger";
 import { connectNats } from "../../shared/nats";
 import { rebuildProjection } from "../../shared/projection";
 import { allProjections } from "../projector/projections";
-import { startEmbedded } from "./embedded";
+import { embeddedSecrets, startEmbedded } from "./embedded";
 import { startRuntime } from "./runtime";
 
 /**
@@ -19,7 +19,13 @@ async function main(argv: string[]): Promise<number> {
   const [command = "serve", arg] = argv;
   const bootLogger = createLogger((process.env.LOG_LEVEL as "info") ?? "info");
   const embedded = command === "serve" ? await startEmbedded(process.env, process.env.DATA_DIR ?? ".data", bootLogger) : undefined;
-  const config = loadConfig(process.env, { NATS_URL: embedded?.natsUrl ?? process.env.NATS_URL, DATABASE_URL: embedded?.databaseUrl ?? process.env.DATABASE_URL });
+  const dataDir = process.env.DATA_DIR ?? ".data";
+  const secrets = command === "serve" ? embeddedSecrets(process.env, dataDir, bootLogger) : {};
+  const config = loadConfig(process.env, {
+    ...secrets,
+    NATS_URL: embedded?.natsUrl ?? process.env.NATS_URL,
+    DATABASE_URL: embedded?.databaseUrl ?? process.env.DATABASE_URL,
+  });
   const logger = createLogger(config.logLevel, { svc: "stt" });
 
   switch (command) {

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs the whole service with embedded defaults on one base URL (default
+# http://127.0.0.1:8080): installs/starts what is missing, then `stt serve`.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/setup.sh"
+cd "$ROOT"
+exec bin/stt serve

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs every test (unit, integration, end-to-end) against the real NATS, Postgres and
+# object stores: installs/starts what is missing first, then typechecks and runs vitest.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/setup.sh"
+cd "$ROOT"
+npx tsc --noEmit -p .
+npx vitest run "$@"
