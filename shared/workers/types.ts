@@ -40,3 +40,34 @@ export interface WorkerRouter {
   /** Seconds until the breaker half-opens, for Retry-After. */
   retryAfterSeconds(): number;
 }
+
+/** What one worker engine is asked to do: a clip and the request's hints. */
+export interface EngineRequest {
+  pcm: Int16Array;
+  model?: string;
+  language?: string;
+  prompt?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * A transcription engine (PocketSphinx, whisper.cpp, an OpenAI-compatible server)
+ * behind the one interface the worker service runs. Engines return the verbose_json
+ * shape; times are seconds from the start of the clip.
+ */
+export interface TranscriptionEngine {
+  /** Short engine kind: "pocketsphinx", "whisper-cpp", "openai". */
+  readonly kind: string;
+  /** Model names this engine answers for. */
+  readonly models: string[];
+  /** Expected processing seconds per second of audio (real-time factor), for timeouts. */
+  readonly realTimeFactor: number;
+  /** How many clips it transcribes at once. */
+  readonly concurrency: number;
+  /** True once the model is loaded and a request would not pay a load. */
+  warm(): boolean;
+  transcribe(request: EngineRequest): Promise<VerboseTranscription>;
+  close(): Promise<void>;
+}
+
+export type { WorkerAnnouncement } from "../../schemas/segment";

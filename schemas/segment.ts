@@ -1,0 +1,90 @@
+import { z } from "zod";
+import { envelopeOf } from "./envelope";
+import { verboseTranscription } from "./transcription";
+
+/**
+ * Segment plane schemas: the audit events of POST /v1/audio/transcriptions, the
+ * worker registry entries and the NATS request/reply messages between the router
+ * and the worker service.
+ */
+
+// ---- audit events (stream topology.streams.segments, subject segmentEvent(keyId)) ----
+
+const segmentCommon = {
+  requestId: z.string(),
+  keyId: z.string(),
+  ownerId: z.string(),
+  model: z.string(),
+  audioSeconds: z.number().nonnegative(),
+  /** Bytes of the uploaded file. */
+  bytes: z.number().int().nonnegative(),
+  responseFormat: z.string(),
+};
+
+export const segmentTranscribed = z.object({
+  type: z.literal("SegmentTranscribed"),
+  data: z.object({
+    ...segmentCommon,
+    workerId: z.string(),
+    fallbackUsed: z.boolean(),
+    workerMs: z.number().nonnegative(),
+    totalMs: z.number().nonnegative(),
+    textChars: z.number().int().nonnegative(),
+  }),
+});
+
+export const segmentFailed = z.object({
+  type: z.literal("SegmentFailed"),
+  data: z.object({
+    ...segmentCommon,
+    code: z.string(),
+    message: z.string(),
+    totalMs: z.number().nonnegative(),
+  }),
+});
+
+export const segmentEvent = z.discriminatedUnion("type", [segmentTranscribed, segmentFailed]);
+export type SegmentEvent = z.infer<typeof segmentEvent>;
+export const segmentEnvelope = envelopeOf(segmentEvent);
+
+// ---- worker registry (KV bucket topology.buckets.workers, key = worker id) ----
+
+export const workerAnnouncement = z.object({
+  id: z.string(),
+  kind: z.string(),
+  models: z.array(z.string()),
+  warm: z.boolean(),
+  inFlight: z.number().int().nonnegative(),
+  concurrency: z.number().int().positive(),
+  /** Expected processing seconds per audio second. */
+  realTimeFactor: z.number().positive(),
+  host: z.string(),
+  /** ms since epoch of this heartbeat. */
+  at: z.number(),
+});
+export type WorkerAnnouncement = z.infer<typeof workerAnnouncement>;
+
+// ---- worker request/reply (core NATS, topology.subjects.workerRequest / workerAny) ----
+
+/**
+ * Request header, JSON, framed before the PCM: [u32 LE header length][header][PCM16].
+ * When the clip exceeds the server's max payload, `pullSubject` names a subject
+ * the worker requests the audio from in pieces (`{offset}` → bytes).
+ */
+export const workerRequestHeader = z.object({
+  requestId: z.string(),
+  model: z.string().optional(),
+  language: z.string().optional(),
+  prompt: z.string().optional(),
+  samples: z.number().int().nonnegative(),
+  pullSubject: z.string().optional(),
+  /** ms since epoch after which the router no longer waits; the worker may skip the work. */
+  deadline: z.number().optional(),
+});
+export type WorkerRequestHeader = z.infer<typeof workerRequestHeader>;
+
+export const workerReply = z.discriminatedUnion("ok", [
+  z.object({ ok: z.literal(true), workerId: z.string(), result: verboseTranscription }),
+  z.object({ ok: z.literal(false), workerId: z.string(), code: z.string(), message: z.string() }),
+]);
+export type WorkerReply = z.infer<typeof workerReply>;

@@ -1,0 +1,28 @@
+import { execFile } from "node:child_process";
+import { mkdir, stat } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+/**
+ * Compiles ps-worker.c against Debian's libpocketsphinx (pocketsphinx,
+ * pocketsphinx-en-us, libpocketsphinx-dev, libsphinxbase-dev) into build/ps-worker.
+ * scripts/setup.sh runs the same command; this is the on-demand path for a fresh
+ * checkout, rebuilding only when the source is newer than the binary.
+ */
+const here = dirname(fileURLToPath(import.meta.url));
+export const pocketsphinxSource = resolve(here, "ps-worker.c");
+export const defaultPocketsphinxBinary = resolve(here, "../../../build/ps-worker");
+
+const run = promisify(execFile);
+
+export async function ensurePocketsphinxBinary(binary = defaultPocketsphinxBinary): Promise<string> {
+  const [src, bin] = await Promise.all([stat(pocketsphinxSource), stat(binary).catch(() => undefined)]);
+  if (bin && bin.mtimeMs >= src.mtimeMs) return binary;
+  await mkdir(dirname(binary), { recursive: true });
+  const { stdout: flags } = await run("pkg-config", ["--cflags", "--libs", "pocketsphinx"]);
+  const tmp = `${binary}.${process.pid}.tmp`;
+  await run("cc", ["-O2", "-o", tmp, pocketsphinxSource, ...flags.trim().split(/\s+/)]);
+  await run("mv", ["-f", tmp, binary]);
+  return binary;
+}

@@ -1,0 +1,200 @@
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { availableParallelism } from "node:os";
+import { createInterface } from "node:readline";
+import { z } from "zod";
+import type { TranscriptSegment, TranscriptWord, VerboseTranscription } from "../../../schemas/transcription";
+import { AppError } from "../../../shared/errors";
+import type { Logger } from "../../../shared/logger";
+import type { EngineRequest, TranscriptionEngine } from "../../../shared/workers/types";
+import { ensurePocketsphinxBinary } from "./build";
+
+/**
+ * The embedded engine: a pool of persistent ps-worker processes (PocketSphinx 0.8,
+ * Debian's en-us model). Each process loads the model once and then serves clips one
+ * at a time over stdin/stdout, so no request pays a model load; the pool is sized to
+ * the cores and requests queue for a free process. A process that dies is replaced
+ * and the clip it held fails with a retryable error.
+ */
+export interface PocketsphinxOptions {
+  binary?: string;
+  modelDir?: string;
+  /** Processes in the pool (default: available cores). */
+  processes?: number;
+  /** Declared real-time factor for the router's timeout rule. */
+  realTimeFactor?: number;
+  models?: string[];
+  logger?: Logger;
+}
+
+const MAGIC = 0x31535350;
+const SAMPLE_RATE = 16_000;
+
+const psOutput = z.union([
+  z.object({
+    segments: z.array(z.object({ words: z.array(z.object({ w: z.string(), s: z.number(), e: z.number(), p: z.number() })) })),
+  }),
+  z.object({ error: z.string() }),
+]);
+type PsOutput = z.infer<typeof psOutput>;
+
+interface Job {
+  request: EngineRequest;
+  resolve: (r: VerboseTranscription) => void;
+  reject: (e: unknown) => void;
+}
+
+interface Proc {
+  child: ChildProcessWithoutNullStreams;
+  ready: boolean;
+  current?: Job;
+  onLine?: (line: string) => void;
+}
+
+export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}): Promise<TranscriptionEngine> {
+  const binary = options.binary ?? (await ensurePocketsphinxBinary());
+  const size = Math.max(1, options.processes ?? availableParallelism());
+  const modelDir = options.modelDir ?? "/usr/share/pocketsphinx/model/en-us";
+  const procs: Proc[] = [];
+  const queue: Job[] = [];
+  let closed = false;
+
+  const spawnProc = (): Promise<Proc> =>
+    new Promise((resolveReady, rejectReady) => {
+      const child = spawn(binary, [modelDir], { stdio: ["pipe", "pipe", "pipe"] });
+      const proc: Proc = { child, ready: false };
+      child.stderr.resume();
+      child.stdin.on("error", () => undefined);
+      const lines = createInterface({ input: child.stdout });
+      lines.on("line", (line) => {
+        if (!proc.ready) {
+          if (line.includes('"ready":true')) {
+            proc.ready = true;
+            resolveReady(proc);
+            pump();
+          } else rejectReady(new Error(`ps-worker failed to start: ${line}`));
+          return;
+        }
+        proc.onLine?.(line);
+      });
+      child.on("error", rejectReady);
+      child.on("exit", (code, signal) => {
+        const idx = procs.indexOf(proc);
+        if (idx >= 0) procs.splice(idx, 1);
+        if (!proc.ready) rejectReady(new Error(`ps-worker exited during start (code ${code})`));
+        const job = proc.current;
+        proc.current = undefined;
+        job?.reject(new AppError("unavailable", "engine_crashed", `pocketsphinx process exited (${signal ?? code})`));
+        if (!closed) {
+          options.logger?.warn("pocketsphinx process exited; replacing it", { code, signal });
+          spawnProc().then((p) => procs.push(p)).catch((e) => options.logger?.error("pocketsphinx restart failed", { err: e }));
+        }
+      });
+    });
+
+  const pump = () => {
+    for (const proc of procs) {
+      if (!proc.ready || proc.current) continue;
+      const job = queue.shift();
+      if (!job) return;
+      if (job.request.signal?.aborted) {
+        job.reject(job.request.signal.reason ?? new Error("aborted"));
+        continue;
+      }
+      run(proc, job);
+    }
+  };
+
+  const run = (proc: Proc, job: Job) => {
+    proc.current = job;
+    const { pcm, prompt } = job.request;
+    proc.onLine = (line) => {
+      proc.current = undefined;
+      proc.onLine = undefined;
+      try {
+        job.resolve(toVerbose(psOutput.parse(JSON.parse(line)), pcm.length / SAMPLE_RATE));
+      } catch (err) {
+        job.reject(err instanceof AppError ? err : new AppError("internal", "engine_bad_output", "pocketsphinx produced unreadable output", { cause: err }));
+      }
+      pump();
+    };
+    const promptBytes = Buffer.from((prompt ?? "").slice(0, 4000), "utf8");
+    const head = Buffer.alloc(12);
+    head.writeUInt32LE(MAGIC, 0);
+    head.writeUInt32LE(pcm.length, 4);
+    head.writeUInt32LE(promptBytes.length, 8);
+    proc.child.stdin.write(head);
+    if (promptBytes.length) proc.child.stdin.write(promptBytes);
+    proc.child.stdin.write(Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength));
+  };
+
+  procs.push(...(await Promise.all(Array.from({ length: size }, spawnProc))));
+
+  return {
+    kind: "pocketsphinx",
+    models: options.models ?? ["stt-1", "pocketsphinx-en-us"],
+    realTimeFactor: options.realTimeFactor ?? 0.5,
+    concurrency: size,
+    warm: () => !closed && procs.some((p) => p.ready),
+    transcribe(request) {
+      if (closed) return Promise.reject(new AppError("unavailable", "engine_closed", "the engine is shutting down"));
+      if (request.pcm.length === 0) return Promise.resolve(toVerbose({ segments: [] }, 0));
+      return new Promise((resolve, reject) => {
+        queue.push({ request, resolve, reject });
+        request.signal?.addEventListener("abort", () => {
+          const i = queue.findIndex((j) => j.request === request);
+          if (i >= 0) queue.splice(i, 1)[0]!.reject(request.signal!.reason ?? new Error("aborted"));
+        }, { once: true });
+        pump();
+      });
+    },
+    async close() {
+      closed = true;
+      for (const job of queue.splice(0)) job.reject(new AppError("unavailable", "engine_closed", "the engine is shutting down"));
+      await Promise.all(
+        procs.map(
+          (p) =>
+            new Promise<void>((done) => {
+              p.child.once("exit", () => done());
+              p.child.stdin.end();
+              setTimeout(() => p.child.kill("SIGKILL"), 2000).unref();
+            }),
+        ),
+      );
+    },
+  };
+}
+
+/** Engine output → verbose_json: one segment per detected utterance. */
+export function toVerbose(out: PsOutput, durationSeconds: number): VerboseTranscription {
+  if ("error" in out) throw new AppError("internal", "engine_error", `pocketsphinx: ${out.error}`);
+  const round = (x: number) => Math.round(x * 100) / 100;
+  const clamp = (x: number) => Math.min(Math.max(0, x), durationSeconds);
+  const words: TranscriptWord[] = [];
+  const segments: TranscriptSegment[] = [];
+  for (const utt of out.segments) {
+    if (utt.words.length === 0) continue;
+    const ws = utt.words.map((w) => ({ word: w.w, start: round(clamp(w.s)), end: round(clamp(Math.max(w.e, w.s))), probability: w.p }));
+    words.push(...ws);
+    const logp = ws.reduce((acc, w) => acc + Math.log(Math.max(w.probability, 1e-6)), 0) / ws.length;
+    segments.push({
+      id: segments.length,
+      seek: 0,
+      start: ws[0]!.start,
+      end: ws.at(-1)!.end,
+      text: " " + ws.map((w) => w.word).join(" "),
+      tokens: [],
+      temperature: 0,
+      avg_logprob: Math.round(logp * 1000) / 1000,
+      compression_ratio: 1,
+      no_speech_prob: 0,
+    });
+  }
+  return {
+    task: "transcribe",
+    language: "en",
+    duration: Math.round(durationSeconds * 1000) / 1000,
+    text: segments.map((s) => s.text.trim()).join(" "),
+    segments,
+    words,
+  };
+}

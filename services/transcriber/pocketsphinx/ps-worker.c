@@ -1,0 +1,237 @@
+/*
+ * ps-worker: a persistent PocketSphinx decoder for the embedded transcription worker.
+ *
+ * The acoustic model, dictionary and language model are loaded once at start; the
+ * process then serves requests on stdin until EOF, one at a time:
+ *
+ *   request  (binary, little-endian):
+ *     uint32 magic 0x31535350 ("PSS1")
+ *     uint32 n_samples       16 kHz mono signed 16-bit samples that follow
+ *     uint32 prompt_bytes    UTF-8 prompt (vocabulary hint) that follows; may be 0
+ *     prompt bytes, then n_samples * 2 bytes of PCM
+ *   response (text): one JSON line
+ *     {"segments":[{"start":s,"end":s,"words":[{"w":"..","s":..,"e":..,"p":..}]}]}
+ *     or {"error":"..."}
+ *
+ * Requests are independent: the live CMN estimate is seeded from each clip.
+ *
+ * The first line written after start-up is {"ready":true,...}.
+ *
+ * Utterances are split with PocketSphinx's own voice-activity detector, exactly as
+ * pocketsphinx_continuous does; word frames are counted from the start of the
+ * stream, so times are seconds from the start of the clip (frame rate -frate, 100/s).
+ *
+ * Prompt: see apply_prompt (vocabulary extension from the dictionary).
+ */
+#include <pocketsphinx.h>
+#include <sphinxbase/ngram_model.h>
+#include <sphinxbase/err.h>
+#include <sphinxbase/ckd_alloc.h>
+#include <sphinxbase/feat.h>
+#include <sphinxbase/cmn.h>
+#include <sphinxbase/fe.h>
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAGIC 0x31535350u
+#define CHUNK 2048
+
+static int read_full(void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    size_t r = fread((char *)buf + got, 1, n - got, stdin);
+    if (r == 0) return -1;
+    got += r;
+  }
+  return 0;
+}
+
+static void json_string(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') { fputc('\\', out); fputc(c, out); }
+    else if (c < 0x20) fprintf(out, "\\u%04x", c);
+    else fputc(c, out);
+  }
+  fputc('"', out);
+}
+
+/* Skips <s>, </s>, <sil> and fillers like [NOISE] or ++GARBAGE++. */
+static int is_filler(const char *w) {
+  size_t n = strlen(w);
+  if (n == 0) return 1;
+  if (w[0] == '<' || w[0] == '[' || (n > 1 && w[0] == '+' && w[1] == '+')) return 1;
+  return 0;
+}
+
+/* Copies a word without its alternate-pronunciation suffix "(2)". */
+static void base_word(const char *w, char *out, size_t cap) {
+  size_t n = strlen(w);
+  if (n >= cap) n = cap - 1;
+  memcpy(out, w, n);
+  out[n] = 0;
+  char *paren = strchr(out, '(');
+  if (paren && paren != out) *paren = 0;
+}
+
+static int first_segment;
+
+static void emit_utterance(ps_decoder_t *ps, int frate) {
+  ps_seg_t *it = ps_seg_iter(ps);
+  int any = 0;
+  char word[256];
+  logmath_t *lmath = ps_get_logmath(ps);
+  for (; it != NULL; it = ps_seg_next(it)) {
+    const char *w = ps_seg_word(it);
+    if (is_filler(w)) continue;
+    int sf, ef;
+    ps_seg_frames(it, &sf, &ef);
+    int32 ascr, lscr, lback;
+    int32 pprob = ps_seg_prob(it, &ascr, &lscr, &lback);
+    double p = logmath_exp(lmath, pprob);
+    if (!(p >= 0.0)) p = 0.0;
+    if (p > 1.0) p = 1.0;
+    base_word(w, word, sizeof word);
+    if (!any) {
+      printf("%s{\"words\":[", first_segment ? "" : ",");
+      first_segment = 0;
+      any = 1;
+    } else {
+      printf(",");
+    }
+    printf("{\"w\":");
+    json_string(stdout, word);
+    printf(",\"s\":%.2f,\"e\":%.2f,\"p\":%.3f}", (double)sf / frate, (double)(ef + 1) / frate, p);
+  }
+  if (any) printf("]}");
+}
+
+/*
+ * Vocabulary from the prompt: a prompt word that the pronunciation dictionary knows
+ * but the language model lacks is added to the language model (as a unigram) so the
+ * recogniser can produce it. The vocabulary only grows; words are never removed, so
+ * one tenant's prompt can only ever make more English words recognisable for others.
+ */
+static int apply_prompt(ps_decoder_t *ps, char *prompt) {
+  ngram_model_t *lm = ps_get_lm(ps, ps_get_search(ps));
+  if (lm == NULL) return 0;
+  int added = 0;
+  char *save = NULL;
+  const char *sep = " \t\r\n,.;:!?\"()";
+  for (char *tok = strtok_r(prompt, sep, &save); tok; tok = strtok_r(NULL, sep, &save)) {
+    for (char *c = tok; *c; c++) *c = (char)tolower((unsigned char)*c);
+    if (ngram_wid(lm, tok) != ngram_unknown_wid(lm)) continue;
+    char *phones = ps_lookup_word(ps, tok);
+    if (phones == NULL) continue;
+    if (ps_add_word(ps, tok, phones, TRUE) >= 0) added++;
+    ckd_free(phones);
+    if (added >= 64) break;
+  }
+  return added;
+}
+
+/*
+ * Mean cepstrum of the clip's voiced frames, computed with a second front end (cheap
+ * next to decoding). Live CMN would otherwise start from a fixed guess, or from
+ * whatever the previous request left behind; seeding it with the clip's own mean
+ * makes each request independent of the ones before it and decodes the first words
+ * as well as the last.
+ */
+static int clip_cmn_mean(fe_t *fe, const int16_t *pcm, size_t n, mfcc_t *mean, int ncep) {
+  enum { BATCH = 256 };
+  static mfcc_t **cep;
+  if (cep == NULL) cep = (mfcc_t **)ckd_calloc_2d(BATCH, fe_get_output_size(fe), sizeof(mfcc_t));
+  double sum[64] = {0};
+  long frames = 0;
+  fe_start_stream(fe);
+  fe_start_utt(fe);
+  const int16 *p = pcm;
+  size_t left = n;
+  while (left > 0) {
+    int32 nframes = BATCH;
+    fe_process_frames(fe, &p, &left, cep, &nframes, NULL);
+    for (int f = 0; f < nframes; f++, frames++)
+      for (int i = 0; i < ncep && i < 64; i++) sum[i] += cep[f][i];
+    if (nframes == 0 && left > 0) break;
+  }
+  int32 last = 0;
+  fe_end_utt(fe, cep[0], &last);
+  for (int f = 0; f < last; f++, frames++)
+    for (int i = 0; i < ncep && i < 64; i++) sum[i] += cep[0][i];
+  if (frames < 10) return 0;
+  for (int i = 0; i < ncep; i++) mean[i] = (mfcc_t)(sum[i] / frames);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  const char *model = argc > 1 ? argv[1] : "/usr/share/pocketsphinx/model/en-us";
+  char hmm[1024], lmp[1024], dict[1024];
+  snprintf(hmm, sizeof hmm, "%s/en-us", model);
+  snprintf(lmp, sizeof lmp, "%s/en-us.lm.bin", model);
+  snprintf(dict, sizeof dict, "%s/cmudict-en-us.dict", model);
+  err_set_logfp(NULL);
+  cmd_ln_t *config = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-lm", lmp, "-dict", dict,
+                                 "-logfn", "/dev/null", "-mmap", "no", NULL);
+  if (config == NULL) { printf("{\"error\":\"bad configuration\"}\n"); return 2; }
+  ps_decoder_t *ps = ps_init(config);
+  if (ps == NULL) { printf("{\"error\":\"model load failed\"}\n"); fflush(stdout); return 2; }
+  int frate = cmd_ln_int32_r(config, "-frate");
+  /* Live cepstral mean normalisation adapts across utterances; restoring the start-up
+   * estimate before every request makes each request independent of the ones before
+   * it (same clip, same text, whichever tenant came first). */
+  feat_t *feat = ps_get_feat(ps);
+  mfcc_t *cmn_init_vec = ckd_calloc(feat_cepsize(feat), sizeof(mfcc_t));
+  cmn_live_get(feat->cmn_struct, cmn_init_vec);
+  int ncep = feat_cepsize(feat);
+  mfcc_t *cmn_clip_vec = ckd_calloc(ncep, sizeof(mfcc_t));
+  fe_t *mean_fe = fe_init_auto_r(config);
+  printf("{\"ready\":true,\"frate\":%d}\n", frate);
+  fflush(stdout);
+
+  int16_t *pcm = NULL;
+  size_t cap = 0;
+  char *prompt = NULL;
+  for (;;) {
+    uint32_t head[3];
+    if (read_full(head, sizeof head) < 0) break;
+    if (head[0] != MAGIC) { printf("{\"error\":\"bad request framing\"}\n"); fflush(stdout); return 3; }
+    uint32_t n = head[1], plen = head[2];
+    if (plen > 65536) { printf("{\"error\":\"prompt too long\"}\n"); fflush(stdout); return 3; }
+    prompt = realloc(prompt, plen + 1);
+    if (plen && read_full(prompt, plen) < 0) break;
+    prompt[plen] = 0;
+    if (n > cap) { cap = n; pcm = realloc(pcm, cap * sizeof(int16_t)); }
+    if (n && read_full(pcm, (size_t)n * 2) < 0) break;
+    if (plen) apply_prompt(ps, prompt);
+
+    cmn_live_set(feat->cmn_struct, clip_cmn_mean(mean_fe, pcm, n, cmn_clip_vec, ncep) ? cmn_clip_vec : cmn_init_vec);
+    first_segment = 1;
+    printf("{\"segments\":[");
+    ps_start_stream(ps);
+    ps_start_utt(ps);
+    int utt_started = 0;
+    for (uint32_t off = 0; off < n; off += CHUNK) {
+      uint32_t len = n - off < CHUNK ? n - off : CHUNK;
+      ps_process_raw(ps, pcm + off, len, FALSE, FALSE);
+      int in_speech = ps_get_in_speech(ps);
+      if (in_speech && !utt_started) utt_started = 1;
+      if (!in_speech && utt_started) {
+        ps_end_utt(ps);
+        emit_utterance(ps, frate);
+        ps_start_utt(ps);
+        utt_started = 0;
+      }
+    }
+    ps_end_utt(ps);
+    if (utt_started) emit_utterance(ps, frate);
+    printf("]}\n");
+    fflush(stdout);
+  }
+  ps_free(ps);
+  cmd_ln_free_r(config);
+  return 0;
+}
