@@ -7,7 +7,7 @@ import { limitsSchema } from "../shared/plans";
  * the same zod with `.openapi()` metadata; these schemas validate requests and
  * generate /openapi.json.
  */
-export const limits = limitsSchema.openapi("Limits");
+export const limits = z.object(limitsSchema.shape).openapi("Limits");
 
 export const openAiError = z
   .object({
