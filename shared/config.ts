@@ -83,6 +83,13 @@ const envSchema = z.object({
   REVIEW_LLM_URL: optionalString,
   REVIEW_LLM_API_KEY: optionalString,
   REVIEW_LLM_MODEL: z.string().default("gpt-4o-mini"),
+  REVIEW_LLM_TIMEOUT_MS: int.min(1).default(120_000),
+  JOB_STEP_ACK_WAIT_MS: int.min(1000).default(30_000),
+  JOB_STEP_MAX_ATTEMPTS: int.min(1).default(4),
+  JOB_TRANSCRIBE_CONCURRENCY: int.min(1).default(6),
+  JOB_WEBHOOK_MAX_ATTEMPTS: int.min(1).default(6),
+  JOB_WEBHOOK_BACKOFF_MS: int.min(1).default(1000),
+  JOB_WEBHOOK_TIMEOUT_MS: int.min(1).default(10_000),
 
   // realtime
   RT_MAX_FRAME_BYTES: int.min(1).default(1024 * 1024),
@@ -165,8 +172,14 @@ function build(env: Env) {
       allowPrivateUrls: env.JOB_ALLOW_PRIVATE_URLS,
       webhookSigningSecret: env.WEBHOOK_SIGNING_SECRET,
       review: env.REVIEW_LLM_URL
-        ? { url: env.REVIEW_LLM_URL, apiKey: env.REVIEW_LLM_API_KEY, model: env.REVIEW_LLM_MODEL }
+        ? { url: env.REVIEW_LLM_URL, apiKey: env.REVIEW_LLM_API_KEY, model: env.REVIEW_LLM_MODEL, timeoutMs: env.REVIEW_LLM_TIMEOUT_MS }
         : undefined,
+      stepAckWaitMs: env.JOB_STEP_ACK_WAIT_MS,
+      stepMaxAttempts: env.JOB_STEP_MAX_ATTEMPTS,
+      transcribeConcurrency: env.JOB_TRANSCRIBE_CONCURRENCY,
+      webhookMaxAttempts: env.JOB_WEBHOOK_MAX_ATTEMPTS,
+      webhookBackoffMs: env.JOB_WEBHOOK_BACKOFF_MS,
+      webhookTimeoutMs: env.JOB_WEBHOOK_TIMEOUT_MS,
     },
     realtime: {
       maxFrameBytes: env.RT_MAX_FRAME_BYTES,
