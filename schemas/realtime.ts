@@ -137,6 +137,8 @@ export const transcriptionCompleted = z.object({
   words: z.array(z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability })),
   worker_id: z.string(),
   fallback_used: z.boolean(),
+  /** Milliseconds spent in the worker(s); the rest of the latency is ours. */
+  worker_ms: z.number().int().nonnegative(),
 });
 export const transcriptionFailed = z.object({
   type: z.literal("conversation.item.input_audio_transcription.failed"),

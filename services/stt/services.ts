@@ -1,5 +1,8 @@
 import { startHttpGateway } from "../http-gateway/start";
 import { startProjector } from "../projector/start";
+import { startRealtimeGatewayService } from "../realtime-gateway/start";
+import { startRtTranscriberService } from "../rt-transcriber/start";
+import { startVadService } from "../vad/start";
 import type { ServiceDef } from "./context";
 
 /**

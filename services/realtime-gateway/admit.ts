@@ -1,0 +1,119 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { INTERNAL_SAMPLE_RATE, SUPPORTED_SAMPLE_RATES } from "../../schemas/realtime";
+import { authenticateApiKey, bearerCredential, refuseKeysInUrl, SESSION_TOKEN_PREFIX, verifySessionToken, type Principal } from "../../shared/auth";
+import type { Config } from "../../shared/config";
+import type { Db } from "../../shared/db/index";
+import { AppError, unauthorized, validationError } from "../../shared/errors";
+import type { Limits } from "../../shared/plans";
+import type { Nats } from "../../shared/nats";
+import { consumeRate } from "../../shared/rate-limit";
+import { remainingAudioSeconds } from "../../shared/usage";
+import type { WorkerRouter } from "../../shared/workers/types";
+import type { GatewayFlag } from "./gateway-flag";
+import type { Leases } from "./leases";
+
+/**
+ * The upgrade decision (spec 3.3, 5.3, 7.2, 8): gateway switch, authentication, upstream
+ * breaker, handshake rate and concurrent-connection quota, audio parameters. Returns
+ * what the session needs, or throws the AppError the refusal is written from. The
+ * concurrency lease is taken last, so nothing else can fail after it (except an abort,
+ * which the caller turns into a release).
+ */
+export interface UpgradeRequest {
+  authorization: string;
+  /** Raw query string (after `?`). */
+  query: string;
+}
+
+export interface Admission {
+  sessionId: string;
+  requestId: string;
+  principal: Principal;
+  limits: Limits;
+  sampleRate: number;
+  channels: number;
+  remainingAudioSeconds: number;
+  language: string | null;
+  prompt: string | null;
+}
+
+export interface AdmitDeps {
+  config: Config;
+  db: Db;
+  nats: Nats;
+  router?: WorkerRouter;
+  flag: GatewayFlag;
+  leases: Leases;
+  limitsFor: (principal: Principal) => Limits;
+  now: () => Date;
+}
+
+export function newSessionId(): string {
+  return `sess_${randomBytes(12).toString("hex")}`;
+}
+
+export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config">, req: UpgradeRequest, now: Date): Promise<Principal> {
+  const url = new URL(`http://x/?${req.query}`);
+  refuseKeysInUrl(url);
+  const queryToken = url.searchParams.get("access_token") ?? url.searchParams.get("token");
+  if (req.authorization.trim() !== "") {
+    const credential = bearerCredential(req.authorization);
+    if (credential.startsWith(SESSION_TOKEN_PREFIX)) return verifySessionToken(deps.db, deps.config.auth.sessionTokenSecret, credential, now);
+    return authenticateApiKey(deps.db, req.authorization, now);
+  }
+  if (queryToken !== null && queryToken !== "") {
+    if (!queryToken.startsWith(SESSION_TOKEN_PREFIX)) throw unauthorized("invalid_session_token", "Invalid or expired session token.");
+    return verifySessionToken(deps.db, deps.config.auth.sessionTokenSecret, queryToken, now);
+  }
+  throw unauthorized("missing_api_key", "Missing credentials: send 'Authorization: Bearer sk-…' or a session token as ?access_token=rt_….");
+}
+
+function audioParams(query: string, defaultRate: number) {
+  const url = new URL(`http://x/?${query}`);
+  const rateParam = url.searchParams.get("sample_rate");
+  const sampleRate = rateParam === null ? defaultRate : Number(rateParam);
+  if (!(SUPPORTED_SAMPLE_RATES as readonly number[]).includes(sampleRate)) {
+    throw validationError("invalid_sample_rate", `sample_rate must be one of ${SUPPORTED_SAMPLE_RATES.join(", ")} (Hz); audio is PCM16LE.`, { param: "sample_rate" });
+  }
+  const channelsParam = url.searchParams.get("channels");
+  const channels = channelsParam === null ? 1 : Number(channelsParam);
+  if (channels !== 1 && channels !== 2) throw validationError("invalid_channels", "channels must be 1 or 2 (interleaved).", { param: "channels" });
+  const language = url.searchParams.get("language");
+  if (language !== null && !/^[a-zA-Z]{2,3}([-_][a-zA-Z0-9]{2,8})?$/.test(language)) {
+    throw validationError("invalid_language", "language must be an ISO-639-1 code such as 'en'.", { param: "language" });
+  }
+  return { sampleRate, channels, language };
+}
+
+export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admission> {
+  if (!deps.config.gateway.enabled || deps.flag.disabled()) {
+    throw new AppError("unavailable", "gateway_disabled", "The realtime gateway is disabled by the operator; retry later or use the segment endpoint.");
+  }
+  const now = deps.now();
+  const principal = await authenticateUpgrade(deps, req, now);
+  if (deps.router && !deps.router.available()) {
+    const retryAfter = Math.max(1, Math.ceil(deps.router.retryAfterSeconds()));
+    throw new AppError("unavailable", "upstream_unavailable", "Transcription workers are unavailable (circuit breaker open); retry later.", {
+      headers: { "Retry-After": String(retryAfter) },
+    });
+  }
+  const params = audioParams(req.query, deps.config.realtime.defaultSampleRate);
+  const limits = deps.limitsFor(principal);
+  const remaining = await remainingAudioSeconds(deps.db, { keyId: principal.keyId, limits }, now, deps.config.usage.windowSeconds);
+  await consumeRate(deps.nats, principal.keyId, "connections", limits.maxConnectionsPerMinute, now);
+  const sessionId = newSessionId();
+  await deps.leases.acquire(principal.keyId, sessionId, limits.maxConcurrentConnections);
+  return {
+    sessionId,
+    requestId: randomUUID(),
+    principal,
+    limits,
+    sampleRate: params.sampleRate,
+    channels: params.channels,
+    remainingAudioSeconds: remaining,
+    language: params.language,
+    prompt: null,
+  };
+}
+
+export { INTERNAL_SAMPLE_RATE };

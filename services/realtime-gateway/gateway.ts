@@ -1,0 +1,225 @@
+import uWS, { type HttpResponse, type us_listen_socket, type WebSocket } from "@trufflesuite/uws-js-unofficial";
+import { randomBytes } from "node:crypto";
+import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
+import type { Principal } from "../../shared/auth";
+import type { Config } from "../../shared/config";
+import type { Db } from "../../shared/db/index";
+import { AppError, toAppError } from "../../shared/errors";
+import type { Logger } from "../../shared/logger";
+import type { Nats } from "../../shared/nats";
+import type { Limits } from "../../shared/plans";
+import type { WorkerRouter } from "../../shared/workers/types";
+import { admit, type Admission } from "./admit";
+import { handleDemoRoutes } from "./demo";
+import { watchGatewayFlag } from "./gateway-flag";
+import { bridgeToFetch, type FetchHandler } from "./http-bridge";
+import { createLeases } from "./leases";
+import { openSession, type Session } from "./session";
+
+/**
+ * The realtime gateway: one uWebSockets.js listener serving the WebSocket
+ * /v1/audio/transcriptions/stream, the demo page, and (through the bridge) every other
+ * HTTP route of the hono app, so the whole service lives under one base URL.
+ */
+export interface RealtimeContext {
+  config: Config;
+  nats: Nats;
+  db: Db;
+  logger: Logger;
+  router?: WorkerRouter;
+}
+
+export interface RealtimeGatewayOptions {
+  /** The HTTP app (hono `app.fetch`); without it plain HTTP gets 404 except the stream path. */
+  fetch?: FetchHandler;
+  host?: string;
+  /** 0 picks a free port. Default: config.http.port. */
+  port?: number;
+  gatewayId?: string;
+  /** Plan limits of a principal (default: the plan catalog's). Embedders and tests may tighten them. */
+  limitsFor?: (principal: Principal) => Limits;
+  now?: () => Date;
+}
+
+export interface RealtimeGateway {
+  port: number;
+  gatewayId: string;
+  openSessions(): number;
+  /** Stops listening and closes open sessions with 1013 upstream_unavailable (try again elsewhere). */
+  stop(): Promise<void>;
+}
+
+interface SocketData {
+  admission: Admission;
+  session?: Session;
+}
+
+const SWEEP_MS = 250;
+
+function statusLine(status: number): string {
+  const text: Record<number, string> = { 400: "Bad Request", 401: "Unauthorized", 426: "Upgrade Required", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable" };
+  return `${status} ${text[status] ?? "Error"}`;
+}
+
+function openAiType(e: AppError): string {
+  if (e.status === 401) return "authentication_error";
+  if (e.status === 429) return "rate_limit_error";
+  if (e.status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+/** Writes a refused upgrade: the OpenAI-style error envelope with the AppError's headers. */
+export function writeRefusal(res: HttpResponse, e: AppError): void {
+  res.writeStatus(statusLine(e.status));
+  res.writeHeader("content-type", "application/json");
+  for (const [k, v] of Object.entries(e.headers)) res.writeHeader(k, v);
+  res.end(JSON.stringify({ error: { message: e.message, type: openAiType(e), code: e.code } }), true);
+}
+
+export const websocketRequired = () =>
+  new AppError("validation", "websocket_required", `${REALTIME_PATH} is a WebSocket endpoint: send an HTTP/1.1 upgrade request (Connection: Upgrade, Upgrade: websocket).`, {
+    status: 426,
+    headers: { Upgrade: "websocket" },
+  });
+
+export async function startRealtimeGateway(ctx: RealtimeContext, options: RealtimeGatewayOptions = {}): Promise<RealtimeGateway> {
+  const { config, nats, logger } = ctx;
+  const rt = config.realtime;
+  const gatewayId = options.gatewayId ?? `gw_${randomBytes(6).toString("hex")}`;
+  const log = logger.child({ component: "realtime-gateway", gatewayId });
+  const now = options.now ?? (() => new Date());
+  const flag = await watchGatewayFlag(await nats.kv("flags"));
+  const leases = createLeases(await nats.kv("leases"), gatewayId, rt.leaseTtlMs);
+  const limitsFor = options.limitsFor ?? ((p: Principal) => p.limits);
+  const defaultTurnDetection: TurnDetection = {
+    type: "server_vad",
+    threshold: rt.vad.threshold,
+    prefix_padding_ms: rt.vad.prefixPaddingMs,
+    silence_duration_ms: rt.vad.silenceMs,
+    aggressiveness: rt.vad.aggressiveness,
+    max_utterance_ms: rt.vad.maxUtteranceMs,
+  };
+  const sessions = new Set<Session>();
+  const sockets = new Set<WebSocket<SocketData>>();
+
+  const app = uWS.App();
+  app.ws<SocketData>(REALTIME_PATH, {
+    // uWS closes oversize frames 1006 without a close frame: accept up to 2 MiB and close
+    // 1009 frame_too_large ourselves above config (1 MiB).
+    maxPayloadLength: Math.max(2 * 1024 * 1024, rt.maxFrameBytes + 1024),
+    maxBackpressure: rt.maxClientBufferBytes + 1024 * 1024,
+    idleTimeout: 120,
+    sendPingsAutomatically: true,
+    compression: uWS.DISABLED,
+    upgrade: (res, req, context) => {
+      let aborted = false;
+      res.onAborted(() => {
+        aborted = true;
+      });
+      const key = req.getHeader("sec-websocket-key");
+      const protocol = req.getHeader("sec-websocket-protocol");
+      const extensions = req.getHeader("sec-websocket-extensions");
+      const request = { authorization: req.getHeader("authorization"), query: req.getQuery() ?? "" };
+      admit({ ...ctx, flag, leases, limitsFor, now }, request).then(
+        (admission) => {
+          if (aborted) {
+            void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
+            return;
+          }
+          res.cork(() => res.upgrade<SocketData>({ admission }, key, protocol, extensions, context));
+        },
+        (err) => {
+          const e = toAppError(err);
+          if (e.status >= 500 && e.kind === "internal") log.error("upgrade failed", { error: e.message });
+          if (!aborted) res.cork(() => writeRefusal(res, e));
+        },
+      );
+    },
+    open: (ws) => {
+      sockets.add(ws);
+      const data = ws.getUserData();
+      const session = openSession(
+        data.admission,
+        {
+          send: (text) => ws.send(text, false),
+          bufferedAmount: () => ws.getBufferedAmount(),
+          end: (code, reason) => ws.end(code, reason),
+        },
+        {
+          nats,
+          logger: log,
+          gatewayId,
+          partitions: rt.vadPartitions,
+          maxFrameBytes: rt.maxFrameBytes,
+          maxPendingAcks: rt.maxPendingAcks,
+          maxClientBufferBytes: rt.maxClientBufferBytes,
+          defaultTurnDetection,
+          now: () => now().getTime(),
+          onClosed: (s) => sessions.delete(s),
+        },
+      );
+      data.session = session;
+      sessions.add(session);
+    },
+    message: (ws, message, isBinary) => {
+      const session = ws.getUserData().session;
+      if (!session) return;
+      try {
+        if (isBinary) session.onAudio(message);
+        else session.onText(message);
+      } catch (err) {
+        log.error("session error", { error: (err as Error).message });
+        ws.end(CLOSE.clientError.code, CLOSE.clientError.reason);
+      }
+    },
+    close: (ws, code, message) => {
+      sockets.delete(ws);
+      const data = ws.getUserData();
+      const { principal, sessionId } = data.admission;
+      void leases.release(principal.keyId, sessionId).catch((err) => log.warn("lease release failed", { error: (err as Error).message }));
+      void data.session?.closed(code, Buffer.from(message).toString("utf8")).catch((err) => log.warn("session cleanup failed", { error: (err as Error).message }));
+    },
+  });
+
+  app.any("/*", (res, req) => {
+    const url = req.getUrl();
+    if (url === REALTIME_PATH) return void writeRefusal(res, websocketRequired());
+    if (handleDemoRoutes(res, req, { config, db: ctx.db, now })) return;
+    if (!options.fetch) {
+      res.writeStatus("404 Not Found").writeHeader("content-type", "application/json");
+      return void res.end(JSON.stringify({ error: { message: `No route for ${req.getMethod().toUpperCase()} ${url}`, type: "invalid_request_error", code: "not_found" } }));
+    }
+    bridgeToFetch(options.fetch, res, req);
+  });
+
+  const host = options.host ?? config.http.host;
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen(host, options.port ?? config.http.port, (s) => (s ? resolve(s) : reject(new Error(`could not listen on ${host}:${options.port ?? config.http.port}`))));
+  });
+  const port = uWS.us_socket_local_port(listenSocket);
+
+  const sweep = setInterval(() => {
+    const t = now().getTime();
+    const upstream = ctx.router ? ctx.router.available() : true;
+    for (const s of sessions) s.tick(t, upstream);
+  }, SWEEP_MS);
+
+  log.info("realtime gateway listening", { host, port });
+  let stopped = false;
+  return {
+    port,
+    gatewayId,
+    openSessions: () => sessions.size,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(sweep);
+      uWS.us_listen_socket_close(listenSocket);
+      for (const ws of [...sockets]) ws.end(CLOSE.upstreamUnavailable.code, CLOSE.upstreamUnavailable.reason);
+      // let close handlers release leases and flush usage
+      await new Promise((r) => setTimeout(r, 100));
+      leases.stop();
+      flag.stop();
+    },
+  };
+}

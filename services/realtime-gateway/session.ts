@@ -1,0 +1,314 @@
+import type { Subscription } from "@nats-io/transport-node";
+import { randomUUID } from "node:crypto";
+import {
+  CLOSE,
+  clientMessage,
+  INTERNAL_SAMPLE_RATE,
+  rtEventEnvelope,
+  toServerEvent,
+  turnDetection as turnDetectionSchema,
+  type AudioControl,
+  type CloseReason,
+  type RtEvent,
+  type ServerEvent,
+  type SessionCreated,
+  type TurnDetection,
+} from "../../schemas/realtime";
+import { appendEvents } from "../../shared/event-store";
+import { createFrameAligner, createResampler } from "../../shared/audio/resample";
+import type { Logger } from "../../shared/logger";
+import type { Nats } from "../../shared/nats";
+import { recordUsage } from "../../shared/usage";
+import type { Admission } from "./admit";
+import { createAudioPublisher, type AudioPublisher } from "./audio-publisher";
+
+/**
+ * One realtime connection from `open` to `close`: audio in (aligned, resampled to
+ * 16 kHz mono, published to JetStream), client messages (parsed; bad ones answered
+ * with an error event), session events out (a core NATS subscription on
+ * rt.evt.<sessionId> — JetStream publishes reach core subscribers too), limits checked
+ * on every frame and by the gateway's sweep, usage recorded every 30 s and at close.
+ */
+export interface SessionSocket {
+  /** uWS semantics: 1 sent, 0 buffered (backpressure), 2 dropped. */
+  send(text: string): number;
+  bufferedAmount(): number;
+  end(code: number, reason: string): void;
+}
+
+export interface SessionDeps {
+  nats: Nats;
+  logger: Logger;
+  gatewayId: string;
+  partitions: number;
+  maxFrameBytes: number;
+  maxPendingAcks: number;
+  maxClientBufferBytes: number;
+  defaultTurnDetection: TurnDetection;
+  now: () => number;
+  onClosed(session: Session): void;
+}
+
+const USAGE_EVERY_MS = 30_000;
+const GRACEFUL_CLOSE_WAIT_MS = 15_000;
+
+export function partitionOf(sessionId: string, partitions: number): number {
+  let h = 2166136261;
+  for (let i = 0; i < sessionId.length; i++) h = Math.imul(h ^ sessionId.charCodeAt(i), 16777619);
+  return (h >>> 0) % partitions;
+}
+
+export type Session = ReturnType<typeof openSession>;
+
+export function openSession(admission: Admission, socket: SessionSocket, deps: SessionDeps) {
+  const { sessionId, principal, limits } = admission;
+  const log = deps.logger.child({ sessionId, keyId: principal.keyId });
+  const startedAt = deps.now();
+  let lastAudioAt = startedAt;
+  let inputFrames = 0; // per-channel frames at the client's rate
+  let usageRecordedMs = 0;
+  let usageSeq = 0;
+  let closing: CloseReason | null = null;
+  let gracefulDeadline: number | null = null;
+  let turnDetection = deps.defaultTurnDetection;
+  let transcription = { language: admission.language, prompt: admission.prompt, model: null as string | null };
+  const pendingItems = new Set<string>();
+  const aligner = createFrameAligner(2 * admission.channels);
+  const resampler = createResampler(admission.sampleRate, INTERNAL_SAMPLE_RATE, admission.channels);
+  const subjects = deps.nats.topology.subjects;
+
+  const publisher: AudioPublisher = createAudioPublisher({
+    js: deps.nats.js,
+    subject: subjects.rtAudio(partitionOf(sessionId, deps.partitions), sessionId),
+    sessionId,
+    maxPendingAcks: deps.maxPendingAcks,
+    onFailure: (err) => {
+      log.warn("audio publish failed", { error: err instanceof Error ? err.message : String(err) });
+      close(CLOSE.upstreamUnavailable);
+    },
+  });
+
+  const send = (event: ServerEvent) => {
+    if (closing) return;
+    const r = socket.send(JSON.stringify(event));
+    if (r === 2 || socket.bufferedAmount() > deps.maxClientBufferBytes) close(CLOSE.clientBackpressure);
+  };
+
+  const sendError = (code: string, message: string, clientEventId: string | null = null, type: "invalid_request_error" | "server_error" = "invalid_request_error") =>
+    send({ type: "error", event_id: `evt_${randomUUID()}`, error: { type, code, message, event_id: clientEventId } });
+
+  const audioMs = () => Math.round((inputFrames * 1000) / admission.sampleRate);
+
+  const appendLifecycle = (event: RtEvent) =>
+    appendEvents(deps.nats.js, rtEventEnvelope, subjects.rtEvent(sessionId), [{ type: event.type, data: event.data as never, metadata: { correlationId: sessionId } }]).catch((err) =>
+      log.warn("could not record session event", { type: event.type, error: (err as Error).message }),
+    );
+
+  const flushUsage = async (final: boolean) => {
+    const ms = audioMs() - usageRecordedMs;
+    if (ms <= 0 && (!final || usageSeq > 0)) return;
+    usageRecordedMs += ms;
+    const n = usageSeq++;
+    await recordUsage(deps.nats, {
+      keyId: principal.keyId,
+      ownerId: principal.ownerId,
+      plane: "realtime",
+      audioSeconds: ms / 1000,
+      requests: n === 0 ? 1 : 0,
+      subjectId: sessionId,
+      usageId: `${sessionId}:usage:${n}`,
+      at: new Date(deps.now()),
+    }).catch((err) => log.warn("could not record usage", { error: (err as Error).message }));
+  };
+
+  // Session events from the VAD and the transcriber, forwarded as they arrive.
+  const subscription: Subscription = deps.nats.nc.subscribe(subjects.rtEvent(sessionId), {
+    callback: (err, msg) => {
+      if (err) return;
+      let event: ServerEvent | null;
+      try {
+        event = toServerEvent(rtEventEnvelope.parse(msg.json()));
+      } catch {
+        return;
+      }
+      if (!event) return;
+      if (event.type === "input_audio_buffer.committed") pendingItems.add(event.item_id);
+      if (event.type === "conversation.item.input_audio_transcription.completed" || event.type === "conversation.item.input_audio_transcription.failed") {
+        pendingItems.delete(event.item_id);
+      }
+      send(event);
+      if (gracefulDeadline && pendingItems.size === 0 && vadFlushed) finish(CLOSE.normal);
+    },
+  });
+  let vadFlushed = false;
+
+  const control = (message: AudioControl) => publisher.control(message);
+  control({
+    kind: "start",
+    turn_detection: turnDetection,
+    language: transcription.language,
+    prompt: transcription.prompt,
+    model: transcription.model,
+    max_concurrent_utterances: limits.maxConcurrentUtterances,
+    key_id: principal.keyId,
+  });
+  void appendLifecycle({
+    type: "rt.session.opened",
+    data: {
+      session_id: sessionId,
+      request_id: admission.requestId,
+      key_id: principal.keyId,
+      owner_id: principal.ownerId,
+      plan: principal.plan,
+      gateway_id: deps.gatewayId,
+      sample_rate: admission.sampleRate,
+      channels: admission.channels,
+    },
+  });
+
+  const created: SessionCreated = {
+    type: "session.created",
+    request_id: admission.requestId,
+    session_id: sessionId,
+    audio: { format: "pcm_s16le", sample_rate: admission.sampleRate, channels: admission.channels },
+    turn_detection: turnDetection,
+    plan: principal.plan,
+    limits: {
+      max_concurrent_utterances: limits.maxConcurrentUtterances,
+      max_session_seconds: limits.maxSessionSeconds,
+      idle_timeout_seconds: limits.idleTimeoutSeconds,
+      remaining_audio_seconds: admission.remainingAudioSeconds,
+    },
+  };
+  send(created);
+  if (admission.remainingAudioSeconds <= 0) close(CLOSE.audioQuotaExhausted);
+
+  /** Ends the socket with a close code; cleanup happens in `closed`. */
+  function close(reason: CloseReason) {
+    if (closing) return;
+    closing = reason;
+    socket.end(reason.code, reason.reason);
+  }
+
+  function finish(reason: CloseReason) {
+    gracefulDeadline = null;
+    close(reason);
+  }
+
+  let closedDone = false;
+  return {
+    id: sessionId,
+    keyId: principal.keyId,
+    admission,
+    /** A binary frame: PCM16LE at the session's rate and channel count. */
+    onAudio(frame: ArrayBuffer) {
+      if (closing) return;
+      if (frame.byteLength > deps.maxFrameBytes) return close(CLOSE.frameTooLarge);
+      lastAudioAt = deps.now();
+      const samples = aligner.push(new Uint8Array(frame));
+      inputFrames += samples.length / admission.channels;
+      if (audioMs() > limits.maxAudioSecondsPerSession * 1000) return close(CLOSE.sessionAudioLimit);
+      if (audioMs() > admission.remainingAudioSeconds * 1000) return close(CLOSE.audioQuotaExhausted);
+      if (gracefulDeadline) return; // after session.close, audio is ignored
+      publisher.pushAudio(resampler.push(samples));
+      if (publisher.overloaded) close(CLOSE.upstreamBackpressure);
+    },
+    /** A text frame: one JSON client message. */
+    onText(frame: ArrayBuffer) {
+      if (closing) return;
+      let raw: unknown;
+      try {
+        raw = JSON.parse(Buffer.from(frame).toString("utf8"));
+      } catch {
+        return sendError("invalid_json", "Text frames must be JSON objects with a 'type' field; audio goes in binary frames.");
+      }
+      const clientEventId = typeof (raw as { event_id?: unknown })?.event_id === "string" ? String((raw as { event_id: string }).event_id).slice(0, 128) : null;
+      const parsed = clientMessage.safeParse(raw);
+      if (!parsed.success) {
+        const type = (raw as { type?: unknown })?.type;
+        const known = ["input_audio_buffer.commit", "input_audio_buffer.clear", "session.update", "session.close"];
+        if (typeof type !== "string" || !known.includes(type)) {
+          return sendError("unknown_event_type", `Unknown client event type ${JSON.stringify(type ?? null)}; expected one of ${known.join(", ")}.`, clientEventId);
+        }
+        const issue = parsed.error.issues[0];
+        return sendError("invalid_event", `Invalid ${type}: ${issue?.path.join(".") || "event"}: ${issue?.message ?? "invalid"}.`, clientEventId);
+      }
+      const message = parsed.data;
+      switch (message.type) {
+        case "input_audio_buffer.commit":
+          control({ kind: "commit", event_id: clientEventId });
+          return;
+        case "input_audio_buffer.clear":
+          control({ kind: "clear", event_id: clientEventId });
+          return;
+        case "session.update": {
+          const td = message.session.turn_detection;
+          const next = turnDetectionSchema.safeParse({ ...turnDetection, ...td, type: "server_vad" });
+          if (!next.success) return sendError("invalid_event", "Invalid turn_detection settings.", clientEventId);
+          turnDetection = next.data;
+          const t = message.session.input_audio_transcription;
+          if (t) transcription = { language: t.language ?? transcription.language, prompt: t.prompt ?? transcription.prompt, model: t.model ?? transcription.model };
+          control({ kind: "update", turn_detection: turnDetection, ...transcription });
+          send({
+            type: "session.updated",
+            event_id: `evt_${randomUUID()}`,
+            session: { turn_detection: turnDetection, input_audio_transcription: { ...transcription } },
+          });
+          return;
+        }
+        case "session.close":
+          // Flush the open utterance, wait (bounded) for its transcript, then close 1000.
+          gracefulDeadline = deps.now() + GRACEFUL_CLOSE_WAIT_MS;
+          control({ kind: "end", flush: true });
+          publisher.flush();
+          // The VAD answers the flush with committed (if speech was open); give it a moment
+          // before deciding nothing is pending.
+          setTimeout(() => {
+            vadFlushed = true;
+            if (gracefulDeadline && pendingItems.size === 0) finish(CLOSE.normal);
+          }, 750).unref();
+          return;
+        default: {
+          const never: never = message;
+          return never;
+        }
+      }
+    },
+    /** Called by the gateway's sweep (every 250 ms). */
+    tick(now: number, upstreamAvailable: boolean) {
+      if (closing) return;
+      if (gracefulDeadline) {
+        if (now >= gracefulDeadline) finish(CLOSE.normal);
+        return;
+      }
+      if (!upstreamAvailable) return close(CLOSE.upstreamUnavailable);
+      if (now - startedAt > limits.maxSessionSeconds * 1000) return close(CLOSE.sessionDurationLimit);
+      if (now - lastAudioAt > limits.idleTimeoutSeconds * 1000) return close(CLOSE.idleTimeout);
+      if (socket.bufferedAmount() > deps.maxClientBufferBytes) return close(CLOSE.clientBackpressure);
+      if (publisher.overloaded) return close(CLOSE.upstreamBackpressure);
+      publisher.flush(); // never hold a partial 100 ms message longer than a sweep
+      if (now - startedAt - usageRecordedMs > USAGE_EVERY_MS && audioMs() - usageRecordedMs > 0) void flushUsage(false);
+    },
+    /** The socket is gone (any reason): stop, tell the VAD, account, release. */
+    async closed(code: number, reason: string) {
+      if (closedDone) return;
+      closedDone = true;
+      subscription.unsubscribe();
+      if (!gracefulDeadline) control({ kind: "end", flush: false });
+      publisher.flush();
+      deps.onClosed(this as Session);
+      await publisher.settled();
+      await flushUsage(true);
+      await appendLifecycle({
+        type: "rt.session.closed",
+        data: { session_id: sessionId, code, reason, audio_ms: audioMs(), duration_ms: Math.max(0, deps.now() - startedAt) },
+      });
+    },
+    get closeReason() {
+      return closing;
+    },
+    stats() {
+      return { audioMs: audioMs(), published: publisher.messagesPublished, pendingAcks: publisher.pendingAcks };
+    },
+  };
+}

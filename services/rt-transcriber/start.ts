@@ -1,0 +1,13 @@
+import type { RunningService, ServiceContext } from "../stt/context";
+import { startRtTranscriber } from "./transcribe-utterances";
+
+/** The rt-transcriber service: realtime utterances → worker router → transcript events. */
+export async function startRtTranscriberService(ctx: ServiceContext): Promise<RunningService> {
+  const consumer = await startRtTranscriber({
+    nats: ctx.nats,
+    logger: ctx.logger.child({ service: "rt-transcriber" }),
+    router: () => ctx.router,
+    concurrency: ctx.config.realtime.transcribeConcurrency,
+  });
+  return { name: "rt-transcriber", stop: () => consumer.stop() };
+}

@@ -1,0 +1,288 @@
+import { headers as natsHeaders } from "@nats-io/transport-node";
+import type { JsMsg } from "@nats-io/jetstream";
+import { randomUUID } from "node:crypto";
+import {
+  AUDIO_HEADERS,
+  audioControl,
+  defaultTurnDetection,
+  rtEventEnvelope,
+  UTTERANCE_HEADER,
+  type AudioControl,
+  type ServerEvent,
+  type TurnDetection,
+  type UtteranceCommand,
+} from "../../schemas/realtime";
+import { appendEvents } from "../../shared/event-store";
+import type { Logger } from "../../shared/logger";
+import { ensureConsumer, type Nats } from "../../shared/nats";
+import { loadVadEngine, type VadEngine, type VadEvent, type VadSegmenter } from "../../shared/audio/vad";
+
+/**
+ * The server VAD: one durable pull consumer per partition of RT_AUDIO
+ * (rt.audio.<partition>.<sessionId>), each handled strictly in order by one loop, so a
+ * session's audio and its in-band control messages are seen in the order the gateway
+ * sent them. Per session it keeps a WebRTC VAD segmenter; speech started/stopped and
+ * committed become session events on rt.evt.<sessionId>, and each utterance becomes a
+ * transcribe command on rt.cmd.<sessionId> (payload: 16 kHz PCM16LE).
+ *
+ * Delivery: a message is acked after its events are published (at-least-once; events
+ * carry deterministic msgIDs, so a redelivery inside the dedup window is stored once).
+ * Segmenter state lives in memory: if this process restarts mid-session, the session
+ * continues with a fresh segmenter realigned on the audio's sample offset header.
+ * Scale-out: a partition must be consumed by one process at a time (run one VAD
+ * replica, or give each replica its own partitions); partitions spread the CPU.
+ */
+interface SessionState {
+  seg: VadSegmenter;
+  turnDetection: TurnDetection;
+  language: string | null;
+  prompt: string | null;
+  model: string | null;
+  keyId: string;
+  maxConcurrentUtterances: number;
+  itemSeq: number;
+  currentItem: string | null;
+  previousItem: string | null;
+  lastSeen: number;
+}
+
+const STALE_SESSION_MS = 10 * 60_000;
+
+export interface VadServiceOptions {
+  nats: Nats;
+  logger: Logger;
+  partitions: number;
+  defaults?: TurnDetection;
+  /** Pull batch size per partition. */
+  batch?: number;
+}
+
+export interface RunningVad {
+  stop(): Promise<void>;
+  sessions(): number;
+}
+
+export async function startVadConsumers(options: VadServiceOptions): Promise<RunningVad> {
+  const { nats, logger } = options;
+  const top = nats.topology;
+  const engine = await loadVadEngine();
+  const sessions = new Map<string, SessionState>();
+  const loops: { stop(): Promise<void> }[] = [];
+
+  for (let p = 0; p < options.partitions; p++) {
+    const durable = `vad_p${p}`;
+    await ensureConsumer(nats.jsm, {
+      stream: top.streams.rtAudio.name,
+      durable,
+      filterSubject: top.subjects.rtAudioPartition(p),
+      ackWaitMs: 30_000,
+      maxDeliver: 5,
+      maxAckPending: 10_000,
+      deliver: "new",
+    });
+    const consumer = await nats.js.consumers.get(top.streams.rtAudio.name, durable);
+    const messages = await consumer.consume({ max_messages: options.batch ?? 512 });
+    const log = logger.child({ partition: p });
+    const done = (async () => {
+      for await (const msg of messages) {
+        try {
+          await handle(msg, engine, sessions, options.defaults ?? defaultTurnDetection, nats, log);
+          msg.ack();
+        } catch (err) {
+          log.warn("vad message failed, will retry", { subject: msg.subject, error: (err as Error).message });
+          msg.nak(500);
+        }
+      }
+    })();
+    loops.push({
+      stop: async () => {
+        await messages.close();
+        await done.catch(() => undefined);
+      },
+    });
+  }
+
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const [id, s] of sessions) {
+      if (now - s.lastSeen > STALE_SESSION_MS) {
+        s.seg.close();
+        sessions.delete(id);
+      }
+    }
+  }, 60_000);
+  sweep.unref();
+
+  return {
+    sessions: () => sessions.size,
+    async stop() {
+      clearInterval(sweep);
+      for (const l of loops) await l.stop();
+      for (const s of sessions.values()) s.seg.close();
+      sessions.clear();
+    },
+  };
+}
+
+async function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, SessionState>, defaults: TurnDetection, nats: Nats, log: Logger) {
+  const sessionId = msg.headers?.get(AUDIO_HEADERS.session) ?? msg.subject.split(".").at(-1)!;
+  const kind = msg.headers?.get(AUDIO_HEADERS.kind) ?? "audio";
+  const offset = Number(msg.headers?.get(AUDIO_HEADERS.offset) ?? "NaN");
+
+  let state = sessions.get(sessionId);
+  if (kind === "control") {
+    const parsed = audioControl.safeParse(JSON.parse(new TextDecoder().decode(msg.data)));
+    if (!parsed.success) {
+      log.warn("bad control message", { sessionId });
+      return;
+    }
+    const c: AudioControl = parsed.data;
+    if (c.kind === "start") {
+      state?.seg.close();
+      state = newState(engine, c.turn_detection, { language: c.language, prompt: c.prompt, model: c.model, keyId: c.key_id, max: c.max_concurrent_utterances });
+      sessions.set(sessionId, state);
+      return;
+    }
+    state ??= lazyState(engine, sessions, sessionId, defaults);
+    state.lastSeen = Date.now();
+    switch (c.kind) {
+      case "update":
+        state.turnDetection = c.turn_detection;
+        state.seg.update(c.turn_detection);
+        state.language = c.language;
+        state.prompt = c.prompt;
+        state.model = c.model;
+        return;
+      case "commit": {
+        const events = state.seg.commit("commit");
+        if (events.length === 0) {
+          await publishEvents(nats, sessionId, [
+            {
+              type: "error",
+              event_id: `evt_${randomUUID()}`,
+              error: { type: "invalid_request_error", code: "input_audio_buffer_commit_empty", message: "Nothing to commit: no speech is in progress.", event_id: c.event_id },
+            },
+          ]);
+          return;
+        }
+        await emit(nats, sessionId, state, events);
+        return;
+      }
+      case "clear":
+        state.seg.clear();
+        state.currentItem = null;
+        await publishEvents(nats, sessionId, [{ type: "input_audio_buffer.cleared", event_id: `evt_${randomUUID()}` }]);
+        return;
+      case "end":
+        if (c.flush) await emit(nats, sessionId, state, state.seg.commit("close"));
+        state.seg.close();
+        sessions.delete(sessionId);
+        return;
+      default: {
+        const never: never = c;
+        return never;
+      }
+    }
+  }
+  state ??= lazyState(engine, sessions, sessionId, defaults);
+  state.lastSeen = Date.now();
+  const bytes = msg.data;
+  const pcm = new Int16Array(bytes.byteLength >> 1);
+  new Uint8Array(pcm.buffer).set(bytes.subarray(0, pcm.length * 2));
+  const events = state.seg.push(pcm, Number.isFinite(offset) ? offset : undefined);
+  if (events.length) await emit(nats, sessionId, state, events);
+}
+
+function newState(engine: VadEngine, td: TurnDetection, o: { language: string | null; prompt: string | null; model: string | null; keyId: string; max: number }): SessionState {
+  return {
+    seg: engine.createSegmenter(td),
+    turnDetection: td,
+    language: o.language,
+    prompt: o.prompt,
+    model: o.model,
+    keyId: o.keyId,
+    maxConcurrentUtterances: o.max,
+    itemSeq: 0,
+    currentItem: null,
+    previousItem: null,
+    lastSeen: Date.now(),
+  };
+}
+
+/** Audio of a session whose start we never saw (e.g. this consumer restarted): defaults. */
+function lazyState(engine: VadEngine, sessions: Map<string, SessionState>, sessionId: string, defaults: TurnDetection): SessionState {
+  const s = newState(engine, defaults, { language: null, prompt: null, model: null, keyId: "unknown", max: 2 });
+  sessions.set(sessionId, s);
+  return s;
+}
+
+const itemId = (sessionId: string, n: number) => `item_${sessionId.slice(5, 17)}_${String(n).padStart(4, "0")}`;
+
+async function emit(nats: Nats, sessionId: string, state: SessionState, events: VadEvent[]) {
+  const out: ServerEvent[] = [];
+  for (const e of events) {
+    switch (e.kind) {
+      case "speech_started":
+        state.currentItem = itemId(sessionId, state.itemSeq++);
+        out.push({ type: "input_audio_buffer.speech_started", event_id: `evt_${randomUUID()}`, item_id: state.currentItem, audio_start_ms: e.audioStartMs });
+        break;
+      case "speech_stopped":
+        out.push({ type: "input_audio_buffer.speech_stopped", event_id: `evt_${randomUUID()}`, item_id: state.currentItem ?? itemId(sessionId, state.itemSeq++), audio_end_ms: e.audioEndMs });
+        break;
+      case "utterance": {
+        const item = state.currentItem ?? itemId(sessionId, state.itemSeq++);
+        out.push({
+          type: "input_audio_buffer.committed",
+          event_id: `evt_${randomUUID()}`,
+          item_id: item,
+          previous_item_id: state.previousItem,
+          audio_start_ms: e.audioStartMs,
+          audio_end_ms: e.audioEndMs,
+          reason: e.reason,
+        });
+        // events first (so the client sees committed before any transcript), then the command
+        await publishEvents(nats, sessionId, out.splice(0));
+        await publishUtterance(nats, {
+          session_id: sessionId,
+          item_id: item,
+          key_id: state.keyId,
+          audio_start_ms: e.audioStartMs,
+          audio_end_ms: e.audioEndMs,
+          language: state.language,
+          prompt: state.prompt,
+          model: state.model,
+          max_concurrent_utterances: state.maxConcurrentUtterances,
+          decided_at: Date.now(),
+        }, e.pcm);
+        state.previousItem = item;
+        state.currentItem = null;
+        break;
+      }
+      default: {
+        const never: never = e;
+        return never;
+      }
+    }
+  }
+  if (out.length) await publishEvents(nats, sessionId, out);
+}
+
+async function publishEvents(nats: Nats, sessionId: string, events: ServerEvent[]) {
+  if (events.length === 0) return;
+  await appendEvents(
+    nats.js,
+    rtEventEnvelope,
+    nats.topology.subjects.rtEvent(sessionId),
+    events.map((e) => ({ type: "rt.server_event" as const, data: e, msgId: `${sessionId}:${e.type}:${"item_id" in e ? e.item_id : "event_id" in e ? e.event_id : randomUUID()}`, metadata: { correlationId: sessionId } })),
+  );
+}
+
+async function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array) {
+  const h = natsHeaders();
+  h.set(UTTERANCE_HEADER, JSON.stringify(command));
+  await nats.js.publish(nats.topology.subjects.rtCommand(command.session_id), new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength), {
+    headers: h,
+    msgID: `${command.session_id}:utterance:${command.item_id}`,
+    timeout: 10_000,
+  });
+}

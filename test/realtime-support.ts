@@ -1,0 +1,105 @@
+import { readFileSync } from "node:fs";
+import WebSocket from "ws";
+import { REALTIME_PATH } from "../schemas/realtime";
+import { pcm16MonoFromWav } from "../shared/audio/wav";
+
+/** A real WebSocket client for the realtime tests and the bench. */
+export interface RtClient {
+  ws: WebSocket;
+  events: any[];
+  /** Resolves with the next event of `type` not yet taken (or already received). */
+  next(type: string, timeoutMs?: number): Promise<any>;
+  closed: Promise<{ code: number; reason: string }>;
+  sendAudio(bytes: Uint8Array): void;
+  sendJson(value: unknown): void;
+}
+
+export const fixture = (name: string) => pcm16MonoFromWav(readFileSync(`/work/shared/fixtures/audio/${name}`))!;
+
+export function wsUrl(baseUrl: string, query = ""): string {
+  return `${baseUrl.replace(/^http/, "ws")}${REALTIME_PATH}${query ? `?${query}` : ""}`;
+}
+
+export function connectRt(url: string, headers: Record<string, string> = {}): Promise<RtClient> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers, maxPayload: 64 * 1024 * 1024 });
+    const events: any[] = [];
+    const taken = new Set<any>();
+    const waiters: { type: string; resolve: (e: any) => void }[] = [];
+    let resolveClosed!: (v: { code: number; reason: string }) => void;
+    const closed = new Promise<{ code: number; reason: string }>((r) => (resolveClosed = r));
+    ws.on("message", (data, isBinary) => {
+      if (isBinary) return;
+      const e = JSON.parse(data.toString());
+      e.__t = Date.now();
+      events.push(e);
+      const i = waiters.findIndex((w) => w.type === e.type);
+      if (i >= 0) {
+        taken.add(e);
+        waiters.splice(i, 1)[0]!.resolve(e);
+      }
+    });
+    ws.on("close", (code, reason) => resolveClosed({ code, reason: reason.toString() }));
+    ws.on("unexpected-response", (_req, res) => {
+      let body = "";
+      res.on("data", (c) => (body += c));
+      res.on("end", () => reject(Object.assign(new Error(`upgrade refused ${res.statusCode}`), { status: res.statusCode, headers: res.headers, body: body ? JSON.parse(body) : null })));
+    });
+    ws.on("error", (err) => reject(err));
+    ws.on("open", () =>
+      resolve({
+        ws,
+        events,
+        closed,
+        next(type, timeoutMs = 20_000) {
+          const have = events.find((e) => e.type === type && !taken.has(e));
+          if (have) {
+            taken.add(have);
+            return Promise.resolve(have);
+          }
+          return new Promise((res, rej) => {
+            const timer = setTimeout(() => rej(new Error(`timed out waiting for ${type}; got ${events.map((e) => e.type).join(", ")}`)), timeoutMs);
+            waiters.push({ type, resolve: (e) => (clearTimeout(timer), res(e)) });
+          });
+        },
+        sendAudio: (bytes) => ws.send(bytes, { binary: true }),
+        sendJson: (value) => ws.send(JSON.stringify(value)),
+      }),
+    );
+  });
+}
+
+/** Expects the upgrade to be refused; returns status, headers and JSON body. */
+export async function refusal(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Record<string, any>; body: any }> {
+  try {
+    const c = await connectRt(url, headers);
+    c.ws.close();
+    throw new Error("upgrade unexpectedly accepted");
+  } catch (err) {
+    const e = err as { status?: number; headers?: Record<string, any>; body?: any };
+    if (e.status === undefined) throw err;
+    return { status: e.status, headers: e.headers ?? {}, body: e.body };
+  }
+}
+
+/**
+ * Streams PCM16 at `speed` × real time in chunks of `chunkBytes` (odd sizes split
+ * samples across frames on purpose).
+ */
+export async function streamPcm(client: RtClient, pcm: Int16Array, options: { speed?: number; chunkBytes?: number } = {}): Promise<void> {
+  const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+  const chunk = options.chunkBytes ?? 3201;
+  const speed = options.speed ?? 1;
+  const start = Date.now();
+  for (let off = 0; off < bytes.length; off += chunk) {
+    if (client.ws.readyState !== WebSocket.OPEN) return;
+    client.sendAudio(bytes.slice(off, off + chunk));
+    if (speed !== Infinity) {
+      const due = start + ((off + chunk) / 32 / speed);
+      const wait = due - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
+export const silence = (seconds: number, rate = 16000) => new Int16Array(Math.round(seconds * rate));

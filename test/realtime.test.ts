@@ -1,0 +1,213 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sessionCreated } from "../schemas/realtime";
+import { createLogger } from "../shared/logger";
+import type { Limits } from "../shared/plans";
+import { setRealtimeGatewayEnabled } from "../services/realtime-gateway/gateway-flag";
+import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
+import { startStack, type Stack } from "./support/stack";
+import { connectRt, fixture, refusal, silence, streamPcm, wsUrl } from "./realtime-support";
+
+let stack: Stack;
+let freeKey: string;
+let proKey: string;
+const extra: RealtimeGateway[] = [];
+
+beforeAll(async () => {
+  stack = await startStack();
+  freeKey = (await stack.issueKey("free")).key;
+  proKey = (await stack.issueKey("pro")).key;
+});
+afterAll(async () => {
+  for (const g of extra) await g.stop().catch(() => undefined);
+  await stack?.stop();
+});
+
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+/** A second gateway on the stack's NATS and Postgres with tightened limits or settings. */
+async function gatewayWith(limits: Partial<Limits>, realtime: Partial<typeof stack.config.realtime> = {}) {
+  const config = { ...stack.config, realtime: { ...stack.config.realtime, ...realtime } };
+  const g = await startRealtimeGateway(
+    { config, nats: stack.nats, db: stack.db, logger: createLogger("error"), router: stack.runtime.ctx.router },
+    { port: 0, host: "127.0.0.1", limitsFor: (p) => ({ ...p.limits, ...limits }) },
+  );
+  extra.push(g);
+  return `http://127.0.0.1:${g.port}`;
+}
+
+describe("realtime upgrade (spec 3.3, 5.3, 6.1, 7.2)", () => {
+  it("sends session.created exactly per 6.1 on a Bearer sk- upgrade", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
+    const created = await c.next("session.created");
+    expect(sessionCreated.parse(created)).toBeTruthy();
+    expect(created).toMatchObject({
+      type: "session.created",
+      session_id: expect.stringMatching(/^sess_[0-9a-f]{24}$/),
+      request_id: expect.any(String),
+      audio: { format: "pcm_s16le", sample_rate: 16000, channels: 1 },
+      turn_detection: { type: "server_vad" },
+      plan: "pro",
+      limits: { max_concurrent_utterances: 4, max_session_seconds: 14400, idle_timeout_seconds: 300, remaining_audio_seconds: 86400 },
+    });
+    c.ws.close(1000);
+    expect((await c.closed).code).toBe(1000);
+  });
+
+  it("accepts an rt_ session token as ?access_token= and ?token=, and a declared sample rate", async () => {
+    for (const param of ["access_token", "token"]) {
+      const res = await stack.fetch("/v1/audio/transcriptions/session-token", { method: "POST", headers: bearer(proKey) });
+      expect(res.status).toBe(200);
+      const { token, endpoint } = await res.json();
+      expect(endpoint).toBe("/v1/audio/transcriptions/stream");
+      const c = await connectRt(wsUrl(stack.baseUrl, `${param}=${encodeURIComponent(token)}&sample_rate=48000`));
+      const created = await c.next("session.created");
+      expect(created.audio.sample_rate).toBe(48000);
+      expect(created.plan).toBe("pro");
+      c.ws.close();
+      await c.closed;
+    }
+  });
+
+  it("refuses bad credentials with 401 and the auth codes; a key in the URL is refused", async () => {
+    const url = wsUrl(stack.baseUrl);
+    const cases: [string, Record<string, string>, string][] = [
+      [url, {}, "missing_api_key"],
+      [url, bearer("sk-not-a-real-key-at-all"), "invalid_api_key"],
+      [url, bearer("nope"), "invalid_api_key"],
+      [wsUrl(stack.baseUrl, `access_token=${proKey}`), {}, "invalid_api_key"],
+      [wsUrl(stack.baseUrl, `token=${proKey}`), {}, "invalid_api_key"],
+      [wsUrl(stack.baseUrl, "access_token=rt_forged.token"), {}, "invalid_session_token"],
+      [wsUrl(stack.baseUrl, "access_token=garbage"), {}, "invalid_session_token"],
+    ];
+    for (const [u, h, code] of cases) {
+      const r = await refusal(u, h);
+      expect(r.status, code).toBe(401);
+      expect(r.body).toEqual({ error: { message: expect.any(String), type: "authentication_error", code } });
+    }
+  });
+
+  it("answers plain HTTP on the stream path with 426 websocket_required, and serves the HTTP app on the same port", async () => {
+    const res = await stack.fetch("/v1/audio/transcriptions/stream");
+    expect(res.status).toBe(426);
+    expect(await res.json()).toEqual({ error: { message: expect.any(String), type: "invalid_request_error", code: "websocket_required" } });
+    const plans = await stack.fetch("/v1/external-transcription/plans");
+    expect(plans.status).toBe(200);
+    expect((await plans.json()).ok).toBe(true);
+    const demo = await stack.fetch("/demo");
+    expect(demo.status).toBe(200);
+    expect(await demo.text()).toContain("/v1/audio/transcriptions/stream");
+  });
+
+  it("refuses bad audio parameters with 400", async () => {
+    const r = await refusal(wsUrl(stack.baseUrl, "sample_rate=44100"), bearer(proKey));
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe("invalid_sample_rate");
+  });
+
+  it("refuses with 503 gateway_disabled while the operator switch is off", async () => {
+    await setRealtimeGatewayEnabled(stack.nats, false);
+    try {
+      let r = await refusal(wsUrl(stack.baseUrl), bearer(proKey)).catch(() => null);
+      for (let i = 0; i < 20 && r?.status !== 503; i++) {
+        await new Promise((res) => setTimeout(res, 50));
+        r = await refusal(wsUrl(stack.baseUrl), bearer(proKey)).catch(() => null);
+      }
+      expect(r!.status).toBe(503);
+      expect(r!.body.error.code).toBe("gateway_disabled");
+    } finally {
+      await setRealtimeGatewayEnabled(stack.nats, true);
+    }
+    await new Promise((res) => setTimeout(res, 100));
+    const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
+    await c.next("session.created");
+    c.ws.close();
+    await c.closed;
+  });
+
+  it("holds the free plan's one concurrent connection (429) and frees it on close", async () => {
+    const key = (await stack.issueKey("free")).key;
+    const a = await connectRt(wsUrl(stack.baseUrl), bearer(key));
+    await a.next("session.created");
+    const r = await refusal(wsUrl(stack.baseUrl), bearer(key));
+    expect(r.status).toBe(429);
+    expect(r.body.error.code).toBe("too_many_connections");
+    a.ws.close();
+    await a.closed;
+    await new Promise((res) => setTimeout(res, 200));
+    const b = await connectRt(wsUrl(stack.baseUrl), bearer(key));
+    await b.next("session.created");
+    b.ws.close();
+    await b.closed;
+  });
+
+  it("refuses the free plan's 7th handshake in a minute with 429", async () => {
+    const key = (await stack.issueKey("free")).key;
+    const minuteLeft = 60_000 - (Date.now() % 60_000);
+    if (minuteLeft < 8000) await new Promise((r) => setTimeout(r, minuteLeft + 100));
+    for (let i = 0; i < 6; i++) {
+      const c = await connectRt(wsUrl(stack.baseUrl), bearer(key));
+      await c.next("session.created");
+      c.ws.close();
+      await c.closed;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    const r = await refusal(wsUrl(stack.baseUrl), bearer(key));
+    expect(r.status).toBe(429);
+    expect(r.body.error.code).toBe("rate_limit_exceeded");
+    expect(Number(r.headers["retry-after"])).toBeGreaterThan(0);
+  });
+});
+
+describe("realtime session (spec 4.6, 6, 7.3)", () => {
+  it("answers malformed and unknown client messages with error events without dropping the socket", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
+    await c.next("session.created");
+    c.ws.send("not json");
+    expect((await c.next("error")).error.code).toBe("invalid_json");
+    c.sendJson({ type: "response.create", event_id: "e1" });
+    const unknown = await c.next("error");
+    expect(unknown.error).toMatchObject({ code: "unknown_event_type", event_id: "e1" });
+    c.sendJson({ type: "session.update", session: { turn_detection: { silence_duration_ms: "long" } } });
+    expect((await c.next("error")).error.code).toBe("invalid_event");
+    c.sendJson({ type: "session.update", session: { turn_detection: { silence_duration_ms: 700 }, input_audio_transcription: { language: "en" } } });
+    const updated = await c.next("session.updated");
+    expect(updated.session.turn_detection.silence_duration_ms).toBe(700);
+    expect(updated.session.input_audio_transcription.language).toBe("en");
+    c.sendJson({ type: "input_audio_buffer.commit", event_id: "c1" });
+    expect((await c.next("error")).error).toMatchObject({ code: "input_audio_buffer_commit_empty", event_id: "c1" });
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    c.sendJson({ type: "session.close" });
+    expect(await c.closed).toEqual({ code: 1000, reason: "" });
+  });
+
+  it("streams jfk.wav faster than real time in odd-sized frames: speech events in order, one result per committed item", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
+    await c.next("session.created");
+    const pcm = fixture("jfk.wav");
+    await streamPcm(c, pcm, { speed: 4, chunkBytes: 3333 });
+    await streamPcm(c, silence(1), { speed: 4, chunkBytes: 1001 });
+    c.sendJson({ type: "session.close" });
+    const closed = await c.closed;
+    expect(closed.code).toBe(1000);
+    const kinds = c.events.map((e) => e.type);
+    const speech = c.events.filter((e) => e.type.startsWith("input_audio_buffer.speech") || e.type === "input_audio_buffer.committed");
+    expect(speech.length).toBeGreaterThanOrEqual(3);
+    // started, stopped, committed per item, same item id, increasing times
+    let lastEnd = -1;
+    for (let i = 0; i < speech.length; i += 3) {
+      const [s, t, m] = speech.slice(i, i + 3);
+      expect([s.type, t.type, m.type]).toEqual(["input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped", "input_audio_buffer.committed"]);
+      expect(t.item_id).toBe(s.item_id);
+      expect(m.item_id).toBe(s.item_id);
+      expect(s.audio_start_ms).toBeGreaterThanOrEqual(lastEnd);
+      expect(t.audio_end_ms).toBeGreaterThan(s.audio_start_ms);
+      expect(t.audio_end_ms).toBeLessThanOrEqual(11_500);
+      lastEnd = t.audio_end_ms;
+    }
+    const committed = c.events.filter((e) => e.type === "input_audio_buffer.committed");
+    for (const m of committed) {
+      const results = c.events.filter((e) => (e.type.endsWith(".completed") || e.type.endsWith(".failed")) && e.item_id === m.item_id);
+      expect(results.length, `result for ${m.item_id}: ${kinds.join(",")}`).toBe(1);
+    }
+  });
+});
