@@ -13,4 +13,8 @@ import type { ServiceDef } from "./context";
 export const serviceDefs: ServiceDef[] = [
   { name: "projector", start: startProjector },
   { name: "http-gateway", start: startHttpGateway },
+  { name: "vad", start: startVadService },
+  { name: "rt-transcriber", start: startRtTranscriberService },
+  // after http-gateway: serves its fetch handler on the one port
+  { name: "realtime-gateway", start: startRealtimeGatewayService },
 ];
