@@ -9,6 +9,9 @@ import type { Logger } from "./logger";
  * Thrown errors are mapped once: a retryable AppError (or anything unknown) is
  * nak'ed with backoff, a permanent one is terminated. Delivery is at-least-once:
  * handlers must be idempotent (deterministic msgIDs, "already done?" checks).
+ *
+ * `term()` is sent without a reason: nats-server 2.9 does not parse `+TERM <reason>`
+ * and would leave the message pending; the reason goes to the log instead.
  */
 export type Outcome =
   | { kind: "ack" }
@@ -68,7 +71,7 @@ export async function runConsumer(
         msg.nak(backoff(attempt));
       } else {
         options.logger.error("handler failed permanently", { durable: options.durable, subject: msg.subject, code: e.code, error: e.message });
-        msg.term(e.code);
+        msg.term();
       }
     } finally {
       clearInterval(heartbeat);
@@ -85,7 +88,7 @@ export async function runConsumer(
         return;
       case "terminate":
         options.logger.warn("message terminated", { durable: options.durable, subject: msg.subject, reason: outcome.reason });
-        msg.term(outcome.reason);
+        msg.term();
         return;
       default: {
         const never: never = outcome;
