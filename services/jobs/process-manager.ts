@@ -1,0 +1,102 @@
+import type { JsMsg } from "@nats-io/jetstream";
+import { headers as natsHeaders } from "@nats-io/transport-node";
+import { ack, runConsumer, terminate, type Outcome } from "../../shared/consumer";
+import { AppError } from "../../shared/errors";
+import type { Logger } from "../../shared/logger";
+import { ensureConsumer, type Nats } from "../../shared/nats";
+import { recordUsage } from "../../shared/usage";
+import { jobEventEnvelope, type StepCommand } from "../../schemas/jobs";
+import { stepKind } from "./job";
+import type { JobStore } from "./job-store";
+
+/**
+ * The job process manager: reacts to every job event and issues what comes next.
+ *
+ * - On any event it runs `Advance` on the aggregate, which appends StepStarted for
+ *   whatever may start now (at most `concurrency` chunk steps in flight) or
+ *   JobCompleted. The append expects the subject's last sequence, so two replicas
+ *   cannot both start the same step; the loser re-decides on fresh state.
+ * - On StepStarted it publishes the step's command to `job.cmd.<kind>.<workflowId>`
+ *   with a deterministic Nats-Msg-Id (`<workflowId>:<step>:<attempt>`), so a
+ *   redelivered event does not issue the command twice (within the stream's
+ *   duplicate window; step consumers also ignore stale or finished commands).
+ * - On JobCompleted it records the job's audio seconds as usage, once per job
+ *   (`<workflowId>:usage` dedup id).
+ *
+ * Publishing commands in reaction to the StepStarted event (rather than right after
+ * appending it) means a crash between the two loses nothing: the event is redelivered
+ * until the command is out.
+ */
+export interface ProcessManagerOptions {
+  nats: Nats;
+  store: JobStore;
+  logger: Logger;
+  now: () => Date;
+  /** True when a review model is configured; review jobs fail fast otherwise. */
+  reviewAvailable: boolean;
+  concurrency?: number;
+}
+
+export const PROCESS_MANAGER_DURABLE = "jobs-process-manager";
+
+export async function startProcessManager(options: ProcessManagerOptions) {
+  const { nats, store, logger } = options;
+  const stream = nats.topology.streams.jobs.name;
+  await ensureConsumer(nats.jsm, {
+    stream,
+    durable: PROCESS_MANAGER_DURABLE,
+    filterSubject: nats.topology.subjects.jobEvents,
+    ackWaitMs: 30_000,
+    maxDeliver: 50,
+    maxAckPending: 5000,
+    deliver: "all",
+  });
+
+  const handle = async (msg: JsMsg): Promise<Outcome> => {
+    let envelope;
+    try {
+      envelope = jobEventEnvelope.parse(msg.json());
+    } catch {
+      return terminate("malformed job event");
+    }
+    const workflowId = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
+    if (envelope.type === "StepStarted") {
+      const { step, attempt } = envelope.data;
+      const command: StepCommand = { workflowId, step, attempt };
+      const h = natsHeaders();
+      h.set("Job-Step", step);
+      try {
+        await nats.js.publish(nats.topology.subjects.jobCommand(stepKind(step), workflowId), JSON.stringify(command), {
+          msgID: `${workflowId}:${step}:${attempt}`,
+          headers: h,
+        });
+      } catch (err) {
+        throw new AppError("unavailable", "event_store_unavailable", `could not issue ${step}`, { cause: err });
+      }
+    }
+    if (envelope.type === "JobCompleted") {
+      const { state } = await store.load(workflowId);
+      if (state.status !== "none") {
+        await recordUsage(nats, {
+          keyId: state.spec.keyId,
+          ownerId: state.spec.ownerId,
+          plane: "batch",
+          audioSeconds: envelope.data.audioSeconds,
+          requests: 1,
+          subjectId: workflowId,
+          usageId: `${workflowId}:usage`,
+          at: new Date(envelope.data.at),
+        });
+      }
+    }
+    await store.execute(workflowId, { type: "Advance", now: options.now().toISOString(), reviewAvailable: options.reviewAvailable });
+    return ack();
+  };
+
+  const running = await runConsumer(
+    nats.js,
+    { stream, durable: PROCESS_MANAGER_DURABLE, concurrency: options.concurrency ?? 16, logger, backoffMs: (n) => Math.min(5000, 50 * 2 ** n) },
+    handle,
+  );
+  return { stop: () => running.stop() };
+}

@@ -1,0 +1,32 @@
+import { AppError } from "../../shared/errors";
+import type { ObjectStore } from "../../shared/objects/index";
+import type { ChunkPlan } from "../../schemas/jobs";
+import type { ActiveJob } from "./job";
+import { boundaryWindows, quietestPoint, slicesFromCuts } from "./slicing";
+
+/**
+ * The slice step: places the chunk boundaries (see slicing.ts for the rule) by reading
+ * only the few seconds around each target from the stored PCM. Chunks are sample
+ * ranges of `audio.pcm`; the transcribers read their range directly, so slicing
+ * copies no audio.
+ */
+export async function sliceAudio(job: ActiveJob, objects: ObjectStore): Promise<ChunkPlan[]> {
+  const audio = job.audio;
+  if (!audio) throw new AppError("internal", "audio_missing", "slice ran before the audio was fetched");
+  const head = await objects.head(audio.audioKey);
+  if (!head) throw new AppError("unavailable", "audio_missing", "the fetched audio is not in object storage yet");
+  const total = Math.floor(head.size / 2);
+  const cuts: number[] = [];
+  for (const window of boundaryWindows(total, audio.sampleRate, job.spec.segmentSeconds)) {
+    const bytes = await objects.getRange(audio.audioKey, window.startSample * 2, window.endSample * 2);
+    if (!bytes) throw new AppError("unavailable", "audio_missing", "the fetched audio disappeared");
+    cuts.push(quietestPoint(toPcm(bytes), window, audio.sampleRate));
+  }
+  return slicesFromCuts(total, cuts);
+}
+
+/** Copies little-endian PCM16 bytes into an aligned Int16Array (hosts are little-endian). */
+export function toPcm(bytes: Buffer): Int16Array {
+  const n = Math.floor(bytes.length / 2);
+  return new Int16Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + n * 2));
+}

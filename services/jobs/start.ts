@@ -1,0 +1,125 @@
+import { AppError } from "../../shared/errors";
+import type { RunningService, ServiceContext } from "../stt/context";
+import { aggregateTranscript } from "./aggregate";
+import { fetchAudio } from "./fetch-audio";
+import { stepChunkIndex, type ActiveJob } from "./job";
+import { createJobStore, type JobStore } from "./job-store";
+import { startProcessManager } from "./process-manager";
+import { reviewChunk, reviewTranscript } from "./review";
+import { sliceAudio } from "./slice-audio";
+import { exponentialBackoff, startStepConsumer } from "./step-consumer";
+import { transcribeChunk } from "./transcribe-chunk";
+import type { StepCommand, StepKind } from "../../schemas/jobs";
+
+/**
+ * The batch-job services. Each is its own durable consumer and can run in its own
+ * process with any number of replicas:
+ *
+ * - jobs-manager      the process manager (job events → next step commands)
+ * - jobs-fetcher      download + decode (job.cmd.fetch)
+ * - jobs-slicer       silence-aware boundaries (job.cmd.slice)
+ * - jobs-transcriber  one slice → worker router → chunk checkpoint (job.cmd.transcribe)
+ * - jobs-aggregator   chunk checkpoints → result.json (job.cmd.aggregate)
+ * - jobs-reviewer     the two LLM review stages (job.cmd.review)
+ *
+ * Webhook delivery is services/webhooks.
+ */
+
+function storeOf(ctx: ServiceContext): JobStore {
+  // One store (and cache) per context: services in one process share it.
+  const holder = ctx as ServiceContext & { __jobStore?: JobStore };
+  holder.__jobStore ??= createJobStore(ctx.nats);
+  return holder.__jobStore;
+}
+
+const nowIso = (ctx: ServiceContext) => ctx.now().toISOString();
+
+export async function startJobManager(ctx: ServiceContext): Promise<RunningService> {
+  const pm = await startProcessManager({
+    nats: ctx.nats,
+    store: storeOf(ctx),
+    logger: ctx.logger.child({ service: "jobs-manager" }),
+    now: ctx.now,
+    reviewAvailable: ctx.config.jobs.review !== undefined,
+  });
+  return { name: "jobs-manager", stop: pm.stop };
+}
+
+type StepRunner = (ctx: ServiceContext, store: JobStore) => (job: ActiveJob, command: StepCommand, signal: AbortSignal) => Promise<void>;
+
+function stepService(name: string, kind: StepKind, concurrency: (ctx: ServiceContext) => number, runner: StepRunner) {
+  return async (ctx: ServiceContext): Promise<RunningService> => {
+    const store = storeOf(ctx);
+    const jobs = ctx.config.jobs;
+    const consumer = await startStepConsumer({
+      nats: ctx.nats,
+      store,
+      logger: ctx.logger.child({ service: name }),
+      kind,
+      concurrency: concurrency(ctx),
+      maxAttempts: jobs.stepMaxAttempts,
+      ackWaitMs: jobs.stepAckWaitMs,
+      backoffMs: exponentialBackoff(500, 30_000),
+      now: ctx.now,
+      run: runner(ctx, store),
+    });
+    return { name, stop: consumer.stop };
+  };
+}
+
+export const startJobFetcher = stepService("jobs-fetcher", "fetch", () => 2, (ctx, store) => async (job, command, signal) => {
+  const audio = await fetchAudio(job, {
+    objects: ctx.objects,
+    allowPrivate: ctx.config.jobs.allowPrivateUrls,
+    maxBytes: ctx.config.jobs.fetchMaxBytes,
+    timeoutMs: ctx.config.jobs.fetchTimeoutMs,
+    signal,
+  });
+  await store.execute(command.workflowId, { type: "RecordAudioFetched", audio, now: nowIso(ctx) });
+});
+
+export const startJobSlicer = stepService("jobs-slicer", "slice", () => 4, (ctx, store) => async (job, command) => {
+  const chunks = await sliceAudio(job, ctx.objects);
+  await store.execute(command.workflowId, { type: "RecordAudioSliced", chunks, now: nowIso(ctx) });
+});
+
+export const startJobTranscriber = stepService(
+  "jobs-transcriber",
+  "transcribe",
+  (ctx) => ctx.config.jobs.transcribeConcurrency,
+  (ctx, store) => async (job, command, signal) => {
+    const router = ctx.router;
+    if (!router) throw new AppError("unavailable", "workers_unavailable", "no transcription workers are configured");
+    const index = stepChunkIndex(command.step)!;
+    const outcome = await transcribeChunk(job, index, { objects: ctx.objects, router, now: ctx.now, signal });
+    await store.execute(command.workflowId, { type: "RecordChunkTranscribed", index, ...outcome, now: nowIso(ctx) });
+  },
+);
+
+export const startJobAggregator = stepService("jobs-aggregator", "aggregate", () => 4, (ctx, store) => async (job, command) => {
+  const result = await aggregateTranscript(job, ctx.objects);
+  await store.execute(command.workflowId, { type: "RecordTranscriptAggregated", segments: result.segments.length, now: nowIso(ctx) });
+});
+
+export const startJobReviewer = stepService("jobs-reviewer", "review", () => 4, (ctx, store) => async (job, command, signal) => {
+  const llm = ctx.config.jobs.review;
+  if (!llm) throw new AppError("unavailable", "review_unavailable", "no review model is configured (REVIEW_LLM_URL)", { retryable: false });
+  const index = stepChunkIndex(command.step);
+  if (index !== undefined) {
+    await reviewChunk(job, index, ctx.objects, llm, ctx.now, signal);
+    await store.execute(command.workflowId, { type: "RecordChunkReviewed", index, now: nowIso(ctx) });
+  } else {
+    await reviewTranscript(job, ctx.objects, llm, ctx.now, signal);
+    await store.execute(command.workflowId, { type: "RecordTranscriptReviewed", now: nowIso(ctx) });
+  }
+});
+
+/** Every job service, for services/stt/services.ts. */
+export const jobServiceDefs = [
+  { name: "jobs-manager", start: startJobManager },
+  { name: "jobs-fetcher", start: startJobFetcher },
+  { name: "jobs-slicer", start: startJobSlicer },
+  { name: "jobs-transcriber", start: startJobTranscriber },
+  { name: "jobs-aggregator", start: startJobAggregator },
+  { name: "jobs-reviewer", start: startJobReviewer },
+];

@@ -1,0 +1,118 @@
+import type { JsMsg } from "@nats-io/jetstream";
+import { ack, retry, runConsumer, terminate, type Outcome } from "../../shared/consumer";
+import { toAppError } from "../../shared/errors";
+import type { Logger } from "../../shared/logger";
+import { ensureConsumer, type Nats } from "../../shared/nats";
+import { stepCommand, type StepCommand, type StepKind } from "../../schemas/jobs";
+import type { ActiveJob } from "./job";
+import type { JobStore } from "./job-store";
+
+/**
+ * The shared shell of every step consumer (fetcher, slicer, transcriber, aggregator,
+ * reviewer, webhooks): a durable pull consumer on `job.cmd.<kind>.>`, so each step
+ * scales by running more replicas on the same durable.
+ *
+ * For each command it checks "still wanted?" against the aggregate (job exists and has
+ * not failed, the step is not done, the command is the step's current dispatch), runs
+ * the step, and maps a failure to the aggregate: a retryable failure is recorded as
+ * StepAttemptFailed and redelivered with backoff until `maxAttempts`; a permanent one
+ * (or the last attempt) is recorded as final, which fails the job (the webhook's
+ * excepted). Delivery is at-least-once, so steps are idempotent: each writes its
+ * artifact before its event and checks for it first.
+ */
+export interface StepConsumerOptions {
+  nats: Nats;
+  store: JobStore;
+  logger: Logger;
+  kind: StepKind;
+  /** Commands handled at once by this replica. */
+  concurrency: number;
+  maxAttempts: number;
+  ackWaitMs: number;
+  backoffMs: (delivery: number) => number;
+  now: () => Date;
+  /** Runs the step; throws AppError on failure. */
+  run(job: ActiveJob, command: StepCommand, signal: AbortSignal): Promise<void>;
+}
+
+export interface RunningStepConsumer {
+  stop(): Promise<void>;
+}
+
+export const durableFor = (kind: StepKind) => `jobs-${kind}`;
+
+export async function startStepConsumer(options: StepConsumerOptions): Promise<RunningStepConsumer> {
+  const { nats, store, logger, kind } = options;
+  const stream = nats.topology.streams.jobs.name;
+  const durable = durableFor(kind);
+  await ensureConsumer(nats.jsm, {
+    stream,
+    durable,
+    filterSubject: nats.topology.subjects.jobCommands(kind),
+    ackWaitMs: options.ackWaitMs,
+    // The handler decides when to give up (maxAttempts); the extra deliveries cover
+    // replicas that crash mid-command without getting to record anything.
+    maxDeliver: options.maxAttempts + 5,
+    maxAckPending: 1000,
+    deliver: "all",
+  });
+  const aborter = new AbortController();
+
+  const handle = async (msg: JsMsg): Promise<Outcome> => {
+    const parsed = stepCommand.safeParse(safeJson(msg));
+    if (!parsed.success) return terminate("malformed step command");
+    const command = parsed.data;
+    const { state } = await store.load(command.workflowId);
+    if (state.status === "none") return terminate("unknown job");
+    const step = state.steps[command.step];
+    if (state.status === "errored" && kind !== "webhook") return ack();
+    if (!step || step.attempt !== command.attempt || step.status === "complete" || step.status === "errored") return ack();
+    const delivery = msg.info.deliveryCount;
+    const log = logger.child({ workflowId: command.workflowId, step: command.step, delivery });
+    try {
+      await options.run(state, command, aborter.signal);
+      return ack();
+    } catch (err) {
+      if (aborter.signal.aborted) return retry(0, "shutting down");
+      const e = toAppError(err);
+      const final = !e.retryable || delivery >= options.maxAttempts;
+      log.warn(final ? "step failed" : "step attempt failed, will retry", { code: e.code, error: e.message });
+      await store.execute(command.workflowId, {
+        type: "RecordStepAttemptFailed",
+        step: command.step,
+        attempt: command.attempt,
+        delivery,
+        error: { code: e.code, message: e.message },
+        final,
+        now: options.now().toISOString(),
+      });
+      return final ? ack() : retry(options.backoffMs(delivery), e.code);
+    }
+  };
+
+  const running = await runConsumer(
+    nats.js,
+    { stream, durable, concurrency: options.concurrency, logger, workingEveryMs: Math.max(1000, Math.floor(options.ackWaitMs / 3)) },
+    handle,
+  );
+  return {
+    stop: async () => {
+      // In-flight steps are abandoned (naked for immediate redelivery elsewhere);
+      // whatever they already checkpointed is reused by the next attempt.
+      aborter.abort(new Error("consumer stopping"));
+      await running.stop();
+    },
+  };
+}
+
+function safeJson(msg: JsMsg): unknown {
+  try {
+    return msg.json();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Exponential backoff with a cap: base, 2·base, 4·base, … */
+export const exponentialBackoff = (baseMs: number, capMs = 60_000) => (delivery: number) =>
+  Math.min(capMs, baseMs * 2 ** Math.max(0, delivery - 1));

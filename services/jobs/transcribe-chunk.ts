@@ -1,0 +1,102 @@
+import { AppError } from "../../shared/errors";
+import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
+import type { WorkerRouter } from "../../shared/workers/types";
+import type { VerboseTranscription } from "../../schemas/transcription";
+import { artifactKeys, chunkArtifact, type ChunkArtifact, type ChunkPlan, type JobSegment } from "../../schemas/jobs";
+import type { ActiveJob } from "./job";
+import { toPcm } from "./slice-audio";
+
+/**
+ * The chunk transcription step. `chunk_{i}.json` in object storage is the checkpoint:
+ * when a valid one for this job and this exact slice exists, it is reused and the
+ * worker is not called again (resume after a crash or a resubmission). Otherwise the
+ * slice's samples are read from `audio.pcm`, sent to the worker router, shifted to
+ * absolute times, and the checkpoint is written before the ChunkTranscribed event.
+ */
+export interface TranscribeChunkDeps {
+  objects: ObjectStore;
+  router: WorkerRouter;
+  now: () => Date;
+  signal?: AbortSignal;
+}
+
+export interface ChunkOutcome {
+  segments: number;
+  fromCheckpoint: boolean;
+  workerId?: string;
+}
+
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
+
+export async function transcribeChunk(job: ActiveJob, index: number, deps: TranscribeChunkDeps): Promise<ChunkOutcome> {
+  const chunk = job.chunks?.[index];
+  const audio = job.audio;
+  if (!chunk || !audio) throw new AppError("internal", "chunk_missing", `chunk ${index} is not planned`);
+  const key = artifactKeys.chunk(job.spec.requestId, index);
+  const startTime = round3(chunk.startSample / audio.sampleRate);
+  const endTime = round3(chunk.endSample / audio.sampleRate);
+
+  const stored = chunkArtifact.safeParse(await getJson(deps.objects, key).catch(() => undefined));
+  if (stored.success && isCheckpointOf(stored.data, job, chunk, startTime, endTime)) {
+    return { segments: stored.data.segments.length, fromCheckpoint: true, ...(stored.data.worker_id ? { workerId: stored.data.worker_id } : {}) };
+  }
+
+  const bytes = await deps.objects.getRange(audio.audioKey, chunk.startSample * 2, chunk.endSample * 2);
+  if (!bytes) throw new AppError("unavailable", "audio_missing", "the job's audio is not in object storage");
+  const result = await deps.router.transcribe({
+    pcm: toPcm(bytes),
+    model: job.spec.model,
+    language: job.spec.language,
+    prompt: job.spec.prompt,
+    signal: deps.signal,
+  });
+  const segments = toAbsoluteSegments(result.result, startTime, endTime);
+  const artifact: ChunkArtifact = {
+    workflow_id: job.spec.workflowId,
+    request_id: job.spec.requestId,
+    index,
+    start_time: startTime,
+    end_time: endTime,
+    language: job.spec.language ?? result.result.language,
+    model: job.spec.model,
+    worker_id: result.workerId,
+    text: segments.map((s) => s.text).join(" "),
+    segments,
+    transcribed_at: deps.now().toISOString(),
+  };
+  await putJson(deps.objects, key, artifact);
+  return { segments: segments.length, fromCheckpoint: false, workerId: result.workerId };
+}
+
+function isCheckpointOf(a: ChunkArtifact, job: ActiveJob, chunk: ChunkPlan, startTime: number, endTime: number): boolean {
+  return a.workflow_id === job.spec.workflowId && a.index === chunk.index && a.start_time === startTime && a.end_time === endTime;
+}
+
+/**
+ * A worker's verbose_json (times from the start of the slice) → segments with absolute
+ * times, clamped to the slice, non-empty text and a 0–1 confidence with 3 decimals.
+ */
+export function toAbsoluteSegments(result: VerboseTranscription, startTime: number, endTime: number): Omit<JobSegment, "id">[] {
+  const out: Omit<JobSegment, "id">[] = [];
+  for (const s of result.segments) {
+    const text = s.text.trim();
+    if (!text) continue;
+    const start = round3(Math.min(endTime, Math.max(startTime, startTime + s.start)));
+    const end = round3(Math.min(endTime, Math.max(start, startTime + s.end)));
+    out.push({ start_time: start, end_time: end, duration: round3(end - start), text, confidence: segmentConfidence(result, s) });
+  }
+  return out;
+}
+
+/**
+ * Mean word probability inside the segment when the engine gives word probabilities,
+ * else exp(avg_logprob) (Whisper-style servers), else 1 − no_speech_prob.
+ */
+export function segmentConfidence(result: VerboseTranscription, segment: VerboseTranscription["segments"][number]): number {
+  const words = result.words.filter((w) => w.probability !== undefined && w.start >= segment.start - 0.01 && w.end <= segment.end + 0.01);
+  let c: number;
+  if (words.length > 0) c = words.reduce((acc, w) => acc + w.probability!, 0) / words.length;
+  else if (segment.avg_logprob !== 0) c = Math.exp(segment.avg_logprob);
+  else c = 1 - segment.no_speech_prob;
+  return round3(Math.min(1, Math.max(0, Number.isFinite(c) ? c : 0)));
+}
