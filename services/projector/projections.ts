@@ -1,10 +1,11 @@
 import type { Config } from "../../shared/config";
 import type { Topology } from "../../shared/nats";
 import type { Projection } from "../../shared/projection";
+import { jobsProjection } from "./jobs-projection";
 import { keysProjection } from "./keys-projection";
 import { usageProjection } from "./usage-projection";
 
 /** Every read model of the service, by name (`stt rebuild <name>`). */
 export function allProjections(topology: Topology, config: Config): Projection<any>[] {
-  return [keysProjection(topology), usageProjection(topology, config.usage.windowSeconds)];
+  return [keysProjection(topology), usageProjection(topology, config.usage.windowSeconds), jobsProjection(topology)];
 }

@@ -1,7 +1,9 @@
 import type { Migration } from "kysely";
 import * as foundation from "./20261122_0001_foundation";
+import * as jobs from "./20261122_0200_jobs";
 
 /** Every migration, by name; names sort in the order they run. */
 export const migrations: Record<string, Migration> = {
   "20261122_0001_foundation": foundation,
+  "20261122_0200_jobs": jobs,
 };
