@@ -74,6 +74,12 @@ const envSchema = z.object({
   FALLBACK_OPENAI_API_KEY: optionalString,
   FALLBACK_OPENAI_MODEL: optionalString,
   SEGMENT_MAX_UPLOAD_BYTES: int.min(1).default(25 * 1024 * 1024),
+  WORKER_ID: optionalString,
+  POCKETSPHINX_PROCESSES: int.min(0).default(0),
+  POCKETSPHINX_REAL_TIME_FACTOR: num.positive().default(0.5),
+  WHISPER_REAL_TIME_FACTOR: num.positive().default(1),
+  WORKER_OPENAI_REAL_TIME_FACTOR: num.positive().default(0.1),
+  FALLBACK_REAL_TIME_FACTOR: num.positive().default(0.1),
 
   // batch jobs
   JOB_FETCH_MAX_BYTES: int.min(1).default(500 * 1024 * 1024),
@@ -159,12 +165,15 @@ function build(env: Env) {
       heartbeatMs: env.WORKER_HEARTBEAT_MS,
       whisperModelPath: env.WHISPER_MODEL_PATH,
       openai: env.WORKER_OPENAI_URL
-        ? { url: env.WORKER_OPENAI_URL, apiKey: env.WORKER_OPENAI_API_KEY, model: env.WORKER_OPENAI_MODEL }
+        ? { url: env.WORKER_OPENAI_URL, apiKey: env.WORKER_OPENAI_API_KEY, model: env.WORKER_OPENAI_MODEL, realTimeFactor: env.WORKER_OPENAI_REAL_TIME_FACTOR }
         : undefined,
       fallback: env.FALLBACK_OPENAI_URL
-        ? { url: env.FALLBACK_OPENAI_URL, apiKey: env.FALLBACK_OPENAI_API_KEY, model: env.FALLBACK_OPENAI_MODEL }
+        ? { url: env.FALLBACK_OPENAI_URL, apiKey: env.FALLBACK_OPENAI_API_KEY, model: env.FALLBACK_OPENAI_MODEL, realTimeFactor: env.FALLBACK_REAL_TIME_FACTOR }
         : undefined,
       maxUploadBytes: env.SEGMENT_MAX_UPLOAD_BYTES,
+      workerId: env.WORKER_ID,
+      pocketsphinx: { processes: env.POCKETSPHINX_PROCESSES, realTimeFactor: env.POCKETSPHINX_REAL_TIME_FACTOR },
+      whisperRealTimeFactor: env.WHISPER_REAL_TIME_FACTOR,
     },
     jobs: {
       fetchMaxBytes: env.JOB_FETCH_MAX_BYTES,

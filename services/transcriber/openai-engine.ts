@@ -1,0 +1,45 @@
+import { modelsUrl, transcribeWithOpenAI, type OpenAIEndpoint } from "../../shared/workers/openai-client";
+import type { TranscriptionEngine } from "../../shared/workers/types";
+
+/**
+ * An OpenAI-compatible server run as a worker: the worker service announces it and
+ * the router posts to it like any other worker. Warm means its last readiness probe
+ * (GET …/v1/models, every `probeMs`) answered 2xx; a server still loading its model
+ * (503) or down is announced cold and the router does not post to it.
+ */
+export interface OpenAIEngineOptions extends OpenAIEndpoint {
+  models?: string[];
+  realTimeFactor?: number;
+  concurrency?: number;
+  probeMs?: number;
+}
+
+export async function createOpenAIEngine(options: OpenAIEngineOptions): Promise<TranscriptionEngine> {
+  let warm = false;
+  const probe = async () => {
+    try {
+      const res = await fetch(modelsUrl(options.url), {
+        headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
+        signal: AbortSignal.timeout(2000),
+      });
+      await res.body?.cancel();
+      warm = res.ok;
+    } catch {
+      warm = false;
+    }
+  };
+  await probe();
+  const timer = setInterval(() => void probe(), options.probeMs ?? 2000);
+  timer.unref();
+  return {
+    kind: "openai",
+    models: options.models ?? (options.model ? [options.model] : ["stt-1"]),
+    realTimeFactor: options.realTimeFactor ?? 0.1,
+    concurrency: options.concurrency ?? 8,
+    warm: () => warm,
+    transcribe: (request) => transcribeWithOpenAI(options, request),
+    async close() {
+      clearInterval(timer);
+    },
+  };
+}

@@ -1,0 +1,106 @@
+import { hostname } from "node:os";
+import type { Msg, Subscription } from "@nats-io/transport-node";
+import type { WorkerAnnouncement, WorkerReply } from "../../schemas/segment";
+import { toAppError } from "../../shared/errors";
+import type { Logger } from "../../shared/logger";
+import type { Nats } from "../../shared/nats";
+import { decodeWorkerRequest, pullPcm, toInt16 } from "../../shared/workers/protocol";
+import type { TranscriptionEngine } from "../../shared/workers/types";
+
+/**
+ * Runs one engine as a NATS worker: request/reply on its own subject
+ * (topology.subjects.workerRequest(id), what the router posts to) and on the shared
+ * workerAny subject in a queue group, so more worker processes on more hosts simply
+ * join. It announces itself in the workers KV bucket (id, kind, models, warm/cold,
+ * in-flight, concurrency, real-time factor) on every heartbeat and deletes its entry
+ * on stop; a crashed worker's entry goes stale, then expires with the bucket TTL.
+ *
+ * Requests whose router deadline has already passed are answered with an error
+ * instead of being transcribed: nobody is waiting for them.
+ */
+export interface WorkerServiceOptions {
+  nats: Nats;
+  engine: TranscriptionEngine;
+  id: string;
+  heartbeatMs: number;
+  logger: Logger;
+}
+
+export interface RunningWorker {
+  id: string;
+  announce(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function workerIdFor(kind: string): string {
+  const host = hostname().replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 40);
+  return `${kind}-${host}-${process.pid}-${Math.random().toString(36).slice(2, 6)}`;
+}
+
+export async function startWorkerService(options: WorkerServiceOptions): Promise<RunningWorker> {
+  const { nats, engine, id, logger } = options;
+  if (!/^[A-Za-z0-9_-]+$/.test(id)) throw new Error(`worker id ${id} must be letters, digits, - or _`);
+  const kv = await nats.kv("workers");
+  let inFlight = 0;
+  let stopped = false;
+
+  const announcement = (): WorkerAnnouncement => ({
+    id,
+    kind: engine.kind,
+    models: engine.models,
+    warm: !stopped && engine.warm(),
+    inFlight,
+    concurrency: engine.concurrency,
+    realTimeFactor: engine.realTimeFactor,
+    host: hostname(),
+    at: Date.now(),
+  });
+  const announce = async () => {
+    await kv.put(id, JSON.stringify(announcement()));
+  };
+
+  const handle = async (msg: Msg) => {
+    inFlight++;
+    let reply: WorkerReply;
+    try {
+      const { header, pcmBytes } = decodeWorkerRequest(msg.data);
+      if (header.deadline !== undefined && Date.now() > header.deadline) {
+        reply = { ok: false, workerId: id, code: "deadline_passed", message: "the caller's deadline passed before the clip was taken" };
+      } else {
+        const pcm = header.pullSubject ? await pullPcm(nats.nc, header.pullSubject, header.samples, 5000) : toInt16(pcmBytes);
+        const result = await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt });
+        reply = { ok: true, workerId: id, result };
+      }
+    } catch (err) {
+      const e = toAppError(err, "worker_error");
+      logger.warn("worker request failed", { workerId: id, code: e.code, error: e.message });
+      reply = { ok: false, workerId: id, code: e.code, message: e.message };
+    } finally {
+      inFlight--;
+    }
+    if (msg.reply) msg.respond(JSON.stringify(reply));
+  };
+
+  const subs: Subscription[] = [
+    nats.nc.subscribe(nats.topology.subjects.workerRequest(id), { callback: (_e, m) => void handle(m) }),
+    nats.nc.subscribe(nats.topology.subjects.workerAny, { queue: `${nats.topology.prefix}_workers`, callback: (_e, m) => void handle(m) }),
+  ];
+  await nats.nc.flush();
+  await announce();
+  const timer = setInterval(() => {
+    announce().catch((err) => logger.warn("worker heartbeat failed", { workerId: id, error: String(err) }));
+  }, options.heartbeatMs);
+  logger.info("worker started", { workerId: id, kind: engine.kind, models: engine.models });
+
+  return {
+    id,
+    announce,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await kv.delete(id).catch(() => undefined);
+      for (const s of subs) s.unsubscribe();
+      await engine.close();
+    },
+  };
+}

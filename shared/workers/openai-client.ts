@@ -1,0 +1,99 @@
+import { z } from "zod";
+import { transcriptSegment, transcriptWord, type VerboseTranscription } from "../../schemas/transcription";
+import { encodeWav } from "../audio/wav";
+import { AppError } from "../errors";
+
+/**
+ * Client for any OpenAI-compatible POST /v1/audio/transcriptions server (speaches,
+ * vLLM, whisper.cpp server, a hosted provider). Used as a primary worker engine and as
+ * the router's fallback provider. The clip goes up as a 16 kHz mono WAV; the answer is
+ * asked for as verbose_json with word and segment timestamps and normalised to our
+ * verbose_json shape (servers that omit words or segments get empty arrays / one
+ * segment covering the clip).
+ *
+ * URLs are operator configuration, not user input, so no SSRF guard applies here;
+ * the API key travels only in the Authorization header, never in the URL or logs.
+ */
+export interface OpenAIEndpoint {
+  /** Base URL (`http://host:8000`, `…/v1`) or the full `…/audio/transcriptions` URL. */
+  url: string;
+  apiKey?: string;
+  /** Model name sent upstream; the request's model when absent. */
+  model?: string;
+}
+
+export interface OpenAIRequest {
+  pcm: Int16Array;
+  model?: string;
+  language?: string;
+  prompt?: string;
+  signal?: AbortSignal;
+}
+
+export function transcriptionsUrl(url: string): string {
+  const u = url.replace(/\/+$/, "");
+  if (/\/audio\/transcriptions$/.test(u)) return u;
+  if (/\/v1$/.test(u)) return `${u}/audio/transcriptions`;
+  return `${u}/v1/audio/transcriptions`;
+}
+
+/** The models URL next to the transcriptions URL, for readiness probes. */
+export function modelsUrl(url: string): string {
+  return transcriptionsUrl(url).replace(/\/audio\/transcriptions$/, "/models");
+}
+
+const upstreamBody = z.object({
+  text: z.string(),
+  language: z.string().optional(),
+  duration: z.coerce.number().optional(),
+  segments: z.array(z.looseObject({})).optional(),
+  words: z.array(z.looseObject({})).optional(),
+});
+
+export async function transcribeWithOpenAI(endpoint: OpenAIEndpoint, request: OpenAIRequest): Promise<VerboseTranscription> {
+  const form = new FormData();
+  form.set("file", new Blob([new Uint8Array(encodeWav(request.pcm))], { type: "audio/wav" }), "audio.wav");
+  form.set("model", endpoint.model ?? request.model ?? "whisper-1");
+  form.set("response_format", "verbose_json");
+  form.append("timestamp_granularities[]", "word");
+  form.append("timestamp_granularities[]", "segment");
+  if (request.language) form.set("language", request.language);
+  if (request.prompt) form.set("prompt", request.prompt);
+  const headers: Record<string, string> = {};
+  if (endpoint.apiKey) headers.authorization = `Bearer ${endpoint.apiKey}`;
+  let res: Response;
+  try {
+    res = await fetch(transcriptionsUrl(endpoint.url), { method: "POST", body: form, headers, signal: request.signal });
+  } catch (err) {
+    if (request.signal?.aborted) throw request.signal.reason ?? err;
+    throw new AppError("upstream", "worker_unreachable", `transcription server unreachable: ${(err as Error).message}`, { cause: err });
+  }
+  const raw = await res.text();
+  if (!res.ok) {
+    throw new AppError("upstream", "worker_failed", `transcription server answered ${res.status}: ${raw.slice(0, 200)}`);
+  }
+  let parsed: z.infer<typeof upstreamBody>;
+  try {
+    parsed = upstreamBody.parse(JSON.parse(raw));
+  } catch (err) {
+    throw new AppError("upstream", "worker_bad_response", "transcription server sent a body that is not verbose_json", { cause: err });
+  }
+  return normaliseVerbose(parsed, request.pcm.length / 16_000);
+}
+
+/** Normalises an upstream verbose_json (or plain json) body to our shape. */
+export function normaliseVerbose(body: z.infer<typeof upstreamBody>, clipSeconds: number): VerboseTranscription {
+  const duration = body.duration ?? clipSeconds;
+  const segments = (body.segments ?? []).map((s, i) => transcriptSegment.parse({ ...pick(s, transcriptSegment.shape), id: i }));
+  const words = (body.words ?? []).map((w) => transcriptWord.parse(pick(w, transcriptWord.shape)));
+  if (segments.length === 0 && body.text.trim()) {
+    segments.push(transcriptSegment.parse({ id: 0, start: 0, end: duration, text: body.text }));
+  }
+  return { task: "transcribe", language: body.language ?? "en", duration, text: body.text.trim(), segments, words };
+}
+
+function pick(obj: Record<string, unknown>, shape: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(shape)) if (obj[k] !== undefined && obj[k] !== null) out[k] = obj[k];
+  return out;
+}
