@@ -10,8 +10,10 @@ import { AUDIO_HEADERS, type AudioControl } from "../../schemas/realtime";
  * go on the same subject after any pending audio, so the VAD sees them in order.
  *
  * Publishes are not awaited one by one (that would cap a session at one round trip per
- * 100 ms); the publisher counts acks in flight and reports `overloaded` when they exceed
- * the bound, which the session turns into close 1013 upstream_backpressure. A failed
+ * 100 ms); the publisher counts acks in flight and reports since when they have been
+ * over the bound. The session closes 1013 upstream_backpressure when that lasts longer
+ * than its grace (a client may burst a 1 MiB frame = 320 messages; healthy acks drain
+ * that in milliseconds, a stalled stream does not). A failed
  * publish (timeout, stream unavailable) is reported once through `onFailure`.
  */
 export interface AudioPublisher {
@@ -20,7 +22,8 @@ export interface AudioPublisher {
   /** Publishes any partial coalesced audio now. */
   flush(): void;
   readonly pendingAcks: number;
-  readonly overloaded: boolean;
+  /** Milliseconds the acks in flight have been over the bound (0 when under it). */
+  overloadedForMs(now: number): number;
   /** Resolves when every publish so far is acknowledged (or failed). */
   settled(): Promise<void>;
   readonly messagesPublished: number;
@@ -33,6 +36,7 @@ export interface AudioPublisherOptions {
   maxPendingAcks: number;
   /** Samples per message: 1 600 = 100 ms at 16 kHz. */
   samplesPerMessage?: number;
+  now?: () => number;
   onFailure(err: unknown): void;
 }
 
@@ -45,6 +49,8 @@ export function createAudioPublisher(options: AudioPublisherOptions): AudioPubli
   let pending = 0;
   let published = 0;
   let failed = false;
+  let overSince: number | null = null;
+  const now = options.now ?? Date.now;
   const inFlight = new Set<Promise<unknown>>();
 
   const send = (kind: string, payload: Uint8Array, at: number) => {
@@ -57,6 +63,7 @@ export function createAudioPublisher(options: AudioPublisherOptions): AudioPubli
     seq++;
     pending++;
     published++;
+    if (pending > options.maxPendingAcks && overSince === null) overSince = now();
     const p = options.js
       .publish(options.subject, payload, { headers: h, msgID, timeout: 10_000 })
       .catch((err) => {
@@ -67,6 +74,7 @@ export function createAudioPublisher(options: AudioPublisherOptions): AudioPubli
       })
       .finally(() => {
         pending--;
+        if (pending <= options.maxPendingAcks) overSince = null;
         inFlight.delete(p);
       });
     inFlight.add(p);
@@ -99,8 +107,8 @@ export function createAudioPublisher(options: AudioPublisherOptions): AudioPubli
     get pendingAcks() {
       return pending;
     },
-    get overloaded() {
-      return pending > options.maxPendingAcks;
+    overloadedForMs(at) {
+      return overSince === null ? 0 : Math.max(0, at - overSince) + 1;
     },
     get messagesPublished() {
       return published;

@@ -152,6 +152,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
           partitions: rt.vadPartitions,
           maxFrameBytes: rt.maxFrameBytes,
           maxPendingAcks: rt.maxPendingAcks,
+          backpressureGraceMs: rt.backpressureGraceMs,
           maxClientBufferBytes: rt.maxClientBufferBytes,
           defaultTurnDetection,
           now: () => now().getTime(),

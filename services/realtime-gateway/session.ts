@@ -43,6 +43,8 @@ export interface SessionDeps {
   partitions: number;
   maxFrameBytes: number;
   maxPendingAcks: number;
+  /** How long acks may stay over maxPendingAcks before 1013 upstream_backpressure. */
+  backpressureGraceMs: number;
   maxClientBufferBytes: number;
   defaultTurnDetection: TurnDetection;
   now: () => number;
@@ -82,6 +84,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     subject: subjects.rtAudio(partitionOf(sessionId, deps.partitions), sessionId),
     sessionId,
     maxPendingAcks: deps.maxPendingAcks,
+    now: deps.now,
     onFailure: (err) => {
       log.warn("audio publish failed", { error: err instanceof Error ? err.message : String(err) });
       close(CLOSE.upstreamUnavailable);
@@ -211,7 +214,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (audioMs() > admission.remainingAudioSeconds * 1000) return close(CLOSE.audioQuotaExhausted);
       if (gracefulDeadline) return; // after session.close, audio is ignored
       publisher.pushAudio(resampler.push(samples));
-      if (publisher.overloaded) close(CLOSE.upstreamBackpressure);
+      if (publisher.overloadedForMs(deps.now()) > deps.backpressureGraceMs) close(CLOSE.upstreamBackpressure);
     },
     /** A text frame: one JSON client message. */
     onText(frame: ArrayBuffer) {
@@ -285,7 +288,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (now - startedAt > limits.maxSessionSeconds * 1000) return close(CLOSE.sessionDurationLimit);
       if (now - lastAudioAt > limits.idleTimeoutSeconds * 1000) return close(CLOSE.idleTimeout);
       if (socket.bufferedAmount() > deps.maxClientBufferBytes) return close(CLOSE.clientBackpressure);
-      if (publisher.overloaded) return close(CLOSE.upstreamBackpressure);
+      if (publisher.overloadedForMs(now) > deps.backpressureGraceMs) return close(CLOSE.upstreamBackpressure);
       publisher.flush(); // never hold a partial 100 ms message longer than a sweep
       if (now - startedAt - usageRecordedMs > USAGE_EVERY_MS && audioMs() - usageRecordedMs > 0) void flushUsage(false);
     },

@@ -1,0 +1,136 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "../shared/logger";
+import type { Limits } from "../shared/plans";
+import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
+import { startStack, type Stack } from "./support/stack";
+import { connectRt, fixture, silence, streamPcm, wsUrl } from "./realtime-support";
+
+/**
+ * Every close of spec 7.3 that a client can cause, each triggered for real and asserted
+ * with its code and reason. Limits are tightened by running extra gateways on the
+ * stack's NATS and Postgres with smaller plan limits or backpressure bounds.
+ */
+let stack: Stack;
+let key: string;
+const extra: RealtimeGateway[] = [];
+
+beforeAll(async () => {
+  stack = await startStack();
+  key = (await stack.issueKey("pro")).key;
+});
+afterAll(async () => {
+  for (const g of extra) await g.stop().catch(() => undefined);
+  await stack?.stop();
+});
+
+const auth = () => ({ authorization: `Bearer ${key}` });
+
+async function gatewayWith(limits: Partial<Limits>, realtime: Partial<typeof stack.config.realtime> = {}) {
+  const config = { ...stack.config, realtime: { ...stack.config.realtime, ...realtime } };
+  const g = await startRealtimeGateway(
+    { config, nats: stack.nats, db: stack.db, logger: createLogger("error"), router: stack.runtime.ctx.router },
+    { port: 0, host: "127.0.0.1", limitsFor: (p) => ({ ...p.limits, ...limits }) },
+  );
+  extra.push(g);
+  return `http://127.0.0.1:${g.port}`;
+}
+
+describe("close codes (spec 7.3)", () => {
+  it("1000 on a graceful session.close", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), auth());
+    await c.next("session.created");
+    await streamPcm(c, silence(0.5), { speed: Infinity });
+    c.sendJson({ type: "session.close" });
+    expect(await c.closed).toEqual({ code: 1000, reason: "" });
+  });
+
+  it("1009 frame_too_large for a binary frame over 1 MiB (exactly 1 MiB is accepted)", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), auth());
+    await c.next("session.created");
+    c.sendAudio(new Uint8Array(1024 * 1024));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    c.sendAudio(new Uint8Array(1024 * 1024 + 1));
+    expect(await c.closed).toEqual({ code: 1009, reason: "frame_too_large" });
+  });
+
+  it("4408 idle_timeout when no audio arrives within the plan's idle timeout", async () => {
+    const base = await gatewayWith({ idleTimeoutSeconds: 1 });
+    const c = await connectRt(wsUrl(base), auth());
+    const created = await c.next("session.created");
+    expect(created.limits.idle_timeout_seconds).toBe(1);
+    const t0 = Date.now();
+    c.sendJson({ type: "input_audio_buffer.clear" }); // text is not audio: does not reset the timer
+    expect(await c.closed).toEqual({ code: 4408, reason: "idle_timeout" });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    expect(Date.now() - t0).toBeLessThan(3000);
+  });
+
+  it("1008 session_duration_limit when the session outlives maxSessionSeconds", async () => {
+    const base = await gatewayWith({ maxSessionSeconds: 1 });
+    const c = await connectRt(wsUrl(base), auth());
+    expect((await c.next("session.created")).limits.max_session_seconds).toBe(1);
+    void streamPcm(c, silence(5), { speed: 1, chunkBytes: 3200 });
+    expect(await c.closed).toEqual({ code: 1008, reason: "session_duration_limit" });
+  });
+
+  it("1008 session_audio_limit when the session's audio exceeds maxAudioSecondsPerSession", async () => {
+    const base = await gatewayWith({ maxAudioSecondsPerSession: 1 });
+    const c = await connectRt(wsUrl(base), auth());
+    await c.next("session.created");
+    await streamPcm(c, silence(0.9), { speed: Infinity });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    await streamPcm(c, silence(0.3), { speed: Infinity });
+    expect(await c.closed).toEqual({ code: 1008, reason: "session_audio_limit" });
+  });
+
+  it("1008 audio_quota_exhausted when the billing window runs out; realtime audio is recorded as usage", async () => {
+    const own = (await stack.issueKey("pro")).key;
+    const base = await gatewayWith({ maxAudioSecondsPerWindow: 4 });
+    const first = await connectRt(wsUrl(base), { authorization: `Bearer ${own}` });
+    expect((await first.next("session.created")).limits.remaining_audio_seconds).toBe(4);
+    await streamPcm(first, silence(2.5), { speed: Infinity });
+    first.sendJson({ type: "session.close" });
+    expect((await first.closed).code).toBe(1000);
+
+    // the usage event reaches the quota read model: the next session sees 1 s left
+    let remaining = 4;
+    for (let i = 0; i < 50 && remaining === 4; i++) {
+      const probe = await connectRt(wsUrl(base), { authorization: `Bearer ${own}` });
+      remaining = (await probe.next("session.created")).limits.remaining_audio_seconds;
+      probe.ws.close();
+      await probe.closed;
+      if (remaining === 4) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(remaining).toBe(1);
+
+    const second = await connectRt(wsUrl(base), { authorization: `Bearer ${own}` });
+    await second.next("session.created");
+    await streamPcm(second, silence(1.5), { speed: Infinity });
+    expect(await second.closed).toEqual({ code: 1008, reason: "audio_quota_exhausted" });
+  });
+
+  it("1013 upstream_backpressure when JetStream acks do not drain within the bound", async () => {
+    const base = await gatewayWith({}, { maxPendingAcks: 2, backpressureGraceMs: 0 });
+    const c = await connectRt(wsUrl(base), auth());
+    await c.next("session.created");
+    // 3 s in one frame = 30 coalesced messages published at once: more acks pending than allowed
+    c.sendAudio(new Uint8Array(fixture("jfk.wav").buffer.slice(0, 96000)));
+    expect(await c.closed).toEqual({ code: 1013, reason: "upstream_backpressure" });
+  });
+
+  it("1013 client_backpressure when the client stops reading its events", async () => {
+    const base = await gatewayWith({}, { maxClientBufferBytes: 64 * 1024 });
+    const c = await connectRt(wsUrl(base), auth());
+    await c.next("session.created");
+    const socket = (c.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+    socket.pause();
+    // each bad message earns an error event echoing its 128-character event_id
+    const id = "x".repeat(128);
+    for (let i = 0; i < 40_000; i++) c.sendJson({ type: "nope", event_id: id });
+    await new Promise((r) => setTimeout(r, 1500));
+    socket.resume();
+    expect(await c.closed).toEqual({ code: 1013, reason: "client_backpressure" });
+  });
+});
