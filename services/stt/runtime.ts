@@ -3,6 +3,7 @@ import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger, type Logger } from "../../shared/logger";
 import { connectNats } from "../../shared/nats";
 import { createObjectStore } from "../../shared/objects/index";
+import { createWorkerRouter } from "../../shared/workers/router";
 import type { RunningService, ServiceContext } from "./context";
 import { allProjections } from "../projector/projections";
 import { serviceDefs } from "./services";
@@ -38,11 +39,22 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
     running: new Set(wanted),
     slots: {},
   };
+  // Every process gets the worker router (segment, batch and realtime planes call it);
+  // it only watches the registry bucket, so it is cheap where unused.
+  const router = await createWorkerRouter({
+    nats,
+    budgetMs: config.workers.attemptTimeoutMs,
+    fallback: config.workers.fallback,
+    staleMs: 3 * config.workers.heartbeatMs + 1000,
+    logger: logger.child({ component: "worker-router" }),
+  });
+  ctx.router = router;
   const services: RunningService[] = [];
   const stop = async () => {
     for (const s of [...services].reverse()) {
       await s.stop().catch((err) => logger.warn("service did not stop cleanly", { service: s.name, error: String(err) }));
     }
+    await router.stop();
     await nats.close();
     await objects.close();
     await db.destroy();

@@ -1,5 +1,6 @@
 import { startHttpGateway } from "../http-gateway/start";
 import { startProjector } from "../projector/start";
+import { startTranscriber } from "../transcriber/start";
 import { startRealtimeGatewayService } from "../realtime-gateway/start";
 import { startRtTranscriberService } from "../rt-transcriber/start";
 import { startVadService } from "../vad/start";
@@ -12,6 +13,8 @@ import type { ServiceDef } from "./context";
  */
 export const serviceDefs: ServiceDef[] = [
   { name: "projector", start: startProjector },
+  // before the planes that call the router: the embedded worker is warm when they start
+  { name: "transcriber", start: startTranscriber },
   { name: "http-gateway", start: startHttpGateway },
   { name: "vad", start: startVadService },
   { name: "rt-transcriber", start: startRtTranscriberService },
