@@ -4,6 +4,7 @@ import type { GatewayEnv } from "./auth-middleware";
 import type { GatewayDeps } from "./deps";
 import { notFound, onError } from "./errors";
 import { registerAdminRoutes } from "./routes/admin";
+import { registerJobPollAliases, registerJobsRoutes } from "./routes/jobs";
 import { registerDocsRoutes, registerMetaRoutes } from "./routes/meta";
 import { registerSessionTokenRoutes } from "./routes/session-token";
 import { registerStreamDoc } from "./routes/stream-doc";
@@ -31,5 +32,8 @@ export function createApp(deps: GatewayDeps): OpenAPIHono<GatewayEnv> {
   registerAdminRoutes(app, deps);
   registerSessionTokenRoutes(app, deps);
   registerStreamDoc(app);
+  registerJobsRoutes(app, deps);
+  // last: UUID-shaped poll aliases (GET /v1/audio/transcriptions/{id}, GET /{id}) and POST /
+  registerJobPollAliases(app, deps);
   return app;
 }

@@ -1,9 +1,11 @@
 import { startHttpGateway } from "../http-gateway/start";
+import { jobServiceDefs } from "../jobs/start";
 import { startProjector } from "../projector/start";
 import { startTranscriber } from "../transcriber/start";
 import { startRealtimeGatewayService } from "../realtime-gateway/start";
 import { startRtTranscriberService } from "../rt-transcriber/start";
 import { startVadService } from "../vad/start";
+import { startWebhooks } from "../webhooks/start";
 import type { ServiceDef } from "./context";
 
 /**
@@ -18,6 +20,9 @@ export const serviceDefs: ServiceDef[] = [
   { name: "http-gateway", start: startHttpGateway },
   { name: "vad", start: startVadService },
   { name: "rt-transcriber", start: startRtTranscriberService },
+  // batch jobs: process manager and one durable consumer per step
+  ...jobServiceDefs,
+  { name: "webhooks", start: startWebhooks },
   // after http-gateway: serves its fetch handler on the one port
   { name: "realtime-gateway", start: startRealtimeGatewayService },
 ];

@@ -1,0 +1,228 @@
+import { createHash, randomUUID } from "node:crypto";
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { openAiError } from "../../../schemas/http";
+import {
+  jobDefaults,
+  jobResult,
+  jobView,
+  reviewedResult,
+  submitJobBody,
+  submitJobResponse,
+  type JobSpec,
+  type JobView,
+  type SubmitJobResponse,
+  artifactKeys,
+} from "../../../schemas/jobs";
+import type { Principal } from "../../../shared/auth";
+import { withStore } from "../../../shared/db/index";
+import { AppError, notFound, validationError } from "../../../shared/errors";
+import { getJson } from "../../../shared/objects/index";
+import { remainingAudioSeconds } from "../../../shared/usage";
+import { createJobStore, type JobStore } from "../../jobs/job-store";
+import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
+import type { GatewayDeps } from "../deps";
+
+/**
+ * Batch jobs over HTTP (spec 4.3, 4.4):
+ *
+ * - POST /v1/audio/transcriptions/jobs (and the legacy POST /): validate, then append
+ *   JobSubmitted to the job's subject. The workflow id is derived from the request_id
+ *   (a name-based UUID), so resubmitting a request_id is the same job: the append is
+ *   a no-op, or resumes the job from its checkpoints when it had errored. A request_id
+ *   belongs to the tenant that first used it (409 `request_id_conflict` for others).
+ * - GET …/jobs/{workflowId}, …/transcriptions/{workflowId} and /{workflowId}: the
+ *   Postgres read model; a key sees only its own tenant's jobs (404 otherwise). The
+ *   output is read from result.json / reviewed_result.json in object storage.
+ *
+ * Polls are not counted against maxRequestsPerMinute (a client polling once a second
+ * would exhaust the free plan's 12 per minute); submissions are.
+ */
+export const JOBS_PATH = "/v1/audio/transcriptions/jobs";
+export const jobPollPath = (workflowId: string) => `${JOBS_PATH}/${workflowId}`;
+
+const uuidPattern = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+const uuidRegex = new RegExp(`^${uuidPattern}$`);
+
+/** The job id of a request_id: a name-based UUID (SHA-256, RFC 9562 version 8 layout). */
+export function workflowIdFor(requestId: string): string {
+  const h = createHash("sha256").update(`stt-batch-job\u0000${requestId}`).digest();
+  h[6] = (h[6]! & 0x0f) | 0x80;
+  h[8] = (h[8]! & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString("hex");
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`;
+}
+
+const stores = new WeakMap<GatewayDeps, JobStore>();
+const storeOf = (deps: GatewayDeps) => {
+  let s = stores.get(deps);
+  if (!s) stores.set(deps, (s = createJobStore(deps.nats)));
+  return s;
+};
+
+/** Parses a raw body into a job submission: 400 `invalid_json` / `invalid_request`. */
+export function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    throw validationError("invalid_json", "the request body must be a JSON object");
+  }
+  if (json === null || typeof json !== "object" || Array.isArray(json)) {
+    throw validationError("invalid_json", "the request body must be a JSON object");
+  }
+  const parsed = submitJobBody.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const param = issue.path.join(".") || undefined;
+    const missing = issue.code === "invalid_type" && (json as Record<string, unknown>)[String(issue.path[0])] === undefined;
+    const message = missing ? `${param} is required` : issue.message;
+    throw validationError(param === "audio_url" ? (missing ? "missing_audio_url" : "invalid_audio_url") : "invalid_request", message, { param });
+  }
+  return parsed.data;
+}
+
+/**
+ * Submits (or resubmits) a batch job for `principal` from a raw JSON body and returns
+ * the 202 body. Also used by the deprecated JSON branch of POST /v1/audio/transcriptions.
+ */
+export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody: string): Promise<SubmitJobResponse> {
+  const body = parseSubmission(rawBody);
+  const now = deps.now();
+  if (principal.limits.maxAudioSecondsPerWindow > 0) {
+    const remaining = await remainingAudioSeconds(deps.db, principal, now, deps.config.usage.windowSeconds);
+    if (remaining <= 0) {
+      throw new AppError("rate_limited", "audio_quota_exhausted", "the audio budget of this key's billing window is used up", { retryable: true });
+    }
+  }
+  const requestId = body.request_id ?? randomUUID();
+  const workflowId = workflowIdFor(requestId);
+  const spec: JobSpec = {
+    workflowId,
+    requestId,
+    ownerId: principal.ownerId,
+    keyId: principal.keyId,
+    audioUrl: body.audio_url,
+    ...(body.language ? { language: body.language } : {}),
+    model: body.model ?? jobDefaults.model,
+    ...(body.prompt ? { prompt: body.prompt } : {}),
+    segmentSeconds: Math.max(jobDefaults.minSegmentSeconds, body.segment_seconds ?? jobDefaults.segmentSeconds),
+    concurrency: Math.min(jobDefaults.maxConcurrency, Math.max(1, Math.floor(body.concurrency ?? jobDefaults.concurrency))),
+    ...(body.webhook_url ? { webhookUrl: body.webhook_url } : {}),
+    review: body.review ?? false,
+    ...(body.metadata ? { metadata: body.metadata } : {}),
+    maxAudioSeconds: principal.limits.maxAudioSecondsPerRequest,
+  };
+  await storeOf(deps).execute(workflowId, { type: "SubmitJob", spec, now: now.toISOString() });
+  return { request_id: requestId, workflow_id: workflowId, status: "queued", endpoint: jobPollPath(workflowId) };
+}
+
+/** The poll view of one job, for its owner only. */
+export async function readJob(deps: GatewayDeps, principal: Principal, workflowId: string): Promise<JobView> {
+  const missing = () => notFound("job_not_found", `no job ${workflowId.slice(0, 64)}`);
+  if (!uuidRegex.test(workflowId)) throw missing();
+  const row = await withStore("jobs_unavailable", () =>
+    deps.db
+      .selectFrom("jobs")
+      .select(["workflow_id", "request_id", "owner_id", "status", "steps", "error", "review", "created_at", "updated_at"])
+      .where("workflow_id", "=", workflowId.toLowerCase())
+      .executeTakeFirst(),
+  );
+  // Another tenant's job is indistinguishable from no job.
+  if (!row || row.owner_id !== principal.ownerId) throw missing();
+  let output: JobView["output"] = null;
+  if (row.status === "complete") {
+    if (!deps.objects) throw new AppError("unavailable", "objects_unavailable", "object storage is not configured");
+    const result = jobResult.safeParse(await getJson(deps.objects, artifactKeys.result(row.request_id)));
+    if (!result.success) throw new AppError("unavailable", "result_unavailable", "the job's result is not readable right now");
+    const reviewed = row.review ? reviewedResult.safeParse(await getJson(deps.objects, artifactKeys.reviewed(row.request_id))) : undefined;
+    output = { result: result.data, reviewed_result: reviewed?.success ? reviewed.data : null };
+  }
+  return {
+    workflow_id: row.workflow_id,
+    request_id: row.request_id,
+    status: row.status,
+    steps: row.steps,
+    output,
+    error: row.error ?? null,
+    created_at: new Date(row.created_at).toISOString(),
+    updated_at: new Date(row.updated_at).toISOString(),
+  };
+}
+
+const errorResponses = {
+  400: { description: "not JSON, or `audio_url`, `segment_seconds`, `concurrency`… invalid", content: { "application/json": { schema: openAiError } } },
+  401: { description: "authentication failed", content: { "application/json": { schema: openAiError } } },
+  409: { description: "`request_id_conflict`: the request_id belongs to another tenant", content: { "application/json": { schema: openAiError } } },
+  429: { description: "rate limit or `audio_quota_exhausted`", content: { "application/json": { schema: openAiError } } },
+};
+
+const submitDescription =
+  "Fetches `audio_url`, slices it near silences every `segment_seconds`, transcribes the slices with at most `concurrency` in flight, aggregates, optionally reviews with a language model (`review`) and POSTs the result to `webhook_url` (signed, see docs/jobs.md). Resubmitting a `request_id` returns the same job and resumes it from its stored checkpoints.";
+
+async function handleSubmit(c: Context<GatewayEnv>, deps: GatewayDeps) {
+  const body = await submitJob(deps, c.get("principal"), await c.req.text());
+  c.header("Location", body.endpoint);
+  return c.json(body, 202);
+}
+
+/** Registers the submit routes (early) — the poll aliases come from registerJobPollAliases (last). */
+export function registerJobsRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
+  app.use(JOBS_PATH, requireApiKey(deps), limitRequests(deps));
+  app.use(`${JOBS_PATH}/*`, requireApiKey(deps));
+
+  const submitRoute = (path: string, summary: string, deprecated = false) =>
+    createRoute({
+      method: "post",
+      path,
+      tags: ["batch jobs"],
+      summary,
+      description: submitDescription,
+      deprecated,
+      security: [{ bearerAuth: [] }],
+      request: { body: { required: true, content: { "application/json": { schema: submitJobBody } } } },
+      responses: {
+        202: { description: "the job was accepted", content: { "application/json": { schema: submitJobResponse } } },
+        ...errorResponses,
+      },
+    });
+  // The body is read raw (not through the validator hook) so that non-JSON gets a clear
+  // 400; the route is still described in the OpenAPI document.
+  app.openAPIRegistry.registerPath(submitRoute(JOBS_PATH, "Submit a batch transcription job"));
+  app.openAPIRegistry.registerPath(submitRoute("/", "Submit a batch job (legacy alias of /v1/audio/transcriptions/jobs)", true));
+  app.post(JOBS_PATH, (c) => handleSubmit(c, deps));
+
+  const pollRoute = (path: string, summary: string, deprecated = false) =>
+    createRoute({
+      method: "get",
+      path,
+      deprecated,
+      tags: ["batch jobs"],
+      summary,
+      description: "Status (queued → running → complete | errored), per-step records, the output when complete and the error when errored. Other tenants' jobs are 404.",
+      security: [{ bearerAuth: [] }],
+      request: { params: z.object({ workflowId: z.string() }) },
+      responses: {
+        200: { description: "the job", content: { "application/json": { schema: jobView } } },
+        401: errorResponses[401],
+        404: { description: "`job_not_found`", content: { "application/json": { schema: openAiError } } },
+      },
+    });
+  app.openapi(pollRoute(`${JOBS_PATH}/{workflowId}`, "Poll a batch job"), (async (c: Context<GatewayEnv>) =>
+    c.json(await readJob(deps, c.get("principal"), c.req.param("workflowId")!), 200)) as never);
+  app.openAPIRegistry.registerPath(pollRoute("/v1/audio/transcriptions/{workflowId}", "Poll a batch job (alias)", true));
+  app.openAPIRegistry.registerPath(pollRoute("/{workflowId}", "Poll a batch job (legacy alias)", true));
+}
+
+/**
+ * The alias poll routes and the legacy POST /. Registered after every other route:
+ * the aliases only match UUID-shaped ids, so they can never shadow a named path.
+ */
+export function registerJobPollAliases(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
+  const alias = `/v1/audio/transcriptions/:workflowId{${uuidPattern}}`;
+  const legacy = `/:workflowId{${uuidPattern}}`;
+  const poll = async (c: Context<GatewayEnv>) => c.json(await readJob(deps, c.get("principal"), c.req.param("workflowId")!), 200);
+  app.get(alias, requireApiKey(deps), poll);
+  app.get(legacy, requireApiKey(deps), poll);
+  app.post("/", requireApiKey(deps), limitRequests(deps), (c) => handleSubmit(c, deps));
+}
