@@ -57,7 +57,7 @@ export function toKeyRecord(row: KeyRow, now: Date): KeyRecord {
 }
 
 const storeUnavailable = (cause: unknown) =>
-  new AppError("internal", "store_unavailable", "The key store is unavailable; try again shortly.", { retryable: true, cause });
+  new AppError("unavailable", "store_unavailable", "The key store is unavailable; try again shortly.", { status: 500, cause });
 
 async function readKey(deps: GatewayDeps, id: string) {
   return withStore("store_unavailable", () => deps.db.selectFrom("api_keys").selectAll().where("id", "=", id).executeTakeFirst()).catch(
