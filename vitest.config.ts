@@ -10,6 +10,7 @@ export default defineConfig({
       {
         test: {
           name: "unit",
+          sequence: { groupOrder: 0 },
           include: ["services/**/*.test.ts", "shared/**/*.test.ts", "schemas/**/*.test.ts"],
           testTimeout: 20_000,
         },
@@ -17,6 +18,7 @@ export default defineConfig({
       {
         test: {
           name: "integration",
+          sequence: { groupOrder: 1 },
           include: ["test/**/*.test.ts"],
           testTimeout: 120_000,
           hookTimeout: 120_000,
