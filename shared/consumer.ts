@@ -1,6 +1,7 @@
 import type { JetStreamClient, JsMsg } from "@nats-io/jetstream";
 import { toAppError } from "./errors";
 import type { Logger } from "./logger";
+import { withSpanFromHeaders } from "./telemetry";
 
 /**
  * The one wrapper that maps handler outcomes to JetStream acknowledgements.
@@ -61,7 +62,7 @@ export async function runConsumer(
   const handle = async (msg: JsMsg) => {
     const heartbeat = setInterval(() => msg.working(), workingEvery);
     try {
-      const outcome = await handler(msg);
+      const outcome = await withSpanFromHeaders(`${options.durable} ${msg.subject}`, msg.headers, () => handler(msg));
       settle(msg, outcome);
     } catch (err) {
       const e = toAppError(err);

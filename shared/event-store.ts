@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import type { Envelope, EventMetadata, Recorded } from "../schemas/envelope";
 import { AppError, conflict } from "./errors";
 import { isNotFound } from "./nats";
+import { injectTraceContext } from "./telemetry";
 
 /**
  * Event store over JetStream: one subject per aggregate instance.
@@ -69,6 +70,7 @@ export async function appendEvents<E extends EventShape>(
     });
     const h = natsHeaders();
     h.set("Event-Type", envelope.type);
+    injectTraceContext(h);
     let ack: PubAck;
     try {
       ack = await js.publish(subject, JSON.stringify(envelope), {

@@ -15,7 +15,7 @@ const KEYS = "/v1/external-transcription/keys";
 
 describe("admin key routes (spec 4.8–4.11)", () => {
   it("refuses a missing or wrong admin token with admin_unauthorized in the admin envelope", async () => {
-    for (const headers of [{}, { authorization: "Bearer wrong-token" }, { authorization: stack.adminToken }]) {
+    for (const headers of [{}, { authorization: "Bearer wrong-token" }, { authorization: stack.adminToken }] as Record<string, string>[]) {
       for (const [method, path] of [["GET", KEYS], ["POST", KEYS], ["GET", `${KEYS}/key_x`], ["DELETE", `${KEYS}/key_x`]] as const) {
         const res = await stack.fetch(path, { method, headers });
         expect(res.status).toBe(401);

@@ -27,7 +27,7 @@ async function settle(name: string) {
 
 describe("projections", () => {
   it("`stt rebuild all` drops the read models and rebuilds rows equal to the live ones", async () => {
-    const issued = [];
+    const issued: Array<{ key: string; id: string }> = [];
     for (let i = 0; i < 5; i++) issued.push(await stack.issueKey(i % 2 ? "pro" : "free", `owner-${i % 3}`, { label: `k${i}` }));
     for (const k of issued.slice(0, 2)) {
       await stack.fetch(`/v1/external-transcription/keys/${k.id}`, { method: "DELETE", headers: { authorization: `Bearer ${stack.adminToken}` } });

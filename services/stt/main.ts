@@ -6,6 +6,7 @@ import { rebuildProjection } from "../../shared/projection";
 import { allProjections } from "../projector/projections";
 import { embeddedSecrets, startEmbedded } from "./embedded";
 import { startRuntime } from "./runtime";
+import { startTelemetry, stopTelemetry } from "../../shared/telemetry";
 
 /**
  * `stt` — the one CLI.
@@ -30,6 +31,7 @@ async function main(argv: string[]): Promise<number> {
 
   switch (command) {
     case "serve": {
+      await startTelemetry(config.telemetry);
       const runtime = await startRuntime(config, logger);
       logger.info("stt is up", { services: [...runtime.ctx.running], port: runtime.ctx.slots.port, base_url: `http://127.0.0.1:${runtime.ctx.slots.port}` });
       await new Promise<void>((resolve) => {
@@ -42,6 +44,7 @@ async function main(argv: string[]): Promise<number> {
       });
       await runtime.stop();
       await embedded?.stop();
+      await stopTelemetry();
       return 0;
     }
     case "migrate": {
