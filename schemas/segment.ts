@@ -8,6 +8,28 @@ import { verboseTranscription } from "./transcription";
  * and the worker service.
  */
 
+// ---- HTTP: POST /v1/audio/transcriptions (multipart form fields) ----
+
+export const segmentResponseFormat = z.enum(["verbose_json", "json", "text", "srt", "vtt"]);
+
+/** The text fields of the multipart form, parsed after the file is taken out. */
+export const segmentFields = z.object({
+  model: z.string().max(128).default("stt-1").describe("model name passed to workers"),
+  language: z
+    .string()
+    .regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})?$/, "an ISO-639-1 code such as `en`")
+    .optional()
+    .describe("ISO-639-1 hint"),
+  prompt: z.string().optional().describe("context prompt / vocabulary hint (first 4000 characters used)"),
+  response_format: segmentResponseFormat.default("verbose_json"),
+  worker_id: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "letters, digits, - and _").optional().describe("pin to a specific worker"),
+});
+
+/** The whole form, for the OpenAPI document. */
+export const segmentForm = segmentFields.extend({
+  file: z.any().describe("the speech clip (binary): WAV, MP3, FLAC, OGG/Opus, M4A, WebM, …"),
+});
+
 // ---- audit events (stream topology.streams.segments, subject segmentEvent(keyId)) ----
 
 const segmentCommon = {

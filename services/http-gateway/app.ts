@@ -6,6 +6,7 @@ import { notFound, onError } from "./errors";
 import { registerAdminRoutes } from "./routes/admin";
 import { registerJobPollAliases, registerJobsRoutes } from "./routes/jobs";
 import { registerDocsRoutes, registerMetaRoutes } from "./routes/meta";
+import { registerSegmentRoutes } from "./routes/segment";
 import { registerSessionTokenRoutes } from "./routes/session-token";
 import { registerStreamDoc } from "./routes/stream-doc";
 
@@ -32,6 +33,7 @@ export function createApp(deps: GatewayDeps): OpenAPIHono<GatewayEnv> {
   registerAdminRoutes(app, deps);
   registerSessionTokenRoutes(app, deps);
   registerStreamDoc(app);
+  registerSegmentRoutes(app, deps);
   registerJobsRoutes(app, deps);
   // last: UUID-shaped poll aliases (GET /v1/audio/transcriptions/{id}, GET /{id}) and POST /
   registerJobPollAliases(app, deps);

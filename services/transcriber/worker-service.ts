@@ -43,6 +43,10 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
   const kv = await nats.kv("workers");
   let inFlight = 0;
   let stopped = false;
+  // Observed real-time factor (EWMA over clips of 1 s or more, queueing included):
+  // announced when it is worse than the declared one, so the router's timeouts follow
+  // a loaded CPU instead of cutting it off.
+  let observedRtf = 0;
 
   const announcement = (): WorkerAnnouncement => ({
     id,
@@ -51,7 +55,7 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     warm: !stopped && engine.warm(),
     inFlight,
     concurrency: engine.concurrency,
-    realTimeFactor: engine.realTimeFactor,
+    realTimeFactor: Math.max(engine.realTimeFactor, Math.round(observedRtf * 100) / 100),
     host: hostname(),
     at: Date.now(),
   });
@@ -68,7 +72,13 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
         reply = { ok: false, workerId: id, code: "deadline_passed", message: "the caller's deadline passed before the clip was taken" };
       } else {
         const pcm = header.pullSubject ? await pullPcm(nats.nc, header.pullSubject, header.samples, 5000) : toInt16(pcmBytes);
+        const t0 = performance.now();
         const result = await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt });
+        const seconds = pcm.length / 16_000;
+        if (seconds >= 1) {
+          const rtf = (performance.now() - t0) / 1000 / seconds;
+          observedRtf = observedRtf === 0 ? rtf : 0.7 * observedRtf + 0.3 * rtf;
+        }
         reply = { ok: true, workerId: id, result };
       }
     } catch (err) {

@@ -1,0 +1,284 @@
+import { randomUUID } from "node:crypto";
+import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { openAiError } from "../../../schemas/http";
+import { segmentEnvelope, segmentFields, segmentForm, type SegmentEvent } from "../../../schemas/segment";
+import { verboseTranscription } from "../../../schemas/transcription";
+import type { Principal } from "../../../shared/auth";
+import { decodeAudio } from "../../../shared/audio/decode";
+import { AppError, toAppError, validationError } from "../../../shared/errors";
+import { appendEvents } from "../../../shared/event-store";
+import { recordUsage, remainingAudioSeconds } from "../../../shared/usage";
+import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
+import type { GatewayDeps } from "../deps";
+import { renderTranscription, type ResponseFormat } from "../segment-formats";
+import { JOBS_PATH, submitJob } from "./jobs";
+
+/**
+ * POST /v1/audio/transcriptions: the segment plane (spec 4.2, 7.2, 8).
+ *
+ * 1. Authenticate (401) and count the request against maxRequestsPerMinute.
+ * 2. A JSON body is the deprecated job submission: handed to the batch plane's
+ *    submitJob, answered 202 with `Deprecation: true` and a `Link` to /jobs.
+ * 3. Anything else must be multipart/form-data (400 `invalid_content_type`), at most
+ *    SEGMENT_MAX_UPLOAD_BYTES of file plus 64 KiB of form fields (413
+ *    `file_too_large`), with a `file` part (400 `missing_file`).
+ * 4. Decode with ffmpeg to 16 kHz mono PCM16 (415 `unsupported_audio`); clips longer
+ *    than the plan's maxAudioSecondsPerRequest are 413 `audio_too_long`; a key whose
+ *    billing-window budget cannot cover the clip is 429 `audio_quota_exhausted`.
+ *    Silence, empty and low-energy clips are transcribed and billed like any other.
+ * 5. The worker router transcribes (warm primary, fallback, 502 `transcription_failed`).
+ * 6. Usage (plane "segment", the clip's audio seconds) and a SegmentTranscribed audit
+ *    event are appended before answering; a request that fails after authentication
+ *    appends SegmentFailed (and bills nothing).
+ */
+export const SEGMENT_PATH = "/v1/audio/transcriptions";
+const FORM_FIELDS_ALLOWANCE = 64 * 1024;
+const MAX_PROMPT_CHARS = 4000;
+
+interface SegmentAudit {
+  requestId: string;
+  principal: Principal;
+  model: string;
+  audioSeconds: number;
+  bytes: number;
+  responseFormat: string;
+  started: number;
+}
+
+export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
+  app.use(SEGMENT_PATH, requireApiKey(deps), limitRequests(deps));
+  app.openAPIRegistry.registerPath(
+    createRoute({
+      method: "post",
+      path: SEGMENT_PATH,
+      tags: ["segment"],
+      summary: "Transcribe one speech clip (synchronous)",
+      description:
+        "Multipart upload of one clip in any format ffmpeg decodes (WAV, MP3, FLAC, OGG/Opus, M4A, WebM). `response_format`: verbose_json (default), json, text, srt, vtt. " +
+        `The file may be at most ${deps.config.workers.maxUploadBytes} bytes (SEGMENT_MAX_UPLOAD_BYTES) and at most the plan's maxAudioSecondsPerRequest long. ` +
+        "Headers: `X-Worker-Id` (the worker that answered), `X-Fallback-Used` (1 when the fallback provider answered). " +
+        "Timing (spec 8): one attempt on a warm primary worker (800 ms, or longer for slow engines on long clips: docs/workers.md), then the fallback provider; no server-side retry. " +
+        "Deprecated: a JSON job-submission body is accepted as a batch job (202, `Deprecation: true`, `Link` to /v1/audio/transcriptions/jobs).",
+      security: [{ bearerAuth: [] }],
+      request: { body: { required: true, content: { "multipart/form-data": { schema: segmentForm } } } },
+      responses: {
+        200: {
+          description: "the transcription; headers X-Worker-Id and X-Fallback-Used",
+          content: {
+            "application/json": { schema: verboseTranscription },
+            "text/plain": { schema: { type: "string" } },
+            "text/vtt": { schema: { type: "string" } },
+          },
+        },
+        202: { description: "deprecated JSON body: accepted as a batch job" },
+        400: { description: "`invalid_content_type`, `missing_file`, `invalid_request`", content: { "application/json": { schema: openAiError } } },
+        401: { description: "authentication failed", content: { "application/json": { schema: openAiError } } },
+        413: { description: "`file_too_large` or `audio_too_long`", content: { "application/json": { schema: openAiError } } },
+        415: { description: "`unsupported_audio`: the file is not decodable audio", content: { "application/json": { schema: openAiError } } },
+        429: { description: "rate limit or `audio_quota_exhausted`", content: { "application/json": { schema: openAiError } } },
+        502: { description: "`transcription_failed`: every worker attempt failed; the message names the timeout in ms", content: { "application/json": { schema: openAiError } } },
+      },
+    }),
+  );
+  app.post(SEGMENT_PATH, (c) => handleSegment(c, deps));
+}
+
+async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise<Response> {
+  const principal = c.get("principal");
+  const contentType = c.req.header("content-type") ?? "";
+  if (!/^multipart\/form-data\b/i.test(contentType)) {
+    const raw = await readLimited(c.req.raw, FORM_FIELDS_ALLOWANCE * 4).catch(() => undefined);
+    const text = raw ? new TextDecoder().decode(raw).trim() : "";
+    if (/json/i.test(contentType) || text.startsWith("{")) {
+      const body = await submitJob(deps, principal, text);
+      c.header("Deprecation", "true");
+      c.header("Link", `<${JOBS_PATH}>; rel="successor-version"`);
+      c.header("Location", body.endpoint);
+      return c.json(body, 202);
+    }
+    throw validationError("invalid_content_type", "the body must be multipart/form-data with a `file` field (or, deprecated, a JSON job submission)", {
+      type: "invalid_request_error",
+    });
+  }
+
+  const started = performance.now();
+  const requestId = `seg_${randomUUID().replace(/-/g, "")}`;
+  c.header("X-Request-Id", requestId);
+  const audit: SegmentAudit = { requestId, principal, model: "stt-1", audioSeconds: 0, bytes: 0, responseFormat: "verbose_json", started };
+  try {
+    const form = await readForm(c.req.raw, contentType, deps.config.workers.maxUploadBytes);
+    const fields = parseFields(form);
+    const bytes = new Uint8Array(await fields.file.arrayBuffer());
+    Object.assign(audit, { model: fields.model, responseFormat: fields.responseFormat, bytes: bytes.byteLength });
+    const audio = await decodeAudio(bytes, { maxSeconds: principal.limits.maxAudioSecondsPerRequest });
+    audit.audioSeconds = audio.durationSeconds;
+    await checkQuota(deps, principal, audio.durationSeconds);
+    const out = await deps.router!.transcribe({
+      pcm: audio.pcm,
+      model: fields.model,
+      language: fields.language,
+      prompt: fields.prompt,
+      workerId: fields.workerId,
+      signal: c.req.raw.signal,
+    });
+    const result = { ...out.result, duration: out.result.duration || audio.durationSeconds };
+    const now = deps.now();
+    await Promise.all([
+      recordUsage(deps.nats, {
+        keyId: principal.keyId,
+        ownerId: principal.ownerId,
+        plane: "segment",
+        audioSeconds: audio.durationSeconds,
+        requests: 1,
+        subjectId: requestId,
+        usageId: `${requestId}:usage`,
+        at: now,
+      }),
+      appendAudit(deps, principal.keyId, {
+        type: "SegmentTranscribed",
+        data: {
+          ...auditCommon(audit),
+          workerId: out.workerId,
+          fallbackUsed: out.fallbackUsed,
+          workerMs: round(out.workerMs),
+          totalMs: round(performance.now() - started),
+          textChars: result.text.length,
+        },
+      }),
+    ]);
+    const rendered = renderTranscription(result, fields.responseFormat);
+    c.header("Content-Type", rendered.contentType);
+    c.header("X-Worker-Id", out.workerId);
+    c.header("X-Fallback-Used", out.fallbackUsed ? "1" : "0");
+    return c.body(rendered.body, 200);
+  } catch (err) {
+    const e = toAppError(err);
+    await appendAudit(deps, principal.keyId, {
+      type: "SegmentFailed",
+      data: { ...auditCommon(audit), code: e.code, message: e.message.slice(0, 500), totalMs: round(performance.now() - started) },
+    }).catch((auditErr) => deps.logger.warn("could not record SegmentFailed", { requestId, error: String(auditErr) }));
+    throw e;
+  }
+}
+
+const round = (x: number) => Math.round(x * 10) / 10;
+
+function auditCommon(a: SegmentAudit) {
+  return {
+    requestId: a.requestId,
+    keyId: a.principal.keyId,
+    ownerId: a.principal.ownerId,
+    model: a.model,
+    audioSeconds: Math.round(a.audioSeconds * 1000) / 1000,
+    bytes: a.bytes,
+    responseFormat: a.responseFormat,
+  };
+}
+
+async function appendAudit(deps: GatewayDeps, keyId: string, event: SegmentEvent): Promise<void> {
+  await appendEvents<SegmentEvent>(deps.nats.js, segmentEnvelope, deps.nats.topology.subjects.segmentEvent(keyId), [
+    { type: event.type, data: event.data as never, metadata: { correlationId: event.data.requestId } },
+  ]);
+}
+
+async function checkQuota(deps: GatewayDeps, principal: Principal, seconds: number): Promise<void> {
+  if (principal.limits.maxAudioSecondsPerWindow <= 0) return;
+  const remaining = await remainingAudioSeconds(deps.db, principal, deps.now(), deps.config.usage.windowSeconds);
+  if (remaining <= 0 || seconds > remaining) {
+    throw new AppError("rate_limited", "audio_quota_exhausted", `the audio budget of this key's billing window has ${remaining} s left; this clip is ${seconds.toFixed(1)} s`, {
+      retryable: true,
+    });
+  }
+}
+
+interface SegmentFields {
+  file: Blob;
+  model: string;
+  language?: string;
+  prompt?: string;
+  responseFormat: ResponseFormat;
+  workerId?: string;
+}
+
+function parseFields(form: FormData): SegmentFields {
+  const file = form.get("file");
+  if (file === null || typeof file === "string") {
+    throw validationError("missing_file", "the `file` field (a file upload) is required", { param: "file", type: "invalid_request_error" });
+  }
+  const text = (name: string) => {
+    const v = form.get(name);
+    if (v === null) return undefined;
+    if (typeof v !== "string") throw validationError("invalid_request", `\`${name}\` must be a text field`, { param: name });
+    return v.trim() === "" ? undefined : v.trim();
+  };
+  const parsed = segmentFields.safeParse({
+    model: text("model"),
+    language: text("language"),
+    prompt: text("prompt"),
+    response_format: text("response_format"),
+    worker_id: text("worker_id"),
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const param = issue.path.join(".");
+    throw validationError(param === "response_format" ? "invalid_response_format" : "invalid_request", `${param}: ${issue.message}`, { param });
+  }
+  const f = parsed.data;
+  return {
+    file,
+    model: f.model,
+    language: f.language,
+    prompt: f.prompt?.slice(0, MAX_PROMPT_CHARS),
+    responseFormat: f.response_format,
+    workerId: f.worker_id,
+  };
+}
+
+/** Reads the multipart body with a byte limit (413 before buffering more than that). */
+async function readForm(request: Request, contentType: string, maxFileBytes: number): Promise<FormData> {
+  const limit = maxFileBytes + FORM_FIELDS_ALLOWANCE;
+  const declared = Number(request.headers.get("content-length") ?? "NaN");
+  if (Number.isFinite(declared) && declared > limit) throw fileTooLarge(maxFileBytes);
+  const body = await readLimited(request, limit);
+  let form: FormData;
+  try {
+    form = await new Response(body as Uint8Array<ArrayBuffer>, { headers: { "content-type": contentType } }).formData();
+  } catch {
+    throw validationError("invalid_multipart", "the multipart/form-data body could not be parsed", { type: "invalid_request_error" });
+  }
+  const file = form.get("file");
+  if (file !== null && typeof file !== "string" && file.size > maxFileBytes) throw fileTooLarge(maxFileBytes);
+  return form;
+}
+
+function fileTooLarge(maxFileBytes: number): AppError {
+  return new AppError("too_large", "file_too_large", `the file is larger than the ${maxFileBytes}-byte upload limit`, {
+    param: "file",
+    type: "invalid_request_error",
+  });
+}
+
+async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
+  if (!request.body) return new Uint8Array(0);
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limit) {
+      await reader.cancel().catch(() => undefined);
+      throw fileTooLarge(limit - FORM_FIELDS_ALLOWANCE);
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const ch of chunks) {
+    out.set(ch, offset);
+    offset += ch.byteLength;
+  }
+  return out;
+}
