@@ -40,7 +40,7 @@ export async function startTranscriber(ctx: ServiceContext): Promise<RunningServ
       const { createWhisperEngine } = await import("./whisper-engine");
       await start(await createWhisperEngine({ modelPath: w.whisperModelPath, realTimeFactor: w.whisperRealTimeFactor, logger }));
     }
-    if (w.openai) await start(await createOpenAIEngine({ ...w.openai }));
+    if (w.openai) await start(await createOpenAIEngine({ ...w.openai, probeMs: w.heartbeatMs }));
   } catch (err) {
     for (const r of running) await r.stop().catch(() => undefined);
     throw err;
