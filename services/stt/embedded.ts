@@ -75,7 +75,8 @@ export async function startEmbedded(env: NodeJS.ProcessEnv, dataDir: string, log
 }
 
 /**
- * Embedded default for the operator token and the session-token secret: when not
+ * Embedded default for the operator token, the session-token secret and the webhook
+ * signing secret: when not
  * configured, a random value is generated once and kept in DATA_DIR (mode 0600), so
  * a fresh `stt serve` can issue keys and browser tokens. The values are never logged.
  */
@@ -84,6 +85,7 @@ export function embeddedSecrets(env: NodeJS.ProcessEnv, dataDir: string, logger:
   const files: Array<[string, string]> = [
     ["GATEWAY_ADMIN_TOKEN", "admin-token"],
     ["GATEWAY_SESSION_TOKEN_SECRET", "session-token-secret"],
+    ["WEBHOOK_SIGNING_SECRET", "webhook-signing-secret"],
   ];
   for (const [name, file] of files) {
     if (env[name]) continue;
