@@ -149,7 +149,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       const failures: string[] = [];
       let primaryTimeout = 0;
       if (worker) {
-        primaryTimeout = attemptTimeoutMs(options.budgetMs, clipSeconds, worker.realTimeFactor);
+        primaryTimeout = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, clipSeconds, worker.realTimeFactor);
         try {
           const result = await postToWorker(worker, request, primaryTimeout);
           consecutiveFailures = 0;
@@ -165,7 +165,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       if (!options.fallback) {
         return fail(`transcription failed: ${failures.join("; ")}; no fallback provider is configured (per-attempt timeout ${primaryTimeout || options.budgetMs} ms)`);
       }
-      const fallbackTimeout = attemptTimeoutMs(options.budgetMs, clipSeconds, options.fallback.realTimeFactor ?? 0.1);
+      const fallbackTimeout = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, clipSeconds, options.fallback.realTimeFactor ?? 0.1);
       const fallbackStarted = performance.now();
       try {
         const result = await postToFallback(request, fallbackTimeout);

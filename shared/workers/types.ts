@@ -16,6 +16,12 @@ export interface TranscribeRequest {
   /** Pin to one worker id (segment `worker_id`). */
   workerId?: string;
   signal?: AbortSignal;
+  /**
+   * Per-attempt timeout override, for callers without the segment plane's latency
+   * budget (batch chunks, which may queue behind each other on a worker). Default:
+   * the documented rule of the router.
+   */
+  timeoutMs?: number;
 }
 
 export interface TranscribeResult {
