@@ -27,6 +27,7 @@ export function connectRt(url: string, headers: Record<string, string> = {}): Pr
     const taken = new Set<any>();
     const waiters: { type: string; resolve: (e: any) => void }[] = [];
     let resolveClosed!: (v: { code: number; reason: string }) => void;
+    let closeInfo = "";
     const closed = new Promise<{ code: number; reason: string }>((r) => (resolveClosed = r));
     ws.on("message", (data, isBinary) => {
       if (isBinary) return;
@@ -39,7 +40,10 @@ export function connectRt(url: string, headers: Record<string, string> = {}): Pr
         waiters.splice(i, 1)[0]!.resolve(e);
       }
     });
-    ws.on("close", (code, reason) => resolveClosed({ code, reason: reason.toString() }));
+    ws.on("close", (code, reason) => {
+      closeInfo = ` (socket closed ${code} ${reason.toString()})`;
+      resolveClosed({ code, reason: reason.toString() });
+    });
     ws.on("unexpected-response", (_req, res) => {
       let body = "";
       res.on("data", (c) => (body += c));
@@ -58,7 +62,7 @@ export function connectRt(url: string, headers: Record<string, string> = {}): Pr
             return Promise.resolve(have);
           }
           return new Promise((res, rej) => {
-            const timer = setTimeout(() => rej(new Error(`timed out waiting for ${type}; got ${events.map((e) => e.type).join(", ")}`)), timeoutMs);
+            const timer = setTimeout(() => rej(new Error(`timed out waiting for ${type}; got ${events.map((e) => e.type).join(", ")}${closeInfo}`)), timeoutMs);
             waiters.push({ type, resolve: (e) => (clearTimeout(timer), res(e)) });
           });
         },

@@ -201,7 +201,10 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
 
   const sweep = setInterval(() => {
     const t = now().getTime();
-    const upstream = ctx.router ? ctx.router.available() : true;
+    // Mid-session, only an open breaker closes sessions (1013): a registry that briefly
+    // shows no warm worker (a late heartbeat) refuses new upgrades but keeps sessions.
+    const router = ctx.router;
+    const upstream = router ? router.available() || router.retryAfterSeconds() <= 0 : true;
     for (const s of sessions) s.tick(t, upstream);
   }, SWEEP_MS);
 

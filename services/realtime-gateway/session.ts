@@ -52,7 +52,7 @@ export interface SessionDeps {
 }
 
 const USAGE_EVERY_MS = 30_000;
-const GRACEFUL_CLOSE_WAIT_MS = 15_000;
+const GRACEFUL_CLOSE_WAIT_MS = 30_000;
 
 export function partitionOf(sessionId: string, partitions: number): number {
   let h = 2166136261;

@@ -1,0 +1,59 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startStack, type Stack } from "./support/stack";
+import { connectRt, fixture, refusal, streamPcm, wsUrl } from "./realtime-support";
+
+/**
+ * The upstream circuit breaker end to end: no embedded worker, and the only provider
+ * is a real local OpenAI-compatible server that fails every request. Utterances come
+ * back `failed`; after the router's breaker threshold of consecutive failures the
+ * open session is closed 1013 upstream_unavailable and new upgrades get 503
+ * upstream_unavailable with Retry-After.
+ */
+let stack: Stack;
+let provider: Server;
+let posts = 0;
+
+beforeAll(async () => {
+  provider = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      posts++;
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: "model crashed", type: "server_error" } }));
+    });
+  });
+  await new Promise<void>((r) => provider.listen(0, "127.0.0.1", r));
+  const port = (provider.address() as AddressInfo).port;
+  stack = await startStack({ WORKER_EMBEDDED: "none", FALLBACK_OPENAI_URL: `http://127.0.0.1:${port}/v1`, FALLBACK_OPENAI_MODEL: "whisper-1" });
+});
+afterAll(async () => {
+  await stack?.stop();
+  await new Promise((r) => provider?.close(r));
+});
+
+describe("upstream breaker (spec 3.3, 7.2, 7.3)", () => {
+  it("fails utterances, then closes 1013 upstream_unavailable and refuses upgrades 503 with Retry-After", async () => {
+    const { key } = await stack.issueKey("pro");
+    const auth = { authorization: `Bearer ${key}` };
+    const c = await connectRt(wsUrl(stack.baseUrl), auth);
+    await c.next("session.created");
+    const speech = fixture("jfk.wav").subarray(0, 16000 * 1.5);
+    for (let i = 0; i < 8 && c.ws.readyState === c.ws.OPEN; i++) {
+      await streamPcm(c, speech, { speed: Infinity });
+      c.sendJson({ type: "input_audio_buffer.commit" });
+      await Promise.race([c.next("conversation.item.input_audio_transcription.failed", 10_000), c.closed]);
+    }
+    expect(await c.closed).toEqual({ code: 1013, reason: "upstream_unavailable" });
+    const failed = c.events.filter((e) => e.type === "conversation.item.input_audio_transcription.failed");
+    expect(failed.length).toBeGreaterThanOrEqual(5);
+    expect(failed[0].error.code).toBe("transcription_failed");
+    expect(posts).toBeGreaterThanOrEqual(5);
+
+    const r = await refusal(wsUrl(stack.baseUrl), auth);
+    expect(r.status).toBe(503);
+    expect(r.body.error.code).toBe("upstream_unavailable");
+    expect(Number(r.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+  });
+});
