@@ -28,6 +28,13 @@ export interface ChunkOutcome {
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
+/**
+ * A slice's worker timeout: twice its length, at least two minutes. Unlike a segment
+ * request, a slice may wait on the worker behind the job's other slices, so the
+ * router's latency-budget rule (1.5 × real-time factor) would time out queued slices.
+ */
+export const chunkTimeoutMs = (seconds: number) => Math.max(120_000, Math.ceil(seconds * 2000));
+
 export async function transcribeChunk(job: ActiveJob, index: number, deps: TranscribeChunkDeps): Promise<ChunkOutcome> {
   const chunk = job.chunks?.[index];
   const audio = job.audio;
@@ -49,6 +56,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     language: job.spec.language,
     prompt: job.spec.prompt,
     signal: deps.signal,
+    timeoutMs: chunkTimeoutMs((chunk.endSample - chunk.startSample) / audio.sampleRate),
   });
   const segments = toAbsoluteSegments(result.result, startTime, endTime);
   const artifact: ChunkArtifact = {

@@ -19,6 +19,7 @@ import { withStore } from "../../../shared/db/index";
 import { AppError, notFound, validationError } from "../../../shared/errors";
 import { getJson } from "../../../shared/objects/index";
 import { remainingAudioSeconds } from "../../../shared/usage";
+import { stepsView } from "../../jobs/job";
 import { createJobStore, type JobStore } from "../../jobs/job-store";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
@@ -121,33 +122,56 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
 export async function readJob(deps: GatewayDeps, principal: Principal, workflowId: string): Promise<JobView> {
   const missing = () => notFound("job_not_found", `no job ${workflowId.slice(0, 64)}`);
   if (!uuidRegex.test(workflowId)) throw missing();
+  const id = workflowId.toLowerCase();
   const row = await withStore("jobs_unavailable", () =>
     deps.db
       .selectFrom("jobs")
       .select(["workflow_id", "request_id", "owner_id", "status", "steps", "error", "review", "created_at", "updated_at"])
-      .where("workflow_id", "=", workflowId.toLowerCase())
+      .where("workflow_id", "=", id)
       .executeTakeFirst(),
   );
+  let view: Omit<JobView, "output"> & { owner_id: string; review: boolean };
+  if (row) {
+    view = {
+      workflow_id: row.workflow_id,
+      request_id: row.request_id,
+      owner_id: row.owner_id,
+      review: row.review,
+      status: row.status,
+      steps: row.steps,
+      error: row.error ?? null,
+      created_at: new Date(row.created_at).toISOString(),
+      updated_at: new Date(row.updated_at).toISOString(),
+    };
+  } else {
+    // Just submitted and not projected yet: answer from the aggregate itself, so a poll
+    // right after the 202 never sees a 404.
+    const { state } = await storeOf(deps).load(id);
+    if (state.status === "none") throw missing();
+    view = {
+      workflow_id: id,
+      request_id: state.spec.requestId,
+      owner_id: state.spec.ownerId,
+      review: state.spec.review,
+      status: state.status,
+      steps: stepsView(state),
+      error: state.error ?? null,
+      created_at: state.submittedAt,
+      updated_at: state.updatedAt,
+    };
+  }
   // Another tenant's job is indistinguishable from no job.
-  if (!row || row.owner_id !== principal.ownerId) throw missing();
+  if (view.owner_id !== principal.ownerId) throw missing();
   let output: JobView["output"] = null;
-  if (row.status === "complete") {
+  if (view.status === "complete") {
     if (!deps.objects) throw new AppError("unavailable", "objects_unavailable", "object storage is not configured");
-    const result = jobResult.safeParse(await getJson(deps.objects, artifactKeys.result(row.request_id)));
+    const result = jobResult.safeParse(await getJson(deps.objects, artifactKeys.result(view.request_id)));
     if (!result.success) throw new AppError("unavailable", "result_unavailable", "the job's result is not readable right now");
-    const reviewed = row.review ? reviewedResult.safeParse(await getJson(deps.objects, artifactKeys.reviewed(row.request_id))) : undefined;
+    const reviewed = view.review ? reviewedResult.safeParse(await getJson(deps.objects, artifactKeys.reviewed(view.request_id))) : undefined;
     output = { result: result.data, reviewed_result: reviewed?.success ? reviewed.data : null };
   }
-  return {
-    workflow_id: row.workflow_id,
-    request_id: row.request_id,
-    status: row.status,
-    steps: row.steps,
-    output,
-    error: row.error ?? null,
-    created_at: new Date(row.created_at).toISOString(),
-    updated_at: new Date(row.updated_at).toISOString(),
-  };
+  const { owner_id: _owner, review: _review, ...rest } = view;
+  return { ...rest, output };
 }
 
 const errorResponses = {
