@@ -1,0 +1,83 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type Browser } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodeWav } from "../shared/audio/wav";
+import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
+import { startStack, type Stack } from "./support/stack";
+import { fixture } from "./realtime-support";
+
+/**
+ * The demo end to end in Debian's Chromium (headless): the page asks the demo backend
+ * for a session token, opens the socket with ?access_token=, streams the fake
+ * microphone (jfk.wav through --use-file-for-fake-audio-capture) and must show
+ * transcript text from the embedded engine.
+ */
+let stack: Stack;
+let gateway: RealtimeGateway;
+let browser: Browser | undefined;
+let dir: string;
+
+beforeAll(async () => {
+  stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6" });
+  const { key } = await stack.issueKey("pro");
+  // The demo's backend holds a key (RT_DEMO_API_KEY); issued keys exist only once the
+  // stack runs, so this gateway is started with the key in its config.
+  const config = { ...stack.config, realtime: { ...stack.config.realtime, demoApiKey: key } };
+  gateway = await startRealtimeGateway(
+    { config, nats: stack.nats, db: stack.db, logger: stack.runtime.ctx.logger, router: stack.runtime.ctx.router },
+    { port: 0, host: "127.0.0.1", fetch: stack.runtime.ctx.slots.httpFetch },
+  );
+  dir = mkdtempSync(join(tmpdir(), "rt-demo-"));
+  // speech then 2 s of silence, so the looping fake microphone has a pause between repeats
+  const jfk = fixture("jfk.wav");
+  const audio = new Int16Array(jfk.length + 32000);
+  audio.set(jfk);
+  writeFileSync(join(dir, "mic.wav"), encodeWav(audio, 16000));
+});
+afterAll(async () => {
+  await browser?.close().catch(() => undefined);
+  await gateway?.stop();
+  await stack?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("demo page in headless Chromium", () => {
+  it("streams the microphone and shows live transcripts", async () => {
+    browser = await chromium.launch({
+      executablePath: "/usr/bin/chromium",
+      headless: true,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--autoplay-policy=no-user-gesture-required",
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        `--use-file-for-fake-audio-capture=${join(dir, "mic.wav")}`,
+      ],
+    });
+    const context = await browser.newContext({ permissions: ["microphone"] });
+    const page = await context.newPage();
+    const sockets: string[] = [];
+    page.on("websocket", (ws) => sockets.push(ws.url()));
+    await page.goto(`http://127.0.0.1:${gateway.port}/demo`);
+    await page.click("#start");
+    await page.waitForFunction(() => document.getElementById("status-text")!.textContent!.startsWith("listening"), undefined, { timeout: 20_000 });
+    await page.waitForFunction(() => document.querySelectorAll("#transcripts li").length > 0, undefined, { timeout: 90_000, polling: 250 });
+    const lines = await page.$$eval("#transcripts li", (els) => els.map((e) => e.textContent ?? ""));
+    const text = lines.join(" ").toLowerCase();
+    const expected = ["so", "my", "fellow", "americans", "ask", "not", "what", "your", "country", "can", "do", "for", "you"];
+    expect(expected.filter((w) => text.split(/\W+/).includes(w)).length, text).toBeGreaterThanOrEqual(2);
+    // the browser authenticated with a session token in the URL, never a key
+    expect(sockets[0]).toMatch(/[?&]access_token=rt_/);
+    expect(sockets[0]).not.toMatch(/sk-/);
+    await page.click("#stop");
+    await page.waitForFunction(() => document.getElementById("status-text")!.textContent!.startsWith("closed 1000"), undefined, { timeout: 45_000 });
+  });
+});
