@@ -11,17 +11,19 @@ import { startTelemetry, stopTelemetry } from "../../shared/telemetry";
 /**
  * `stt` — the one CLI.
  *   stt serve              run the services of STT_SERVICES (default: all, one process)
- *   stt migrate            declare streams/consumers and run Postgres migrations
+ *   stt migrate            declare the JetStream streams and run the Postgres migrations
  *   stt rebuild <name|all> drop a read model and rebuild it from the log
  */
 const usage = "usage: stt serve | stt migrate | stt rebuild <projection|all>";
 
 async function main(argv: string[]): Promise<number> {
   const [command = "serve", arg] = argv;
-  const bootLogger = createLogger((process.env.LOG_LEVEL as "info") ?? "info");
-  const embedded = command === "serve" ? await startEmbedded(process.env, process.env.DATA_DIR ?? ".data", bootLogger) : undefined;
-  const dataDir = process.env.DATA_DIR ?? ".data";
-  const secrets = command === "serve" ? embeddedSecrets(process.env, dataDir, bootLogger) : {};
+  // Parsed once before the embedded processes start (fail fast, and their data dir),
+  // then again with the addresses and secrets they provide.
+  const boot = loadConfig(process.env);
+  const bootLogger = createLogger(boot.logLevel, { svc: "stt" });
+  const embedded = command === "serve" ? await startEmbedded(process.env, boot.dataDir, bootLogger) : undefined;
+  const secrets = command === "serve" ? embeddedSecrets(process.env, boot.dataDir, bootLogger) : {};
   const config = loadConfig(process.env, {
     ...secrets,
     NATS_URL: embedded?.natsUrl ?? process.env.NATS_URL,
