@@ -111,7 +111,9 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
     const fields = parseFields(form);
     const bytes = new Uint8Array(await fields.file.arrayBuffer());
     Object.assign(audit, { model: fields.model, responseFormat: fields.responseFormat, bytes: bytes.byteLength });
+    const decodeStarted = performance.now();
     const audio = await decodeAudio(bytes, { maxSeconds: principal.limits.maxAudioSecondsPerRequest });
+    const decodeMs = performance.now() - decodeStarted;
     audit.audioSeconds = audio.durationSeconds;
     await checkQuota(deps, principal, audio.durationSeconds);
     const out = await deps.router!.transcribe({
@@ -151,6 +153,8 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
     c.header("Content-Type", rendered.contentType);
     c.header("X-Worker-Id", out.workerId);
     c.header("X-Fallback-Used", out.fallbackUsed ? "1" : "0");
+    // Where the time went (bench/segment.ts reads it): decode, worker(s), whole handler.
+    c.header("Server-Timing", `decode;dur=${decodeMs.toFixed(2)}, worker;dur=${out.workerMs.toFixed(2)}, total;dur=${(performance.now() - started).toFixed(2)}`);
     return c.body(rendered.body, 200);
   } catch (err) {
     const e = toAppError(err);

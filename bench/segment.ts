@@ -1,0 +1,156 @@
+/**
+ * Segment-plane benchmark: `npx tsx bench/segment.ts` (needs NATS and Postgres, as the
+ * tests do; `source scripts/setup.sh` first on a fresh machine).
+ *
+ * 1. The embedded PocketSphinx engine's real-time factor (processing seconds per audio
+ *    second) on the labelled speech clips: one process sequentially, then the pool
+ *    (one process per core) with every clip in flight at once.
+ * 2. The gateway's own overhead per POST /v1/audio/transcriptions: client-observed
+ *    latency minus the worker time the gateway reports in Server-Timing, p50/p99, and
+ *    requests per second, with a zero-cost worker (a real NATS worker service whose
+ *    engine returns an empty transcript at once) so nothing but the gateway, NATS
+ *    request/reply, auth, rate limiting, decode and the usage/audit appends is measured.
+ *
+ * Options (env): BENCH_REQUESTS (default 1000), BENCH_CONCURRENCY (default 8),
+ * BENCH_PART=engine|gateway to run one half.
+ */
+import { readFile } from "node:fs/promises";
+import { availableParallelism } from "node:os";
+import { execFileSync } from "node:child_process";
+import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
+import { startWorkerService } from "../services/transcriber/worker-service";
+import { decodeAudio } from "../shared/audio/decode";
+import { encodeWav } from "../shared/audio/wav";
+import { createLogger } from "../shared/logger";
+import type { TranscriptionEngine } from "../shared/workers/types";
+import { wordErrorRate } from "../shared/workers/wer";
+import { startStack } from "../test/support/stack";
+
+const LIBRI = "/usr/share/pocketsphinx/test/data/librivox";
+const FIX = "/work/shared/fixtures/audio";
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1000);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
+const AUDIO_ONLY = process.env.BENCH_PART === "engine";
+const GATEWAY_ONLY = process.env.BENCH_PART === "gateway";
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+
+async function labelledClips() {
+  const lines = (await readFile(`${LIBRI}/transcription`, "utf8")).split("\n").filter(Boolean);
+  const clips = lines.map((l) => {
+    const m = /^(.*)\(([^)]+)\)\s*$/.exec(l)!;
+    return { name: m[2]!, path: `${LIBRI}/${m[2]}.wav`, ref: m[1]!.replace(/<\/?s>/g, "").trim() };
+  });
+  const jfk = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country.";
+  clips.push({ name: "jfk.wav", path: `${FIX}/jfk.wav`, ref: jfk });
+  clips.push({ name: "jfk.mp3", path: `${FIX}/jfk.mp3`, ref: jfk });
+  clips.push({ name: "ldc93s1.wav", path: `${FIX}/ldc93s1.wav`, ref: "She had your dark suit in greasy wash water all year." });
+  return Promise.all(clips.map(async (c) => ({ ...c, pcm: (await decodeAudio(await readFile(c.path))).pcm })));
+}
+
+async function benchEngine() {
+  const clips = await labelledClips();
+  const audio = clips.reduce((a, c) => a + c.pcm.length / 16_000, 0);
+  console.log(`\n== Embedded PocketSphinx engine: ${clips.length} clips, ${audio.toFixed(1)} s of speech`);
+  const one = await createPocketsphinxEngine({ processes: 1 });
+  await one.transcribe({ pcm: clips[0]!.pcm }); // first touch
+  let busy = 0;
+  let libriErr = 0;
+  let libriWords = 0;
+  for (const c of clips) {
+    const t0 = performance.now();
+    const r = await one.transcribe({ pcm: c.pcm });
+    const s = (performance.now() - t0) / 1000;
+    busy += s;
+    const w = wordErrorRate(c.ref, r.text);
+    if (c.path.startsWith(LIBRI)) {
+      libriErr += w.errors;
+      libriWords += w.referenceWords;
+    }
+    console.log(`  ${c.name.padEnd(48)} ${(c.pcm.length / 16_000).toFixed(1).padStart(5)} s  RTF ${(s / (c.pcm.length / 16_000)).toFixed(2)}  WER ${(w.wer * 100).toFixed(1).padStart(5)}%`);
+  }
+  await one.close();
+  console.log(`  one process, sequential: RTF ${(busy / audio).toFixed(3)}`);
+  console.log(`  LibriVox WER: ${((libriErr / libriWords) * 100).toFixed(1)}% over ${libriWords} words`);
+  const n = availableParallelism();
+  const pool = await createPocketsphinxEngine({ processes: n });
+  const t0 = performance.now();
+  await Promise.all(clips.map((c) => pool.transcribe({ pcm: c.pcm })));
+  const wall = (performance.now() - t0) / 1000;
+  await pool.close();
+  console.log(`  pool of ${n}, all clips in flight: ${wall.toFixed(2)} s wall for ${audio.toFixed(1)} s → aggregate RTF ${(wall / audio).toFixed(3)}`);
+}
+
+/** A worker engine that costs nothing: only the gateway's own work is left to measure. */
+function zeroCostEngine(): TranscriptionEngine {
+  return {
+    kind: "zero",
+    models: ["stt-1"],
+    realTimeFactor: 0.01,
+    concurrency: 1024,
+    warm: () => true,
+    transcribe: async (r) => ({ task: "transcribe", language: "en", duration: r.pcm.length / 16_000, text: "", segments: [], words: [] }),
+    close: async () => undefined,
+  };
+}
+
+async function benchGateway() {
+  const stack = await startStack({ WORKER_EMBEDDED: "none", LOG_LEVEL: "error" });
+  const worker = await startWorkerService({ nats: stack.nats, engine: zeroCostEngine(), id: "zero-cost", heartbeatMs: 1000, logger: createLogger("error") });
+  try {
+    const keys: string[] = [];
+    const perKey = 100; // pro allows 120 requests per minute per key
+    const need = Math.ceil((REQUESTS * 2 + 200) / perKey);
+    for (let i = 0; i < need; i++) keys.push((await stack.issueKey("pro", `bench-${i}`)).key);
+    let next = 0;
+    const wav = encodeWav(new Int16Array(16_000).map((_, i) => Math.round(2000 * Math.sin(i / 7))));
+    const mp3 = execFileSync("ffmpeg", ["-v", "error", "-f", "wav", "-i", "pipe:0", "-f", "mp3", "pipe:1"], { input: wav });
+
+    const run = async (label: string, file: Uint8Array, name: string, total: number, concurrency = CONCURRENCY) => {
+      const overhead: number[] = [];
+      const latency: number[] = [];
+      let issued = 0;
+      const t0 = performance.now();
+      const one = async () => {
+        while (issued < total) {
+          issued++;
+          const key = keys[next++ % keys.length]!;
+          const form = new FormData();
+          form.set("file", new Blob([new Uint8Array(file)]), name);
+          form.set("response_format", "json");
+          const s = performance.now();
+          const res = await stack.fetch("/v1/audio/transcriptions", { method: "POST", body: form, headers: { authorization: `Bearer ${key}` } });
+          await res.arrayBuffer();
+          const ms = performance.now() - s;
+          if (res.status !== 200) throw new Error(`${label}: HTTP ${res.status}`);
+          const worker = Number(/worker;dur=([\d.]+)/.exec(res.headers.get("server-timing") ?? "")?.[1] ?? 0);
+          latency.push(ms);
+          overhead.push(ms - worker);
+        }
+      };
+      await Promise.all(Array.from({ length: concurrency }, one));
+      const secs = (performance.now() - t0) / 1000;
+      console.log(
+        `  ${label.padEnd(30)} ${String(total).padStart(5)} req, concurrency ${concurrency}: ${(total / secs).toFixed(0)} req/s; ` +
+          `latency p50 ${pct(latency, 50).toFixed(1)} ms p99 ${pct(latency, 99).toFixed(1)} ms; ` +
+          `gateway overhead (latency − worker) p50 ${pct(overhead, 50).toFixed(1)} ms p99 ${pct(overhead, 99).toFixed(1)} ms`,
+      );
+    };
+    console.log(`\n== Gateway overhead with a zero-cost worker (1 s clip, response_format json)`);
+    await run("warm-up", wav, "clip.wav", 100);
+    await run("WAV 16 kHz PCM16 (no ffmpeg)", wav, "clip.wav", Math.floor(REQUESTS / 3), 1);
+    await run("WAV 16 kHz PCM16 (no ffmpeg)", wav, "clip.wav", REQUESTS);
+    await run("MP3 (ffmpeg decode)", mp3, "clip.mp3", Math.max(50, Math.floor(REQUESTS / 10)), 1);
+    await run("MP3 (ffmpeg decode)", mp3, "clip.mp3", Math.max(50, Math.floor(REQUESTS / 5)));
+  } finally {
+    await worker.stop();
+    await stack.stop();
+  }
+}
+
+if (!GATEWAY_ONLY) await benchEngine();
+if (!AUDIO_ONLY) await benchGateway();
+process.exit(0);
