@@ -1,0 +1,259 @@
+/**
+ * Realtime plane benchmark: N concurrent WebSocket sessions streaming real speech in
+ * real time from this process against the whole service (`stt serve`, all services,
+ * one port) running in a separate process on the local NATS and Postgres.
+ *
+ *   npx tsx bench/realtime.ts [--sessions 10,25,50] [--seconds 30] [--frame-ms 40]
+ *                             [--ps-processes 1]
+ *
+ * Per round it prints:
+ * - held: sessions that streamed to the end and closed 1000 with every byte recorded
+ *   by the gateway (rt.session.closed audio_ms == audio sent) — "no frame loss" also
+ *   requires no 1013 closes and the VAD consumers drained at the end;
+ * - speech-stopped → transcript: p50/p99 of (completed received − speech_stopped
+ *   received − worker_ms), i.e. our pipeline's latency without engine time (worker_ms
+ *   includes queueing in the engine pool), and the same with engine time;
+ * - memory per session: server RSS with N sessions open minus RSS before, over N
+ *   (the PocketSphinx worker processes are separate and not counted);
+ * - server CPU over the round.
+ * The engine is the embedded PocketSphinx pool (`--ps-processes`, default 1, leaving a
+ * core for the plane); it is the bottleneck for transcripts, not for audio intake.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import WebSocket from "ws";
+import { connectNats, destroyTopology } from "../shared/nats";
+import { loadConfig } from "../shared/config";
+import { createDb, dropSchema } from "../shared/db/index";
+import { pcm16MonoFromWav } from "../shared/audio/wav";
+
+const args = new Map<string, string>();
+for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
+const rounds = (args.get("sessions") ?? "10,25,50").split(",").map(Number);
+const seconds = Number(args.get("seconds") ?? 30);
+const frameMs = Number(args.get("frame-ms") ?? 40);
+const psProcesses = args.get("ps-processes") ?? "1";
+
+const id = randomBytes(4).toString("hex");
+const prefix = `b${id}`;
+const schema = `b_${id}`;
+const adminToken = `admin-${randomBytes(8).toString("hex")}`;
+const base = loadConfig(process.env);
+
+function startServer(): Promise<{ proc: ChildProcess; port: number }> {
+  const proc = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "serve"], {
+    env: {
+      ...process.env,
+      STT_SERVICES: "all",
+      HOST: "127.0.0.1",
+      PORT: "0",
+      LOG_LEVEL: "info",
+      NATS_PREFIX: prefix,
+      DATABASE_SCHEMA: schema,
+      DATA_DIR: `/tmp/stt-bench-${id}`,
+      GATEWAY_ADMIN_TOKEN: adminToken,
+      GATEWAY_SESSION_TOKEN_SECRET: randomBytes(16).toString("hex"),
+      POCKETSPHINX_PROCESSES: psProcesses,
+      // generous timeouts: under load utterances queue for the engine
+      POCKETSPHINX_REAL_TIME_FACTOR: "20",
+      RT_TRANSCRIBE_CONCURRENCY: psProcesses,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  return new Promise((resolve, reject) => {
+    let log = "";
+    const onData = (c: Buffer) => {
+      log += c.toString();
+      const m = /"msg":"stt is up".*?"port":(\d+)/.exec(log);
+      if (m) resolve({ proc, port: Number(m[1]) });
+      if (log.length > 1e6) log = log.slice(-1e5);
+    };
+    proc.stdout!.on("data", onData);
+    proc.stderr!.on("data", onData);
+    proc.on("exit", (code) => reject(new Error(`server exited ${code}: ${log.slice(-2000)}`)));
+  });
+}
+
+function procStat(pid: number) {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)![1]);
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  const ticks = Number(stat[11]) + Number(stat[12]);
+  return { rssMb: rssKb / 1024, cpuSeconds: ticks / 100 };
+}
+
+const pct = (xs: number[], p: number) => {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+
+interface SessionRun {
+  ws: WebSocket;
+  sessionId?: string;
+  sentBytes: number;
+  offset: number;
+  events: { type: string; t: number; item_id?: string; worker_ms?: number }[];
+  close?: { code: number; reason: string };
+  closed: Promise<void>;
+}
+
+async function main() {
+  const jfk = pcm16MonoFromWav(readFileSync("/work/shared/fixtures/audio/jfk.wav"))!;
+  // speech then 1.5 s of silence, looped
+  const loop = new Int16Array(jfk.length + 24000);
+  loop.set(jfk);
+  const loopBytes = new Uint8Array(loop.buffer);
+  const frameBytes = (16000 * 2 * frameMs) / 1000;
+
+  const { proc, port } = await startServer();
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const nats = await connectNats({ url: base.nats.url, prefix, declare: false });
+  const closedAudio = new Map<string, number>();
+  nats.nc.subscribe(`${prefix}.rt.evt.>`, {
+    callback: (_e, m) => {
+      try {
+        const e = m.json() as { type: string; data: { session_id: string; audio_ms: number } };
+        if (e.type === "rt.session.closed") closedAudio.set(e.data.session_id, e.data.audio_ms);
+      } catch {
+        /* not JSON */
+      }
+    },
+  });
+
+  console.log(`realtime bench: ${seconds} s of speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, server pid ${proc.pid}`);
+  console.log("sessions | held | closes | lost ms | vad pending | stopped→transcript p50/p99 (minus engine) | with engine p50/p99 | completed/failed | MB/session | server CPU");
+  try {
+    for (const n of rounds) {
+      const keys: string[] = [];
+      for (let i = 0; i < Math.ceil(n / 10); i++) {
+        const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+          body: JSON.stringify({ plan: "pro", owner_id: `bench-${i}` }),
+        });
+        keys.push(((await res.json()) as { data: { key: string } }).data.key);
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+      const before = procStat(proc.pid!);
+      const sessions: SessionRun[] = [];
+      for (let i = 0; i < n; i++) {
+        const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, { headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` } });
+        const s: SessionRun = { ws, sentBytes: 0, offset: Math.floor(Math.random() * (loopBytes.length / frameBytes)) * frameBytes, events: [], closed: undefined as never };
+        s.closed = new Promise<void>((resolve) => {
+          ws.on("close", (code, reason) => {
+            s.close = { code, reason: reason.toString() };
+            resolve();
+          });
+          ws.on("error", () => resolve());
+        });
+        ws.on("message", (data) => {
+          const e = JSON.parse(data.toString());
+          if (e.type === "session.created") s.sessionId = e.session_id;
+          s.events.push({ type: e.type, t: performance.now(), item_id: e.item_id, worker_ms: e.worker_ms });
+        });
+        await new Promise<void>((resolve) => {
+          ws.once("open", () => resolve());
+          ws.once("error", () => resolve());
+          ws.once("unexpected-response", () => resolve());
+        });
+        sessions.push(s);
+      }
+      const open = sessions.filter((s) => s.ws.readyState === WebSocket.OPEN);
+      // stream in real time: one timer for every session
+      const start = performance.now();
+      let ticks = 0;
+      let peak = before;
+      await new Promise<void>((resolve) => {
+        const timer = setInterval(() => {
+          const due = Math.floor((performance.now() - start) / frameMs);
+          while (ticks < due) {
+            ticks++;
+            for (const s of open) {
+              if (s.ws.readyState !== WebSocket.OPEN) continue;
+              const from = (s.offset + s.sentBytes) % loopBytes.length;
+              const frame = loopBytes.subarray(from, Math.min(loopBytes.length, from + frameBytes));
+              s.ws.send(frame);
+              s.sentBytes += frame.length;
+            }
+          }
+          if (ticks % Math.round(5000 / frameMs) === 0) peak = procStat(proc.pid!);
+          if (performance.now() - start >= seconds * 1000) {
+            clearInterval(timer);
+            resolve();
+          }
+        }, Math.max(5, frameMs / 2));
+      });
+      peak = procStat(proc.pid!);
+      for (const s of open) if (s.ws.readyState === WebSocket.OPEN) s.ws.send(JSON.stringify({ type: "session.close" }));
+      await Promise.race([Promise.all(open.map((s) => s.closed)), new Promise((r) => setTimeout(r, 60_000))]);
+      await new Promise((r) => setTimeout(r, 500));
+      const after = procStat(proc.pid!);
+
+      let vadPending = 0;
+      for (let p = 0; p < base.realtime.vadPartitions; p++) {
+        const info = await nats.jsm.consumers.info(`${prefix.toUpperCase()}_RT_AUDIO`, `vad_p${p}`).catch(() => null);
+        vadPending += (info?.num_pending ?? 0) + (info?.num_ack_pending ?? 0);
+      }
+      const closes = new Map<string, number>();
+      let lostMs = 0;
+      let held = 0;
+      const pipeline: number[] = [];
+      const total: number[] = [];
+      let completed = 0;
+      let failed = 0;
+      for (const s of sessions) {
+        const key = s.close ? `${s.close.code}${s.close.reason ? ` ${s.close.reason}` : ""}` : "refused";
+        closes.set(key, (closes.get(key) ?? 0) + 1);
+        const sentMs = Math.round(s.sentBytes / 32);
+        const recorded = s.sessionId ? closedAudio.get(s.sessionId) : undefined;
+        const lost = recorded === undefined ? sentMs : Math.max(0, sentMs - recorded);
+        lostMs += lost;
+        if (s.close?.code === 1000 && lost <= 1) held++;
+        for (const e of s.events) {
+          if (e.type.endsWith(".completed")) completed++;
+          if (e.type.endsWith(".failed")) failed++;
+          if (!e.type.endsWith(".completed")) continue;
+          const stopped = s.events.find((x) => x.type === "input_audio_buffer.speech_stopped" && x.item_id === e.item_id);
+          if (!stopped) continue;
+          total.push(e.t - stopped.t);
+          pipeline.push(e.t - stopped.t - (e.worker_ms ?? 0));
+        }
+      }
+      const cpu = ((after.cpuSeconds - before.cpuSeconds) / ((performance.now() - start) / 1000)) * 100;
+      console.log(
+        [
+          n,
+          held,
+          [...closes].map(([k, v]) => `${k}×${v}`).join(","),
+          lostMs,
+          vadPending,
+          `${pct(pipeline, 50).toFixed(0)}/${pct(pipeline, 99).toFixed(0)} ms`,
+          `${pct(total, 50).toFixed(0)}/${pct(total, 99).toFixed(0)} ms`,
+          `${completed}/${failed}`,
+          ((peak.rssMb - before.rssMb) / Math.max(1, open.length)).toFixed(2),
+          `${cpu.toFixed(0)}%`,
+        ].join(" | "),
+      );
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+  } finally {
+    proc.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 1500));
+    if (proc.exitCode === null) proc.kill("SIGKILL");
+    await destroyTopology(nats).catch(() => undefined);
+    await nats.close();
+    const db = createDb({ ...base.db, schema });
+    await dropSchema(db, schema).catch(() => undefined);
+    await db.destroy();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
