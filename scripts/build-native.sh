@@ -17,7 +17,7 @@ build_ps_worker() {
   mkdir -p build
   printf '\033[1;34m[setup]\033[0m building %s\n' "$bin" >&2
   # shellcheck disable=SC2046
-  cc -O2 -o "$bin.tmp" "$src" $(pkg-config --cflags --libs pocketsphinx)
+  cc -O2 -o "$bin.tmp" "$src" $(pkg-config --cflags --libs pocketsphinx) -lm
   mv -f "$bin.tmp" "$bin"
 }
 

@@ -100,6 +100,21 @@ describe("embedded PocketSphinx engine on real speech", () => {
     }
   });
 
+  it("uses the prompt as vocabulary biasing for that request only", async () => {
+    const { pcm } = await decodeAudio(await readFile(`${LIBRI}/sense_and_sensibility_01_austen_64kb-0870.wav`));
+    const plain = await engine.transcribe({ pcm });
+    const biased = await engine.transcribe({ pcm, prompt: "Mister John Dashwood, prudently." });
+    const after = await engine.transcribe({ pcm });
+    console.log(`no prompt: ${plain.text}\nprompt:    ${biased.text}`);
+    expect(plain.words.map((w) => w.word)).not.toContain("dashwood");
+    expect(biased.words.map((w) => w.word)).toContain("dashwood");
+    expect(biased.words.map((w) => w.word)).toContain("prudently");
+    const ref = "and mister john dashwood had then leisure to consider how much there might be prudently in his power to do for them";
+    expect(wordErrorRate(ref, biased.text).wer).toBeLessThan(wordErrorRate(ref, plain.text).wer);
+    // the next request without a prompt is not affected
+    expect(after.text).toBe(plain.text);
+  });
+
   it("transcribes silence and an empty clip without error (empty text)", async () => {
     const silence = await engine.transcribe({ pcm: new Int16Array(16_000) });
     expect(silence.duration).toBe(1);

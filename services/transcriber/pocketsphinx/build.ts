@@ -22,7 +22,7 @@ export async function ensurePocketsphinxBinary(binary = defaultPocketsphinxBinar
   await mkdir(dirname(binary), { recursive: true });
   const { stdout: flags } = await run("pkg-config", ["--cflags", "--libs", "pocketsphinx"]);
   const tmp = `${binary}.${process.pid}.tmp`;
-  await run("cc", ["-O2", "-o", tmp, pocketsphinxSource, ...flags.trim().split(/\s+/)]);
+  await run("cc", ["-O2", "-o", tmp, pocketsphinxSource, ...flags.trim().split(/\s+/), "-lm"]);
   await run("mv", ["-f", tmp, binary]);
   return binary;
 }

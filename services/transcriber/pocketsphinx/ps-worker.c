@@ -7,10 +7,10 @@
  *   request  (binary, little-endian):
  *     uint32 magic 0x31535350 ("PSS1")
  *     uint32 n_samples       16 kHz mono signed 16-bit samples that follow
- *     uint32 prompt_bytes    UTF-8 prompt (vocabulary hint) that follows; may be 0
+ *     uint32 prompt_bytes    UTF-8 prompt (biases recognition, see biased_search); may be 0
  *     prompt bytes, then n_samples * 2 bytes of PCM
  *   response (text): one JSON line
- *     {"segments":[{"start":s,"end":s,"words":[{"w":"..","s":..,"e":..,"p":..}]}]}
+ *     {"segments":[{"words":[{"w":"..","s":..,"e":..,"p":..}]}],"promptWords":n}
  *     or {"error":"..."}
  *
  * Requests are independent: the live CMN estimate is seeded from each clip.
@@ -21,7 +21,7 @@
  * pocketsphinx_continuous does; word frames are counted from the start of the
  * stream, so times are seconds from the start of the clip (frame rate -frate, 100/s).
  *
- * Prompt: see apply_prompt (vocabulary extension from the dictionary).
+ * Prompt: see biased_search (per-request language-model biasing).
  */
 #include <pocketsphinx.h>
 #include <sphinxbase/ngram_model.h>
@@ -31,6 +31,8 @@
 #include <sphinxbase/cmn.h>
 #include <sphinxbase/fe.h>
 #include <ctype.h>
+#include <math.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,27 +113,57 @@ static void emit_utterance(ps_decoder_t *ps, int frate) {
 }
 
 /*
- * Vocabulary from the prompt: a prompt word that the pronunciation dictionary knows
- * but the language model lacks is added to the language model (as a unigram) so the
- * recogniser can produce it. The vocabulary only grows; words are never removed, so
- * one tenant's prompt can only ever make more English words recognisable for others.
+ * Prompt biasing: the prompt's words that the pronunciation dictionary knows become a
+ * small unigram language model, interpolated with the general one (weight
+ * PROMPT_WEIGHT) in a search built for this request only; the default search is
+ * restored afterwards, so one request's prompt never affects another's. Building the
+ * biased search costs a few hundred milliseconds, paid only by requests with a prompt.
  */
-static int apply_prompt(ps_decoder_t *ps, char *prompt) {
-  ngram_model_t *lm = ps_get_lm(ps, ps_get_search(ps));
-  if (lm == NULL) return 0;
-  int added = 0;
+#define PROMPT_WEIGHT 0.15f
+#define MAX_PROMPT_WORDS 128
+
+static int biased_search(ps_decoder_t *ps, cmd_ln_t *config, const char *default_search, char *prompt) {
+  ngram_model_t *base = ps_get_lm(ps, default_search);
+  if (base == NULL) return 0;
+  char *words[MAX_PROMPT_WORDS];
+  int n = 0;
   char *save = NULL;
-  const char *sep = " \t\r\n,.;:!?\"()";
-  for (char *tok = strtok_r(prompt, sep, &save); tok; tok = strtok_r(NULL, sep, &save)) {
+  const char *sep = " \t\r\n,.;:!?\"()[]{}";
+  for (char *tok = strtok_r(prompt, sep, &save); tok && n < MAX_PROMPT_WORDS; tok = strtok_r(NULL, sep, &save)) {
     for (char *c = tok; *c; c++) *c = (char)tolower((unsigned char)*c);
-    if (ngram_wid(lm, tok) != ngram_unknown_wid(lm)) continue;
+    if (!strcmp(tok, "<s>") || !strcmp(tok, "</s>")) continue;
     char *phones = ps_lookup_word(ps, tok);
     if (phones == NULL) continue;
-    if (ps_add_word(ps, tok, phones, TRUE) >= 0) added++;
     ckd_free(phones);
-    if (added >= 64) break;
+    int dup = 0;
+    for (int i = 0; i < n; i++) if (!strcmp(words[i], tok)) dup = 1;
+    if (!dup) words[n++] = tok;
   }
-  return added;
+  if (n == 0) return 0;
+  char path[] = "/tmp/ps-prompt-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return 0;
+  FILE *f = fdopen(fd, "w");
+  double lp = log10(1.0 / (n + 1));
+  fprintf(f, "\\data\\\nngram 1=%d\n\n\\1-grams:\n-99.0 <s> 0.0\n%.4f </s> 0.0\n", n + 2, lp);
+  for (int i = 0; i < n; i++) fprintf(f, "%.4f %s 0.0\n", lp, words[i]);
+  fprintf(f, "\n\\end\\\n");
+  fclose(f);
+  ngram_model_t *plm = ngram_model_read(config, path, NGRAM_ARPA, ps_get_logmath(ps));
+  unlink(path);
+  if (plm == NULL) return 0;
+  ngram_model_t *models[2] = { ngram_model_retain(base), plm };
+  char *names[2] = { "general", "prompt" };
+  float32 weights[2] = { 1.0f - PROMPT_WEIGHT, PROMPT_WEIGHT };
+  ngram_model_t *set = ngram_model_set_init(config, models, names, weights, 2);
+  if (set == NULL) return 0;
+  int ok = ps_set_lm(ps, "prompt", set) >= 0;
+  ngram_model_free(set); /* the search holds its own reference */
+  if (!ok || ps_set_search(ps, "prompt") < 0) {
+    ps_set_search(ps, default_search);
+    return 0;
+  }
+  return n;
 }
 
 /*
@@ -180,6 +212,8 @@ int main(int argc, char **argv) {
   ps_decoder_t *ps = ps_init(config);
   if (ps == NULL) { printf("{\"error\":\"model load failed\"}\n"); fflush(stdout); return 2; }
   int frate = cmd_ln_int32_r(config, "-frate");
+  char default_search[64];
+  snprintf(default_search, sizeof default_search, "%s", ps_get_search(ps));
   /* Live cepstral mean normalisation adapts across utterances; restoring the start-up
    * estimate before every request makes each request independent of the ones before
    * it (same clip, same text, whichever tenant came first). */
@@ -206,7 +240,7 @@ int main(int argc, char **argv) {
     prompt[plen] = 0;
     if (n > cap) { cap = n; pcm = realloc(pcm, cap * sizeof(int16_t)); }
     if (n && read_full(pcm, (size_t)n * 2) < 0) break;
-    if (plen) apply_prompt(ps, prompt);
+    int biased = plen ? biased_search(ps, config, default_search, prompt) : 0;
 
     cmn_live_set(feat->cmn_struct, clip_cmn_mean(mean_fe, pcm, n, cmn_clip_vec, ncep) ? cmn_clip_vec : cmn_init_vec);
     first_segment = 1;
@@ -228,7 +262,11 @@ int main(int argc, char **argv) {
     }
     ps_end_utt(ps);
     if (utt_started) emit_utterance(ps, frate);
-    printf("]}\n");
+    printf("],\"promptWords\":%d}\n", biased);
+    if (biased) {
+      ps_set_search(ps, default_search);
+      ps_unset_search(ps, "prompt");
+    }
     fflush(stdout);
   }
   ps_free(ps);
