@@ -27,7 +27,9 @@ import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types"
  * needs with a 50% margin and 250 ms of transport, and any clip the plan allows can
  * be transcribed. The fallback provider's factor is configured
  * (FALLBACK_REAL_TIME_FACTOR). For short clips the rule reduces to the spec's 800 ms
- * per attempt and ~1.6 s wall clock.
+ * per attempt and ~1.6 s wall clock. When clips are already queued at the chosen
+ * worker (in flight ≥ its concurrency), the factor is multiplied by
+ * 1 + ⌊in-flight / concurrency⌋: they run first.
  *
  * Circuit breaker (for realtime admission): `breakerThreshold` consecutive requests
  * that fail outright open it for `breakerOpenMs`; the first request after that
@@ -149,7 +151,10 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       const failures: string[] = [];
       let primaryTimeout = 0;
       if (worker) {
-        primaryTimeout = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, clipSeconds, worker.realTimeFactor);
+        // Clips already queued at that worker run first: scale the engine's share.
+        const ahead = Math.max(localInFlight.get(worker.id) ?? 0, worker.inFlight);
+        const queueFactor = 1 + Math.floor(ahead / Math.max(1, worker.concurrency));
+        primaryTimeout = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, clipSeconds, worker.realTimeFactor * queueFactor);
         try {
           const result = await postToWorker(worker, request, primaryTimeout);
           consecutiveFailures = 0;
