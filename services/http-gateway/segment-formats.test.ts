@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import type { VerboseTranscription } from "../../schemas/transcription";
+import { renderTranscription } from "./segment-formats";
+
+const result: VerboseTranscription = {
+  task: "transcribe",
+  language: "en",
+  duration: 3725.5,
+  text: "Hello there. General Kenobi.",
+  segments: [
+    { id: 0, seek: 0, start: 0, end: 1.25, text: " Hello there.", tokens: [], temperature: 0, avg_logprob: 0, compression_ratio: 1, no_speech_prob: 0 },
+    { id: 1, seek: 0, start: 3723.0015, end: 3725.5, text: " General Kenobi.", tokens: [], temperature: 0, avg_logprob: 0, compression_ratio: 1, no_speech_prob: 0 },
+  ],
+  words: [],
+};
+
+describe("segment response formats", () => {
+  it("srt: numbered cues, comma milliseconds, hours", () => {
+    expect(renderTranscription(result, "srt").body).toBe(
+      "1\n00:00:00,000 --> 00:00:01,250\nHello there.\n\n2\n01:02:03,002 --> 01:02:05,500\nGeneral Kenobi.\n\n",
+    );
+  });
+  it("vtt: WEBVTT header, dot milliseconds", () => {
+    const r = renderTranscription(result, "vtt");
+    expect(r.contentType).toMatch(/^text\/vtt/);
+    expect(r.body).toBe("WEBVTT\n\n00:00:00.000 --> 00:00:01.250\nHello there.\n\n01:02:03.002 --> 01:02:05.500\nGeneral Kenobi.\n\n");
+  });
+  it("text, json and verbose_json", () => {
+    expect(renderTranscription(result, "text").body).toBe("Hello there. General Kenobi.\n");
+    expect(JSON.parse(renderTranscription(result, "json").body)).toEqual({ text: result.text, usage: { type: "duration", seconds: 3726 } });
+    expect(JSON.parse(renderTranscription(result, "verbose_json").body)).toEqual(result);
+  });
+  it("an empty transcript still renders valid files", () => {
+    const empty = { ...result, text: "", segments: [] };
+    expect(renderTranscription(empty, "srt").body).toBe("");
+    expect(renderTranscription(empty, "vtt").body).toBe("WEBVTT\n\n");
+  });
+});

@@ -1,0 +1,32 @@
+import { describe, expect, it } from "vitest";
+import { modelsUrl, normaliseVerbose, transcriptionsUrl } from "./openai-client";
+import { attemptTimeoutMs } from "./router";
+
+describe("OpenAI-compatible client helpers", () => {
+  it("accepts base URLs with or without /v1 and full endpoint URLs", () => {
+    expect(transcriptionsUrl("http://h:8000")).toBe("http://h:8000/v1/audio/transcriptions");
+    expect(transcriptionsUrl("http://h:8000/v1/")).toBe("http://h:8000/v1/audio/transcriptions");
+    expect(transcriptionsUrl("https://x/openai/v1/audio/transcriptions")).toBe("https://x/openai/v1/audio/transcriptions");
+    expect(modelsUrl("http://h:8000")).toBe("http://h:8000/v1/models");
+  });
+  it("normalises a plain json answer to one segment covering the clip", () => {
+    const r = normaliseVerbose({ text: " hi there " }, 2.5);
+    expect(r).toMatchObject({ text: "hi there", duration: 2.5, language: "en", words: [] });
+    expect(r.segments).toEqual([expect.objectContaining({ id: 0, start: 0, end: 2.5, text: " hi there " })]);
+  });
+  it("keeps upstream segments and words, dropping unknown fields", () => {
+    const r = normaliseVerbose(
+      { text: "a b", language: "english", duration: 1, segments: [{ id: 7, start: 0, end: 1, text: " a b", extra: true }], words: [{ word: "a", start: 0, end: 0.4, x: 1 }] },
+      1,
+    );
+    expect(r.segments[0]).toMatchObject({ id: 0, start: 0, end: 1, text: " a b" });
+    expect(r.words).toEqual([{ word: "a", start: 0, end: 0.4 }]);
+  });
+});
+
+describe("per-attempt timeout rule", () => {
+  it("is the budget for short clips on fast workers and grows for slow engines", () => {
+    expect(attemptTimeoutMs(800, 3, 0.1)).toBe(800);
+    expect(attemptTimeoutMs(800, 60, 1)).toBe(90_250);
+  });
+});
