@@ -6,6 +6,7 @@ import { ensureConsumer, type Nats } from "../../shared/nats";
 import { stepCommand, type StepCommand, type StepKind } from "../../schemas/jobs";
 import type { ActiveJob } from "./job";
 import type { JobStore } from "./job-store";
+import { createStepLeases } from "./step-lease";
 
 /**
  * The shared shell of every step consumer (fetcher, slicer, transcriber, aggregator,
@@ -57,20 +58,49 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
     deliver: "all",
   });
   const aborter = new AbortController();
+  const leases = createStepLeases(() => nats.kv("leases"), { ttlMs: 2 * options.ackWaitMs });
+
+  /** The command's step, when it is still wanted: job alive, step current and not done. */
+  const wanted = async (command: StepCommand): Promise<{ job?: ActiveJob; unknown?: boolean }> => {
+    const { state } = await store.load(command.workflowId);
+    if (state.status === "none") return { unknown: true };
+    const step = state.steps[command.step];
+    if (state.status === "errored" && kind !== "webhook") return {};
+    if (!step || step.attempt !== command.attempt || step.status === "complete" || step.status === "errored") return {};
+    return { job: state };
+  };
 
   const handle = async (msg: JsMsg): Promise<Outcome> => {
     const parsed = stepCommand.safeParse(safeJson(msg));
     if (!parsed.success) return terminate("malformed step command");
     const command = parsed.data;
-    const { state } = await store.load(command.workflowId);
-    if (state.status === "none") return terminate("unknown job");
-    const step = state.steps[command.step];
-    if (state.status === "errored" && kind !== "webhook") return ack();
-    if (!step || step.attempt !== command.attempt || step.status === "complete" || step.status === "errored") return ack();
+    const first = await wanted(command);
+    if (first.unknown) return terminate("unknown job");
+    if (!first.job) return ack();
     const delivery = msg.info.deliveryCount;
-    const log = logger.child({ workflowId: command.workflowId, step: command.step, delivery });
+    const log = logger.child({ workflowId: command.workflowId, step: command.step, attempt: command.attempt, delivery, seq: msg.seq });
+    let lease;
     try {
+      lease = await leases.acquire(command.workflowId, command.step);
+    } catch (err) {
+      // Running elsewhere right now: look again later, without spending an attempt.
+      log.debug("step busy elsewhere");
+      return retry(Math.min(options.ackWaitMs, 5000), toAppError(err).code);
+    }
+    // Another replica may have finished it between the first look and the lease.
+    const again = await wanted(command).catch(async (err) => {
+      await lease.release();
+      throw err;
+    });
+    if (!again.job) {
+      await lease.release();
+      return ack();
+    }
+    const state = again.job;
+    try {
+      log.debug("step running");
       await options.run(state, command, aborter.signal);
+      log.debug("step done");
       return ack();
     } catch (err) {
       if (aborter.signal.aborted) return retry(0, "shutting down");
@@ -87,6 +117,8 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
         now: options.now().toISOString(),
       });
       return final ? ack() : retry(options.backoffMs(delivery), e.code);
+    } finally {
+      await lease.release();
     }
   };
 
