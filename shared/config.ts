@@ -76,7 +76,7 @@ const envSchema = z.object({
   SEGMENT_MAX_UPLOAD_BYTES: int.min(1).default(25 * 1024 * 1024),
   WORKER_ID: optionalString,
   POCKETSPHINX_PROCESSES: int.min(0).default(0),
-  POCKETSPHINX_REAL_TIME_FACTOR: num.positive().default(1),
+  POCKETSPHINX_REAL_TIME_FACTOR: num.positive().default(2),
   WHISPER_REAL_TIME_FACTOR: num.positive().default(1),
   WORKER_OPENAI_REAL_TIME_FACTOR: num.positive().default(0.1),
   FALLBACK_REAL_TIME_FACTOR: num.positive().default(0.1),

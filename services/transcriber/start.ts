@@ -25,6 +25,12 @@ export async function startTranscriber(ctx: ServiceContext): Promise<RunningServ
   const start = async (engine: TranscriptionEngine) => {
     const id = w.workerId ? `${w.workerId}-${engine.kind}` : workerIdFor(engine.kind);
     running.push(await startWorkerService({ nats: ctx.nats, engine, id, heartbeatMs: w.heartbeatMs, logger }));
+    // The planes that start after us (and their first requests) should find the worker
+    // warm in this process's router: wait (briefly) until the registry watch has it.
+    const until = Date.now() + 2000;
+    while (ctx.router?.workers && !ctx.router.workers().some((a) => a.id === id && a.warm) && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
   };
   try {
     if (w.embedded === "pocketsphinx") {

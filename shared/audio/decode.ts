@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { AppError } from "../errors";
 import { pcm16MonoFromWav, TARGET_SAMPLE_RATE } from "./wav";
@@ -50,7 +50,26 @@ function tooLong(maxSeconds: number, actual?: number): AppError {
   });
 }
 
+// At most this many ffmpeg processes per Node process; more decodes wait their turn
+// (a burst of MP3 uploads should not fork hundreds of processes on a small host).
+const MAX_DECODERS = Math.max(2, availableParallelism() * 2);
+let activeDecoders = 0;
+const waitingDecoders: (() => void)[] = [];
+
 async function runFfmpeg(bytes: Uint8Array, options: DecodeOptions): Promise<Int16Array> {
+  // A finishing decode hands its slot straight to the next waiter.
+  if (activeDecoders >= MAX_DECODERS) await new Promise<void>((r) => waitingDecoders.push(r));
+  else activeDecoders++;
+  try {
+    return await runFfmpegNow(bytes, options);
+  } finally {
+    const next = waitingDecoders.shift();
+    if (next) next();
+    else activeDecoders--;
+  }
+}
+
+async function runFfmpegNow(bytes: Uint8Array, options: DecodeOptions): Promise<Int16Array> {
   const dir = await mkdtemp(join(tmpdir(), "stt-decode-"));
   const input = join(dir, "input");
   try {

@@ -45,6 +45,8 @@ export interface WorkerRouter {
   available(): boolean;
   /** Seconds until the breaker half-opens, for Retry-After. */
   retryAfterSeconds(): number;
+  /** Workers with a fresh heartbeat, as the registry shows them (the NATS router has it). */
+  workers?(): WorkerAnnouncement[];
 }
 
 /** What one worker engine is asked to do: a clip and the request's hints. */
@@ -76,4 +78,5 @@ export interface TranscriptionEngine {
   close(): Promise<void>;
 }
 
-export type { WorkerAnnouncement } from "../../schemas/segment";
+import type { WorkerAnnouncement } from "../../schemas/segment";
+export type { WorkerAnnouncement };

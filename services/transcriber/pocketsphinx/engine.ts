@@ -132,7 +132,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
   return {
     kind: "pocketsphinx",
     models: options.models ?? ["stt-1", "pocketsphinx-en-us"],
-    realTimeFactor: options.realTimeFactor ?? 1,
+    realTimeFactor: options.realTimeFactor ?? 2,
     concurrency: size,
     warm: () => !closed && procs.some((p) => p.ready),
     transcribe(request) {
