@@ -10,9 +10,13 @@
  * - held: sessions that streamed to the end and closed 1000 with every byte recorded
  *   by the gateway (rt.session.closed audio_ms == audio sent) — "no frame loss" also
  *   requires no 1013 closes and the VAD consumers drained at the end;
+ * - VAD decision: speech_stopped received − the moment the client sent the audio that
+ *   let the VAD decide (end of speech + silence_duration_ms): gateway → JetStream → VAD
+ *   → JetStream → gateway → client under load;
  * - speech-stopped → transcript: p50/p99 of (completed received − speech_stopped
- *   received − worker_ms), i.e. our pipeline's latency without engine time (worker_ms
- *   includes queueing in the engine pool), and the same with engine time;
+ *   received − worker_ms − queue_ms), i.e. our pipeline without engine time (worker_ms:
+ *   in the router; queue_ms: waiting for a transcription slot behind other utterances,
+ *   which is engine capacity), the engine wait on its own, and the total;
  * - memory per session: server RSS with N sessions open minus RSS before, over N
  *   (the PocketSphinx worker processes are separate and not counted);
  * - server CPU over the round.
@@ -75,6 +79,14 @@ function startServer(): Promise<{ proc: ChildProcess; port: number }> {
   });
 }
 
+async function stopServer(proc: ChildProcess) {
+  if (proc.exitCode !== null) return;
+  const exited = new Promise((r) => proc.once("exit", r));
+  proc.kill("SIGTERM");
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+  if (proc.exitCode === null) proc.kill("SIGKILL");
+}
+
 function procStat(pid: number) {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)![1]);
@@ -94,9 +106,25 @@ interface SessionRun {
   sessionId?: string;
   sentBytes: number;
   offset: number;
-  events: { type: string; t: number; item_id?: string; worker_ms?: number }[];
+  events: { type: string; t: number; item_id?: string; worker_ms?: number; queue_ms?: number; audio_end_ms?: number }[];
   close?: { code: number; reason: string };
+  refused?: string;
   closed: Promise<void>;
+  /** (bytes sent so far, time) after each frame: when a timeline position left the client. */
+  sendLog: [number, number][];
+}
+
+/** performance.now() at which the byte at `offset` of the session's audio was sent. */
+function sentAt(s: SessionRun, offset: number): number | undefined {
+  let lo = 0;
+  let hi = s.sendLog.length - 1;
+  if (hi < 0 || s.sendLog[hi]![0] < offset) return undefined;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (s.sendLog[mid]![0] >= offset) hi = mid;
+    else lo = mid + 1;
+  }
+  return s.sendLog[lo]![1];
 }
 
 async function main() {
@@ -107,9 +135,7 @@ async function main() {
   const loopBytes = new Uint8Array(loop.buffer);
   const frameBytes = (16000 * 2 * frameMs) / 1000;
 
-  const { proc, port } = await startServer();
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const nats = await connectNats({ url: base.nats.url, prefix, declare: false });
+  const nats = await connectNats({ url: base.nats.url, prefix });
   const closedAudio = new Map<string, number>();
   nats.nc.subscribe(`${prefix}.rt.evt.>`, {
     callback: (_e, m) => {
@@ -122,10 +148,16 @@ async function main() {
     },
   });
 
-  console.log(`realtime bench: ${seconds} s of speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, server pid ${proc.pid}`);
-  console.log("sessions | held | closes | lost ms | vad pending | stopped→transcript p50/p99 (minus engine) | with engine p50/p99 | completed/failed | MB/session | server CPU");
+  console.log(`realtime bench: ${seconds} s of speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, a fresh server per round`);
+  console.log("sessions | held | closes | lost ms | vad pending | VAD decision p50/p99 | stopped→transcript p50/p99 minus engine (wait+work) | engine wait p50/p99 | stopped→transcript with engine p50/p99 | completed/failed | MB/session | server CPU");
+  let proc: ChildProcess | undefined;
   try {
     for (const n of rounds) {
+      const server = await startServer();
+      proc = server.proc;
+      const port = server.port;
+      const pid = server.proc.pid!;
+      const baseUrl = `http://127.0.0.1:${port}`;
       const keys: string[] = [];
       for (let i = 0; i < Math.ceil(n / 10); i++) {
         const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
@@ -136,11 +168,11 @@ async function main() {
         keys.push(((await res.json()) as { data: { key: string } }).data.key);
       }
       await new Promise((r) => setTimeout(r, 1000));
-      const before = procStat(proc.pid!);
+      const before = procStat(pid);
       const sessions: SessionRun[] = [];
       for (let i = 0; i < n; i++) {
         const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, { headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` } });
-        const s: SessionRun = { ws, sentBytes: 0, offset: Math.floor(Math.random() * (loopBytes.length / frameBytes)) * frameBytes, events: [], closed: undefined as never };
+        const s: SessionRun = { ws, sentBytes: 0, offset: Math.floor(Math.random() * (loopBytes.length / frameBytes)) * frameBytes, events: [], closed: undefined as never, sendLog: [] };
         s.closed = new Promise<void>((resolve) => {
           ws.on("close", (code, reason) => {
             s.close = { code, reason: reason.toString() };
@@ -151,12 +183,19 @@ async function main() {
         ws.on("message", (data) => {
           const e = JSON.parse(data.toString());
           if (e.type === "session.created") s.sessionId = e.session_id;
-          s.events.push({ type: e.type, t: performance.now(), item_id: e.item_id, worker_ms: e.worker_ms });
+          s.events.push({ type: e.type, t: performance.now(), item_id: e.item_id, worker_ms: e.worker_ms, queue_ms: e.queue_ms, audio_end_ms: e.audio_end_ms });
         });
         await new Promise<void>((resolve) => {
           ws.once("open", () => resolve());
           ws.once("error", () => resolve());
-          ws.once("unexpected-response", () => resolve());
+          ws.once("unexpected-response", (_req, res) => {
+            let body = "";
+            res.on("data", (c: Buffer) => (body += c));
+            res.on("end", () => {
+              s.refused = `${res.statusCode} ${(() => { try { return JSON.parse(body).error.code; } catch { return ""; } })()}`;
+              resolve();
+            });
+          });
         });
         sessions.push(s);
       }
@@ -176,20 +215,22 @@ async function main() {
               const frame = loopBytes.subarray(from, Math.min(loopBytes.length, from + frameBytes));
               s.ws.send(frame);
               s.sentBytes += frame.length;
+              s.sendLog.push([s.sentBytes, performance.now()]);
             }
           }
-          if (ticks % Math.round(5000 / frameMs) === 0) peak = procStat(proc.pid!);
+          if (ticks % Math.round(5000 / frameMs) === 0) peak = procStat(pid);
           if (performance.now() - start >= seconds * 1000) {
             clearInterval(timer);
             resolve();
           }
         }, Math.max(5, frameMs / 2));
       });
-      peak = procStat(proc.pid!);
+      peak = procStat(pid);
       for (const s of open) if (s.ws.readyState === WebSocket.OPEN) s.ws.send(JSON.stringify({ type: "session.close" }));
       await Promise.race([Promise.all(open.map((s) => s.closed)), new Promise((r) => setTimeout(r, 60_000))]);
-      await new Promise((r) => setTimeout(r, 500));
-      const after = procStat(proc.pid!);
+      // the gateway appends rt.session.closed after flushing a session's publishes
+      for (let i = 0; i < 100 && open.some((s) => s.sessionId && !closedAudio.has(s.sessionId)); i++) await new Promise((r) => setTimeout(r, 100));
+      const after = procStat(pid);
 
       let vadPending = 0;
       for (let p = 0; p < base.realtime.vadPartitions; p++) {
@@ -200,11 +241,13 @@ async function main() {
       let lostMs = 0;
       let held = 0;
       const pipeline: number[] = [];
+      const decision: number[] = [];
+      const queued: number[] = [];
       const total: number[] = [];
       let completed = 0;
       let failed = 0;
       for (const s of sessions) {
-        const key = s.close ? `${s.close.code}${s.close.reason ? ` ${s.close.reason}` : ""}` : "refused";
+        const key = s.refused ? `refused ${s.refused}` : s.close ? `${s.close.code}${s.close.reason ? ` ${s.close.reason}` : ""}` : "open";
         closes.set(key, (closes.get(key) ?? 0) + 1);
         const sentMs = Math.round(s.sentBytes / 32);
         const recorded = s.sessionId ? closedAudio.get(s.sessionId) : undefined;
@@ -212,13 +255,20 @@ async function main() {
         lostMs += lost;
         if (s.close?.code === 1000 && lost <= 1) held++;
         for (const e of s.events) {
+          if (e.type === "input_audio_buffer.speech_stopped" && e.audio_end_ms !== undefined) {
+            // the VAD can decide once silence_duration_ms (500) of silence after the last
+            // voiced frame has arrived; audio_end_ms is that frame's end + 200 ms
+            const sent = sentAt(s, (e.audio_end_ms - 200 + 500) * 32);
+            if (sent !== undefined) decision.push(e.t - sent);
+          }
           if (e.type.endsWith(".completed")) completed++;
           if (e.type.endsWith(".failed")) failed++;
           if (!e.type.endsWith(".completed")) continue;
           const stopped = s.events.find((x) => x.type === "input_audio_buffer.speech_stopped" && x.item_id === e.item_id);
           if (!stopped) continue;
           total.push(e.t - stopped.t);
-          pipeline.push(e.t - stopped.t - (e.worker_ms ?? 0));
+          pipeline.push(e.t - stopped.t - (e.worker_ms ?? 0) - (e.queue_ms ?? 0));
+          queued.push(e.queue_ms ?? 0);
         }
       }
       const cpu = ((after.cpuSeconds - before.cpuSeconds) / ((performance.now() - start) / 1000)) * 100;
@@ -229,19 +279,21 @@ async function main() {
           [...closes].map(([k, v]) => `${k}×${v}`).join(","),
           lostMs,
           vadPending,
+          `${pct(decision, 50).toFixed(0)}/${pct(decision, 99).toFixed(0)} ms`,
           `${pct(pipeline, 50).toFixed(0)}/${pct(pipeline, 99).toFixed(0)} ms`,
+          `${pct(queued, 50).toFixed(0)}/${pct(queued, 99).toFixed(0)} ms`,
           `${pct(total, 50).toFixed(0)}/${pct(total, 99).toFixed(0)} ms`,
           `${completed}/${failed}`,
           ((peak.rssMb - before.rssMb) / Math.max(1, open.length)).toFixed(2),
           `${cpu.toFixed(0)}%`,
         ].join(" | "),
       );
-      await new Promise((r) => setTimeout(r, 2000));
+      await stopServer(proc);
+      proc = undefined;
+      await new Promise((r) => setTimeout(r, 1000));
     }
   } finally {
-    proc.kill("SIGTERM");
-    await new Promise((r) => setTimeout(r, 1500));
-    if (proc.exitCode === null) proc.kill("SIGKILL");
+    if (proc) await stopServer(proc);
     await destroyTopology(nats).catch(() => undefined);
     await nats.close();
     const db = createDb({ ...base.db, schema });

@@ -139,6 +139,8 @@ export const transcriptionCompleted = z.object({
   fallback_used: z.boolean(),
   /** Milliseconds spent in the worker(s); the rest of the latency is ours. */
   worker_ms: z.number().int().nonnegative(),
+  /** Milliseconds the utterance waited for a transcription slot (stored command → router call). */
+  queue_ms: z.number().int().nonnegative(),
 });
 export const transcriptionFailed = z.object({
   type: z.literal("conversation.item.input_audio_transcription.failed"),

@@ -102,6 +102,32 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   const sessions = new Set<Session>();
   const sockets = new Set<WebSocket<SocketData>>();
 
+  const openSocketSession = (ws: WebSocket<SocketData>, data: SocketData) => {
+    const session = openSession(
+      data.admission,
+      {
+        send: (text) => ws.send(text, false),
+        bufferedAmount: () => ws.getBufferedAmount(),
+        end: (code, reason) => ws.end(code, reason),
+      },
+      {
+        nats,
+        logger: log,
+        gatewayId,
+        partitions: rt.vadPartitions,
+        maxFrameBytes: rt.maxFrameBytes,
+        maxPendingAcks: rt.maxPendingAcks,
+        backpressureGraceMs: rt.backpressureGraceMs,
+        maxClientBufferBytes: rt.maxClientBufferBytes,
+        defaultTurnDetection,
+        now: () => now().getTime(),
+        onClosed: (s) => sessions.delete(s),
+      },
+    );
+    data.session = session;
+    sessions.add(session);
+  };
+
   const app = uWS.App();
   app.ws<SocketData>(REALTIME_PATH, {
     // uWS closes oversize frames 1006 without a close frame: accept up to 2 MiB and close
@@ -138,29 +164,12 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     open: (ws) => {
       sockets.add(ws);
       const data = ws.getUserData();
-      const session = openSession(
-        data.admission,
-        {
-          send: (text) => ws.send(text, false),
-          bufferedAmount: () => ws.getBufferedAmount(),
-          end: (code, reason) => ws.end(code, reason),
-        },
-        {
-          nats,
-          logger: log,
-          gatewayId,
-          partitions: rt.vadPartitions,
-          maxFrameBytes: rt.maxFrameBytes,
-          maxPendingAcks: rt.maxPendingAcks,
-          backpressureGraceMs: rt.backpressureGraceMs,
-          maxClientBufferBytes: rt.maxClientBufferBytes,
-          defaultTurnDetection,
-          now: () => now().getTime(),
-          onClosed: (s) => sessions.delete(s),
-        },
-      );
-      data.session = session;
-      sessions.add(session);
+      try {
+        openSocketSession(ws, data);
+      } catch (err) {
+        log.error("session open failed", { error: (err as Error).message });
+        ws.end(CLOSE.clientError.code, CLOSE.clientError.reason);
+      }
     },
     message: (ws, message, isBinary) => {
       const session = ws.getUserData().session;

@@ -184,7 +184,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     },
   };
   send(created);
-  if (admission.remainingAudioSeconds <= 0) close(CLOSE.audioQuotaExhausted);
+  // after the gateway has registered the session (a close inside `open` would skip cleanup)
+  if (admission.remainingAudioSeconds <= 0) setImmediate(() => close(CLOSE.audioQuotaExhausted));
 
   /** Ends the socket with a close code; cleanup happens in `closed`. */
   function close(reason: CloseReason) {

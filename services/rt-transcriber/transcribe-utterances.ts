@@ -50,8 +50,9 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
     const busy = inFlight.get(command.session_id) ?? 0;
     if (busy >= command.max_concurrent_utterances) return retry(WAIT_FOR_SLOT_MS, "session at maxConcurrentUtterances");
     inFlight.set(command.session_id, busy + 1);
+    const queueMs = Math.max(0, Math.round(Date.now() - msg.info.timestampNanos / 1e6));
     try {
-      await transcribeOne(options, command, msg.data);
+      await transcribeOne(options, command, msg.data, queueMs);
       return ack();
     } finally {
       const n = (inFlight.get(command.session_id) ?? 1) - 1;
@@ -72,7 +73,7 @@ function parseCommand(msg: JsMsg): UtteranceCommand | null {
   }
 }
 
-async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand, payload: Uint8Array) {
+async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand, payload: Uint8Array, queueMs: number) {
   const pcm = new Int16Array(payload.byteLength >> 1);
   new Uint8Array(pcm.buffer).set(payload.subarray(0, pcm.length * 2));
   const base = { item_id: c.item_id, content_index: 0 as const };
@@ -99,6 +100,7 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
           worker_id: r.workerId,
           fallback_used: r.fallbackUsed,
           worker_ms: Math.round(r.workerMs),
+          queue_ms: queueMs,
         },
       ];
     } catch (err) {

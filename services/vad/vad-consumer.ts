@@ -12,7 +12,6 @@ import {
   type TurnDetection,
   type UtteranceCommand,
 } from "../../schemas/realtime";
-import { appendEvents } from "../../shared/event-store";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import { loadVadEngine, type VadEngine, type VadEvent, type VadSegmenter } from "../../shared/audio/vad";
@@ -85,13 +84,26 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     const log = logger.child({ partition: p });
     const done = (async () => {
       for await (const msg of messages) {
+        // Handled synchronously, in order; the publishes it causes are pipelined (not
+        // awaited one by one, which would cap a partition at a few dozen events per
+        // second) and the message is acked once they are stored.
+        const publishes: Promise<unknown>[] = [];
         try {
-          await handle(msg, engine, sessions, options.defaults ?? defaultTurnDetection, nats, log);
-          msg.ack();
+          handle(msg, engine, sessions, options.defaults ?? defaultTurnDetection, nats, log, publishes);
         } catch (err) {
-          log.warn("vad message failed, will retry", { subject: msg.subject, error: (err as Error).message });
-          msg.nak(500);
+          log.warn("vad message failed", { subject: msg.subject, error: (err as Error).message });
         }
+        if (publishes.length === 0) msg.ack();
+        else
+          Promise.all(publishes).then(
+            () => msg.ack(),
+            (err) => {
+              // Redelivery is harmless (the segmenter skips audio it has seen) but these
+              // events are lost: publishes to the local stream fail only when it is down.
+              log.warn("vad events not stored", { subject: msg.subject, error: (err as Error).message });
+              msg.nak(1000);
+            },
+          );
       }
     })();
     loops.push({
@@ -124,7 +136,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   };
 }
 
-async function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, SessionState>, defaults: TurnDetection, nats: Nats, log: Logger) {
+function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, SessionState>, defaults: TurnDetection, nats: Nats, log: Logger, out: Promise<unknown>[]) {
   const sessionId = msg.headers?.get(AUDIO_HEADERS.session) ?? msg.subject.split(".").at(-1)!;
   const kind = msg.headers?.get(AUDIO_HEADERS.kind) ?? "audio";
   const offset = Number(msg.headers?.get(AUDIO_HEADERS.offset) ?? "NaN");
@@ -156,7 +168,7 @@ async function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, Sessi
       case "commit": {
         const events = state.seg.commit("commit");
         if (events.length === 0) {
-          await publishEvents(nats, sessionId, [
+          publishEvents(nats, sessionId, out, [
             {
               type: "error",
               event_id: `evt_${randomUUID()}`,
@@ -165,16 +177,16 @@ async function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, Sessi
           ]);
           return;
         }
-        await emit(nats, sessionId, state, events);
+        emit(nats, sessionId, state, events, out);
         return;
       }
       case "clear":
         state.seg.clear();
         state.currentItem = null;
-        await publishEvents(nats, sessionId, [{ type: "input_audio_buffer.cleared", event_id: `evt_${randomUUID()}` }]);
+        publishEvents(nats, sessionId, out, [{ type: "input_audio_buffer.cleared", event_id: `evt_${randomUUID()}` }]);
         return;
       case "end":
-        if (c.flush) await emit(nats, sessionId, state, state.seg.commit("close"));
+        if (c.flush) emit(nats, sessionId, state, state.seg.commit("close"), out);
         state.seg.close();
         sessions.delete(sessionId);
         return;
@@ -190,7 +202,7 @@ async function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, Sessi
   const pcm = new Int16Array(bytes.byteLength >> 1);
   new Uint8Array(pcm.buffer).set(bytes.subarray(0, pcm.length * 2));
   const events = state.seg.push(pcm, Number.isFinite(offset) ? offset : undefined);
-  if (events.length) await emit(nats, sessionId, state, events);
+  if (events.length) emit(nats, sessionId, state, events, out);
 }
 
 function newState(engine: VadEngine, td: TurnDetection, o: { language: string | null; prompt: string | null; model: string | null; keyId: string; max: number }): SessionState {
@@ -218,7 +230,7 @@ function lazyState(engine: VadEngine, sessions: Map<string, SessionState>, sessi
 
 const itemId = (sessionId: string, n: number) => `item_${sessionId.slice(5, 17)}_${String(n).padStart(4, "0")}`;
 
-async function emit(nats: Nats, sessionId: string, state: SessionState, events: VadEvent[]) {
+function emit(nats: Nats, sessionId: string, state: SessionState, events: VadEvent[], publishes: Promise<unknown>[]) {
   const out: ServerEvent[] = [];
   for (const e of events) {
     switch (e.kind) {
@@ -241,8 +253,8 @@ async function emit(nats: Nats, sessionId: string, state: SessionState, events: 
           reason: e.reason,
         });
         // events first (so the client sees committed before any transcript), then the command
-        await publishEvents(nats, sessionId, out.splice(0));
-        await publishUtterance(nats, {
+        publishEvents(nats, sessionId, publishes, out.splice(0));
+        publishes.push(publishUtterance(nats, {
           session_id: sessionId,
           item_id: item,
           key_id: state.keyId,
@@ -253,7 +265,7 @@ async function emit(nats: Nats, sessionId: string, state: SessionState, events: 
           model: state.model,
           max_concurrent_utterances: state.maxConcurrentUtterances,
           decided_at: Date.now(),
-        }, e.pcm);
+        }, e.pcm));
         state.previousItem = item;
         state.currentItem = null;
         break;
@@ -264,17 +276,23 @@ async function emit(nats: Nats, sessionId: string, state: SessionState, events: 
       }
     }
   }
-  if (out.length) await publishEvents(nats, sessionId, out);
+  if (out.length) publishEvents(nats, sessionId, publishes, out);
 }
 
-async function publishEvents(nats: Nats, sessionId: string, events: ServerEvent[]) {
-  if (events.length === 0) return;
-  await appendEvents(
-    nats.js,
-    rtEventEnvelope,
-    nats.topology.subjects.rtEvent(sessionId),
-    events.map((e) => ({ type: "rt.server_event" as const, data: e, msgId: `${sessionId}:${e.type}:${"item_id" in e ? e.item_id : "event_id" in e ? e.event_id : randomUUID()}`, metadata: { correlationId: sessionId } })),
-  );
+/**
+ * Publishes session events in order without waiting between them: one connection
+ * keeps them ordered on the wire and in the stream. Deterministic msgIDs dedup repeats.
+ */
+function publishEvents(nats: Nats, sessionId: string, out: Promise<unknown>[], events: ServerEvent[]) {
+  const subject = nats.topology.subjects.rtEvent(sessionId);
+  for (const e of events) {
+    const key = "item_id" in e ? e.item_id : "event_id" in e ? e.event_id : randomUUID();
+    const eventId = `${sessionId}:${e.type}:${key}`;
+    const envelope = rtEventEnvelope.parse({ type: "rt.server_event", data: e, metadata: { eventId, occurredAt: new Date().toISOString(), correlationId: sessionId, version: 1 } });
+    const h = natsHeaders();
+    h.set("Event-Type", envelope.type);
+    out.push(nats.js.publish(subject, JSON.stringify(envelope), { msgID: eventId, headers: h, timeout: 10_000 }));
+  }
 }
 
 async function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array) {

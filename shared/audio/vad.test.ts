@@ -84,4 +84,25 @@ describe("VAD segmenter", () => {
     expect(seg.commit()).toEqual([]);
     seg.close();
   });
+
+  it("skips redelivered audio by offset and realigns after a gap", async () => {
+    const engine = await loadVadEngine();
+    const jfk = load("jfk.wav");
+    const once = engine.createSegmenter(defaultTurnDetection);
+    const twice = engine.createSegmenter(defaultTurnDetection);
+    const a: VadEvent[] = [];
+    const b: VadEvent[] = [];
+    for (let off = 0; off < jfk.length; off += 1600) {
+      const chunk = jfk.subarray(off, off + 1600);
+      a.push(...once.push(chunk, off));
+      b.push(...twice.push(chunk, off));
+      b.push(...twice.push(chunk, off)); // redelivered
+    }
+    expect(b.map((e) => e.kind)).toEqual(a.map((e) => e.kind));
+    expect(twice.position).toBe(jfk.length);
+    twice.push(new Int16Array(160), jfk.length + 16000); // one second lost
+    expect(twice.position).toBe(jfk.length + 16000 + 160);
+    once.close();
+    twice.close();
+  });
 });

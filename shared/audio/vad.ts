@@ -34,7 +34,10 @@ export type VadEvent =
   | { kind: "utterance"; audioStartMs: number; audioEndMs: number; pcm: Int16Array; reason: UtteranceEndReason };
 
 export interface VadSegmenter {
-  /** Feeds samples; `offsetSamples` (timeline position of pcm[0]) realigns after gaps. */
+  /**
+   * Feeds samples; `offsetSamples` (timeline position of pcm[0]) realigns after gaps
+   * and skips audio already consumed (redeliveries).
+   */
   push(pcm: Int16Array, offsetSamples?: number): VadEvent[];
   /** Ends the open utterance now (client commit); [] when no speech is open. */
   commit(reason?: UtteranceEndReason): VadEvent[];
@@ -213,9 +216,14 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
   };
 
   return {
-    push(pcm, offsetSamples) {
+    push(input, offsetSamples) {
+      let pcm = input;
       const events: VadEvent[] = [];
-      if (offsetSamples !== undefined && offsetSamples > position) {
+      if (offsetSamples !== undefined && offsetSamples < position) {
+        // Audio already consumed (a redelivered message): keep only what is new.
+        if (offsetSamples + pcm.length <= position) return events;
+        pcm = pcm.subarray(position - offsetSamples);
+      } else if (offsetSamples !== undefined && offsetSamples > position) {
         // A gap (lost audio or a restarted consumer): drop the partial frame and realign.
         partialLen = 0;
         position = offsetSamples;
