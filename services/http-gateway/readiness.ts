@@ -31,7 +31,7 @@ export async function checkReadiness(ctx: ServiceContext): Promise<Readiness> {
       checks[`projection:${p.name}`] = await projectionLag(ctx, p.name, p.stream, p.filterSubject);
     }
   }
-  checks.realtime = { ok: ctx.config.gateway.enabled, detail: ctx.config.gateway.enabled ? "accepting" : "gateway disabled" };
+  checks.realtime = ctx.slots.realtimeStatus?.() ?? { ok: ctx.config.gateway.enabled, detail: ctx.config.gateway.enabled ? "accepting" : "gateway disabled" };
   const ready = Object.values(checks).every((c) => c.ok);
   return { status: ready ? "ready" : "not_ready", checks };
 }

@@ -45,6 +45,8 @@ export interface RealtimeGateway {
   port: number;
   gatewayId: string;
   openSessions(): number;
+  /** Readiness: would an upgrade be admitted now (switch, upstream)? */
+  status(): { ok: boolean; detail: string };
   /** Stops listening and closes open sessions with 1013 upstream_unavailable (try again elsewhere). */
   stop(): Promise<void>;
 }
@@ -223,6 +225,12 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     port,
     gatewayId,
     openSessions: () => sessions.size,
+    status: () => {
+      if (!config.gateway.enabled) return { ok: false, detail: "gateway disabled (GATEWAY_ENABLED)" };
+      if (flag.disabled()) return { ok: false, detail: "gateway disabled by the operator switch" };
+      if (ctx.router && !ctx.router.available()) return { ok: false, detail: "upstream unavailable (no warm worker or breaker open)" };
+      return { ok: true, detail: `accepting; ${sessions.size} open session${sessions.size === 1 ? "" : "s"}` };
+    },
     async stop() {
       if (stopped) return;
       stopped = true;

@@ -12,5 +12,6 @@ export async function startRealtimeGatewayService(ctx: ServiceContext): Promise<
     { fetch: ctx.slots.httpFetch, now: ctx.now },
   );
   ctx.slots.port = gateway.port;
+  ctx.slots.realtimeStatus = gateway.status;
   return { name: "realtime-gateway", stop: () => gateway.stop() };
 }
