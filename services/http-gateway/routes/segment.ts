@@ -116,7 +116,8 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
     const decodeMs = performance.now() - decodeStarted;
     audit.audioSeconds = audio.durationSeconds;
     await checkQuota(deps, principal, audio.durationSeconds);
-    const out = await deps.router!.transcribe({
+    if (!deps.router) throw new AppError("unavailable", "no_workers", "no transcription workers are configured in this process");
+    const out = await deps.router.transcribe({
       pcm: audio.pcm,
       model: fields.model,
       language: fields.language,
