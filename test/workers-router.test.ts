@@ -7,6 +7,8 @@ import { startWorkerService, type RunningWorker } from "../services/transcriber/
 import { decodeAudio } from "../shared/audio/decode";
 import { createLogger } from "../shared/logger";
 import { connectNats, destroyTopology, type Nats } from "../shared/nats";
+import { workerReply } from "../schemas/segment";
+import { encodeWorkerRequest } from "../shared/workers/protocol";
 import { attemptTimeoutMs, createWorkerRouter, type RunningRouter } from "../shared/workers/router";
 import { startProviderServer, type ProviderServer } from "./workers-provider-server";
 
@@ -150,6 +152,32 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
     expect(err).toMatchObject({ status: 502, code: "transcription_failed" });
     expect(err.message).toMatch(/\d+ ms/);
     expect(primaryA.requests).toHaveLength(1);
+  });
+
+  it("more worker processes simply join: the workerAny queue group spreads requests over them", async () => {
+    reset();
+    const seen = new Map<string, number>();
+    for (let i = 0; i < 16; i++) {
+      const msg = await nats.nc.request(
+        nats.topology.subjects.workerAny,
+        encodeWorkerRequest({ requestId: `r${i}`, samples: second.length }, second),
+        { timeout: 5000 },
+      );
+      const reply = workerReply.parse(msg.json());
+      expect(reply.ok).toBe(true);
+      seen.set(reply.workerId, (seen.get(reply.workerId) ?? 0) + 1);
+    }
+    expect([...seen.keys()].sort()).toEqual(["worker-a", "worker-b"]);
+  });
+
+  it("a stopped worker leaves the registry and is no longer routed to", async () => {
+    reset();
+    const extra = await startOpenAIWorker(primaryA, "worker-gone");
+    await waitFor(() => router.workers().some((w) => w.id === "worker-gone"));
+    await extra.stop();
+    await waitFor(() => !router.workers().some((w) => w.id === "worker-gone"));
+    const r = await router.transcribe({ pcm: second, workerId: "worker-gone" });
+    expect(r.fallbackUsed).toBe(true);
   });
 
   it("the per-attempt timeout grows with the worker's real-time factor and the clip length", () => {
