@@ -73,7 +73,8 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
     if (request.pcm.length === 0) return assemble([], duration, request.language ?? "en");
     const pcm = request.pcm.slice().buffer;
     const job = ctx.transcribeData(pcm, {
-      language: request.language ?? "en",
+      // No hint: a multilingual model detects the language; an English-only one uses en.
+      language: request.language ?? "auto",
       ...(request.prompt ? { prompt: request.prompt } : {}),
       maxLen: 1,
       tokenTimestamps: true,
@@ -84,7 +85,8 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
     request.signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const out = await job.promise;
-      return assemble(out.segments, duration, out.language ?? request.language ?? "en");
+      const language = out.language && out.language !== "auto" ? out.language : request.language ?? "en";
+      return assemble(out.segments, duration, language);
     } catch (err) {
       throw new AppError("upstream", "whisper_failed", `whisper.cpp: ${(err as Error).message}`, { cause: err });
     } finally {
