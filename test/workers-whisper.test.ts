@@ -45,6 +45,8 @@ describe("whisper.cpp worker (Node binding) with a generated tiny ggml model", (
       last = w.start;
     }
     for (const s of r.segments) expect(s.end).toBeLessThanOrEqual(durationSeconds);
+    // no hint: an English-only model answers in English
+    expect((await engine.transcribe({ pcm })).language).toBe("en");
     const empty = await engine.transcribe({ pcm: new Int16Array(0) });
     expect(empty).toMatchObject({ text: "", segments: [], words: [] });
   });
