@@ -1,4 +1,4 @@
-import { access } from "node:fs/promises";
+import { access, open } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import type { TranscriptSegment, TranscriptWord, VerboseTranscription } from "../../schemas/transcription";
@@ -55,6 +55,7 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
   await access(options.modelPath).catch((err) => {
     throw new AppError("validation", "whisper_model_missing", `WHISPER_MODEL_PATH ${options.modelPath} is not a readable file`, { cause: err });
   });
+  const multilingual = await isMultilingual(options.modelPath);
   const binding = loadWhisperBinding();
   binding.WhisperContext.toggleNativeLog?.(false);
   let ctx: NativeContext;
@@ -73,8 +74,8 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
     if (request.pcm.length === 0) return assemble([], duration, request.language ?? "en");
     const pcm = request.pcm.slice().buffer;
     const job = ctx.transcribeData(pcm, {
-      // No hint: a multilingual model detects the language; an English-only one uses en.
-      language: request.language ?? "auto",
+      // No hint: a multilingual model detects the language; an English-only one is en.
+      language: request.language ?? (multilingual ? "auto" : "en"),
       ...(request.prompt ? { prompt: request.prompt } : {}),
       maxLen: 1,
       tokenTimestamps: true,
@@ -113,6 +114,18 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
       await ctx.release();
     },
   };
+}
+
+/** ggml whisper header: magic, then n_vocab; multilingual models have ≥ 51865 tokens. */
+async function isMultilingual(path: string): Promise<boolean> {
+  const file = await open(path, "r");
+  try {
+    const head = Buffer.alloc(8);
+    await file.read(head, 0, 8, 0);
+    return head.readUInt32LE(0) === 0x67676d6c && head.readInt32LE(4) >= 51865;
+  } finally {
+    await file.close();
+  }
 }
 
 /** Token segments (ms) → words → sentence segments (seconds, clamped to the clip). */
