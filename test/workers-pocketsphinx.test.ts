@@ -115,6 +115,24 @@ describe("embedded PocketSphinx engine on real speech", () => {
     expect(after.text).toBe(plain.text);
   });
 
+  it("replaces a crashed engine process; the clip it held fails retryably, later clips succeed", async () => {
+    const { pcm } = await decodeAudio(await readFile(`${FIX}/jfk.wav`));
+    const children = () =>
+      execFileSync("pgrep", ["-P", String(process.pid), "ps-worker"], { encoding: "utf8" }).split("\n").filter(Boolean).map(Number);
+    const before = children();
+    expect(before.length).toBe(2);
+    const inFlight = engine.transcribe({ pcm });
+    await new Promise((r) => setTimeout(r, 300));
+    for (const pid of before) process.kill(pid, "SIGKILL");
+    await expect(inFlight).rejects.toMatchObject({ code: "engine_crashed", retryable: true });
+    const until = Date.now() + 10_000;
+    while (children().filter((p) => !before.includes(p)).length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+    const small = (await decodeAudio(await readFile(`${FIX}/ldc93s1.wav`))).pcm;
+    const r = await engine.transcribe({ pcm: small });
+    expect(r.words.length).toBeGreaterThan(3);
+    expect(engine.warm()).toBe(true);
+  });
+
   it("transcribes silence and an empty clip without error (empty text)", async () => {
     const silence = await engine.transcribe({ pcm: new Int16Array(16_000) });
     expect(silence.duration).toBe(1);
