@@ -109,6 +109,8 @@ interface SessionRun {
   events: { type: string; t: number; item_id?: string; worker_ms?: number; queue_ms?: number; audio_end_ms?: number }[];
   close?: { code: number; reason: string };
   refused?: string;
+  error?: string;
+  opened?: boolean;
   closed: Promise<void>;
   /** (bytes sent so far, time) after each frame: when a timeline position left the client. */
   sendLog: [number, number][];
@@ -178,7 +180,10 @@ async function main() {
             s.close = { code, reason: reason.toString() };
             resolve();
           });
-          ws.on("error", () => resolve());
+          ws.on("error", (err) => {
+            s.error = err.message;
+            resolve();
+          });
         });
         ws.on("message", (data) => {
           const e = JSON.parse(data.toString());
@@ -247,7 +252,7 @@ async function main() {
       let completed = 0;
       let failed = 0;
       for (const s of sessions) {
-        const key = s.refused ? `refused ${s.refused}` : s.close ? `${s.close.code}${s.close.reason ? ` ${s.close.reason}` : ""}` : "open";
+        const key = s.refused ? `refused ${s.refused}` : !s.sessionId ? `no session (${s.error ?? "no session.created"})` : s.close ? `${s.close.code}${s.close.reason ? ` ${s.close.reason}` : ""}` : "open";
         closes.set(key, (closes.get(key) ?? 0) + 1);
         const sentMs = Math.round(s.sentBytes / 32);
         const recorded = s.sessionId ? closedAudio.get(s.sessionId) : undefined;

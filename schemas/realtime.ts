@@ -273,9 +273,14 @@ export const sessionClosed = z.object({
   }),
 });
 
+/** The VAD has handled a graceful end: every utterance of the session is committed. */
+export const sessionFlushed = z.object({
+  type: z.literal("rt.session.flushed"),
+  data: z.object({ session_id: z.string() }),
+});
 export const serverEventRecorded = z.object({ type: z.literal("rt.server_event"), data: serverEvent });
 
-export const rtEvent = z.discriminatedUnion("type", [sessionOpened, sessionClosed, serverEventRecorded]);
+export const rtEvent = z.discriminatedUnion("type", [sessionOpened, sessionClosed, sessionFlushed, serverEventRecorded]);
 export type RtEvent = z.infer<typeof rtEvent>;
 export const rtEventEnvelope = envelopeOf(rtEvent);
 

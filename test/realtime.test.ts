@@ -267,4 +267,18 @@ describe("realtime session (spec 4.6, 6, 7.3)", () => {
     expect(expected.filter((w) => words.includes(w)).length, transcript).toBeGreaterThanOrEqual(2);
     expect(transcript.toLowerCase()).toContain("she had");
   });
+
+  it("session.close commits the open utterance and delivers its transcript before closing 1000", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
+    await c.next("session.created");
+    // speech still going when the client closes: no trailing silence
+    await streamPcm(c, fixture("jfk.wav").subarray(0, 16000 * 2), { speed: Infinity, chunkBytes: 4097 });
+    c.sendJson({ type: "session.close" });
+    expect((await c.closed).code).toBe(1000);
+    const committed = c.events.filter((e) => e.type === "input_audio_buffer.committed");
+    expect(committed.at(-1).reason).toBe("close");
+    for (const m of committed) {
+      expect(c.events.some((e) => (e.type.endsWith(".completed") || e.type.endsWith(".failed")) && e.item_id === m.item_id)).toBe(true);
+    }
+  });
 });

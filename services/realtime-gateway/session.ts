@@ -75,6 +75,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   let turnDetection = deps.defaultTurnDetection;
   let transcription = { language: admission.language, prompt: admission.prompt, model: null as string | null };
   const pendingItems = new Set<string>();
+  let vadFlushed = false; // the VAD has committed everything after session.close
   const aligner = createFrameAligner(2 * admission.channels);
   const resampler = createResampler(admission.sampleRate, INTERNAL_SAMPLE_RATE, admission.channels);
   const subjects = deps.nats.topology.subjects;
@@ -128,12 +129,18 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const subscription: Subscription = deps.nats.nc.subscribe(subjects.rtEvent(sessionId), {
     callback: (err, msg) => {
       if (err) return;
-      let event: ServerEvent | null;
+      let recorded: RtEvent;
       try {
-        event = toServerEvent(rtEventEnvelope.parse(msg.json()));
+        recorded = rtEventEnvelope.parse(msg.json());
       } catch {
         return;
       }
+      if (recorded.type === "rt.session.flushed") {
+        vadFlushed = true;
+        if (gracefulDeadline && pendingItems.size === 0) finish(CLOSE.normal);
+        return;
+      }
+      const event = toServerEvent(recorded);
       if (!event) return;
       if (event.type === "input_audio_buffer.committed") pendingItems.add(event.item_id);
       if (event.type === "conversation.item.input_audio_transcription.completed" || event.type === "conversation.item.input_audio_transcription.failed") {
@@ -143,7 +150,6 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (gracefulDeadline && pendingItems.size === 0 && vadFlushed) finish(CLOSE.normal);
     },
   });
-  let vadFlushed = false;
 
   const control = (message: AudioControl) => publisher.control(message);
   control({
@@ -263,14 +269,10 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
         case "session.close":
           // Flush the open utterance, wait (bounded) for its transcript, then close 1000.
           gracefulDeadline = deps.now() + GRACEFUL_CLOSE_WAIT_MS;
+          // The VAD answers with committed (if speech was open) and then rt.session.flushed;
+          // the socket closes once that has arrived and every committed item has its result.
           control({ kind: "end", flush: true });
           publisher.flush();
-          // The VAD answers the flush with committed (if speech was open); give it a moment
-          // before deciding nothing is pending.
-          setTimeout(() => {
-            vadFlushed = true;
-            if (gracefulDeadline && pendingItems.size === 0) finish(CLOSE.normal);
-          }, 750).unref();
           return;
         default: {
           const never: never = message;

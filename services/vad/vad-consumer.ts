@@ -8,6 +8,7 @@ import {
   rtEventEnvelope,
   UTTERANCE_HEADER,
   type AudioControl,
+  type RtEvent,
   type ServerEvent,
   type TurnDetection,
   type UtteranceCommand,
@@ -186,7 +187,10 @@ function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, SessionStat
         publishEvents(nats, sessionId, out, [{ type: "input_audio_buffer.cleared", event_id: `evt_${randomUUID()}` }]);
         return;
       case "end":
-        if (c.flush) emit(nats, sessionId, state, state.seg.commit("close"), out);
+        if (c.flush) {
+          emit(nats, sessionId, state, state.seg.commit("close"), out);
+          publishRecord(nats, sessionId, out, { type: "rt.session.flushed", data: { session_id: sessionId } }, `${sessionId}:flushed`);
+        }
         state.seg.close();
         sessions.delete(sessionId);
         return;
@@ -284,15 +288,17 @@ function emit(nats: Nats, sessionId: string, state: SessionState, events: VadEve
  * keeps them ordered on the wire and in the stream. Deterministic msgIDs dedup repeats.
  */
 function publishEvents(nats: Nats, sessionId: string, out: Promise<unknown>[], events: ServerEvent[]) {
-  const subject = nats.topology.subjects.rtEvent(sessionId);
   for (const e of events) {
     const key = "item_id" in e ? e.item_id : "event_id" in e ? e.event_id : randomUUID();
-    const eventId = `${sessionId}:${e.type}:${key}`;
-    const envelope = rtEventEnvelope.parse({ type: "rt.server_event", data: e, metadata: { eventId, occurredAt: new Date().toISOString(), correlationId: sessionId, version: 1 } });
-    const h = natsHeaders();
-    h.set("Event-Type", envelope.type);
-    out.push(nats.js.publish(subject, JSON.stringify(envelope), { msgID: eventId, headers: h, timeout: 10_000 }));
+    publishRecord(nats, sessionId, out, { type: "rt.server_event", data: e }, `${sessionId}:${e.type}:${key}`);
   }
+}
+
+function publishRecord(nats: Nats, sessionId: string, out: Promise<unknown>[], event: RtEvent, eventId: string) {
+  const envelope = rtEventEnvelope.parse({ ...event, metadata: { eventId, occurredAt: new Date().toISOString(), correlationId: sessionId, version: 1 } });
+  const h = natsHeaders();
+  h.set("Event-Type", envelope.type);
+  out.push(nats.js.publish(nats.topology.subjects.rtEvent(sessionId), JSON.stringify(envelope), { msgID: eventId, headers: h, timeout: 10_000 }));
 }
 
 async function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array) {
