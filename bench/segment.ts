@@ -16,7 +16,9 @@
  */
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
 import { startWorkerService } from "../services/transcriber/worker-service";
 import { decodeAudio } from "../shared/audio/decode";
@@ -97,14 +99,37 @@ function zeroCostEngine(): TranscriptionEngine {
   };
 }
 
-async function benchGateway() {
+/**
+ * The server half runs in its own process (this file with --serve), so the load
+ * generator does not share the gateway's event loop: it prints {baseUrl, keys} and
+ * stops when its stdin closes.
+ */
+async function serveGateway() {
   const stack = await startStack({ WORKER_EMBEDDED: "none", LOG_LEVEL: "error" });
   const worker = await startWorkerService({ nats: stack.nats, engine: zeroCostEngine(), id: "zero-cost", heartbeatMs: 1000, logger: createLogger("error") });
+  const keys: string[] = [];
+  const perKey = 100; // pro allows 120 requests per minute per key
+  const need = Math.ceil((REQUESTS * 2 + 400) / perKey);
+  for (let i = 0; i < need; i++) keys.push((await stack.issueKey("pro", `bench-${i}`)).key);
+  process.stdout.write(JSON.stringify({ baseUrl: stack.baseUrl, keys }) + "\n");
+  process.stdin.resume();
+  await new Promise((r) => process.stdin.on("end", r));
+  await worker.stop();
+  await stack.stop();
+}
+
+async function benchGateway() {
+  const profile = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+  const server = spawn(process.execPath, [...process.execArgv, ...profile, fileURLToPath(import.meta.url), "--serve"], {
+    stdio: ["pipe", "pipe", "inherit"],
+    env: process.env,
+  });
+  const first = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: server.stdout! }).once("line", resolve);
+    server.once("exit", (code) => reject(new Error(`bench server exited (${code})`)));
+  });
+  const { baseUrl, keys } = JSON.parse(first) as { baseUrl: string; keys: string[] };
   try {
-    const keys: string[] = [];
-    const perKey = 100; // pro allows 120 requests per minute per key
-    const need = Math.ceil((REQUESTS * 2 + 200) / perKey);
-    for (let i = 0; i < need; i++) keys.push((await stack.issueKey("pro", `bench-${i}`)).key);
     let next = 0;
     const wav = encodeWav(new Int16Array(16_000).map((_, i) => Math.round(2000 * Math.sin(i / 7))));
     const mp3 = execFileSync("ffmpeg", ["-v", "error", "-f", "wav", "-i", "pipe:0", "-f", "mp3", "pipe:1"], { input: wav });
@@ -123,7 +148,7 @@ async function benchGateway() {
           form.set("file", new Blob([new Uint8Array(file)]), name);
           form.set("response_format", "json");
           const s = performance.now();
-          const res = await stack.fetch("/v1/audio/transcriptions", { method: "POST", body: form, headers: { authorization: `Bearer ${key}` } });
+          const res = await fetch(`${baseUrl}/v1/audio/transcriptions`, { method: "POST", body: form, headers: { authorization: `Bearer ${key}` } });
           await res.arrayBuffer();
           const ms = performance.now() - s;
           if (res.status !== 200) throw new Error(`${label}: HTTP ${res.status}`);
@@ -143,18 +168,22 @@ async function benchGateway() {
           `(of which in the route handler, outside the worker: p50 ${pct(handler, 50).toFixed(1)} ms)`,
       );
     };
-    console.log(`\n== Gateway overhead with a zero-cost worker (1 s clip, response_format json)`);
+    console.log(`\n== Gateway overhead with a zero-cost worker (1 s clip, response_format json; server in its own process)`);
     await run("warm-up", wav, "clip.wav", 100);
     await run("WAV 16 kHz PCM16 (no ffmpeg)", wav, "clip.wav", Math.floor(REQUESTS / 3), 1);
     await run("WAV 16 kHz PCM16 (no ffmpeg)", wav, "clip.wav", REQUESTS);
     await run("MP3 (ffmpeg decode)", mp3, "clip.mp3", Math.max(50, Math.floor(REQUESTS / 10)), 1);
     await run("MP3 (ffmpeg decode)", mp3, "clip.mp3", Math.max(50, Math.floor(REQUESTS / 5)));
   } finally {
-    await worker.stop();
-    await stack.stop();
+    server.stdin!.end();
+    await new Promise((r) => server.once("exit", r));
   }
 }
 
+if (process.argv.includes("--serve")) {
+  await serveGateway();
+  process.exit(0);
+}
 if (!GATEWAY_ONLY) await benchEngine();
 if (!AUDIO_ONLY) await benchGateway();
 process.exit(0);
