@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { segmentEnvelope } from "../schemas/segment";
 import { encodeWav } from "../shared/audio/wav";
+import { recordUsage } from "../shared/usage";
 import { wordErrorRate } from "../shared/workers/wer";
 import { startStack, type Stack } from "./support/stack";
 
@@ -149,6 +150,29 @@ describe("POST /v1/audio/transcriptions with the embedded PocketSphinx worker", 
     const { streams, subjects } = stack.nats.topology;
     const msg = await stack.nats.jsm.streams.getMessage(streams.segments.name, { last_by_subj: subjects.segmentEvent(free.id) });
     expect(segmentEnvelope.parse(msg!.json())).toMatchObject({ type: "SegmentFailed", data: { code: "audio_too_long" } });
+  });
+
+  it("429 audio_quota_exhausted when the key's billing window is used up", async () => {
+    const spent = await stack.issueKey("free", "tenant-seg-spent");
+    await recordUsage(stack.nats, {
+      keyId: spent.id,
+      ownerId: "tenant-seg-spent",
+      plane: "realtime",
+      audioSeconds: 3600,
+      requests: 1,
+      subjectId: "sess_test",
+      usageId: `spent-${spent.id}`,
+      at: new Date(),
+    });
+    const until = Date.now() + 10_000;
+    while (Date.now() < until) {
+      const row = await stack.db.selectFrom("usage_windows").select("audio_seconds").where("key_id", "=", spent.id).executeTakeFirst();
+      if (row && Number(row.audio_seconds) >= 3600) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const res = await post(formWith(encodeWav(new Int16Array(1600)), "a.wav"), spent.key);
+    expect(res.status).toBe(429);
+    expect(await res.json()).toMatchObject({ error: { code: "audio_quota_exhausted" } });
   });
 
   it("a JSON body is the deprecated job submission: 202 with Deprecation and a Link to /jobs", async () => {
