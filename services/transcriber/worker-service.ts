@@ -68,7 +68,9 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     let reply: WorkerReply;
     try {
       const { header, pcmBytes } = decodeWorkerRequest(msg.data);
-      if (header.deadline !== undefined && Date.now() > header.deadline) {
+      if (!engine.warm()) {
+        reply = { ok: false, workerId: id, code: "worker_cold", message: "the worker's engine is not loaded (cold)" };
+      } else if (header.deadline !== undefined && Date.now() > header.deadline) {
         reply = { ok: false, workerId: id, code: "deadline_passed", message: "the caller's deadline passed before the clip was taken" };
       } else {
         const pcm = header.pullSubject ? await pullPcm(nats.nc, header.pullSubject, header.samples, 5000) : toInt16(pcmBytes);
