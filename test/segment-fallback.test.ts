@@ -24,7 +24,7 @@ describe("POST /v1/audio/transcriptions: primary worker and fallback provider", 
       WORKER_OPENAI_URL: primary.url,
       WORKER_OPENAI_API_KEY: "sk-primary-upstream",
       WORKER_ID: "gpu1",
-      WORKER_HEARTBEAT_MS: "200",
+      WORKER_HEARTBEAT_MS: "500",
       FALLBACK_OPENAI_URL: `${fallback.url}/v1`,
       FALLBACK_OPENAI_API_KEY: "sk-fallback-upstream",
     });

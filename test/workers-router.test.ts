@@ -46,8 +46,8 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
     [primaryA, primaryB, fallback] = await Promise.all([startProviderServer("primary-a"), startProviderServer("primary-b"), startProviderServer("fallback")]);
     await startOpenAIWorker(primaryA, "worker-a");
     await startOpenAIWorker(primaryB, "worker-b");
-    router = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 3 * HEARTBEAT + 500, fallback: { url: fallback.url, apiKey: "sk-fallback-secret" }, logger });
-    noFallbackRouter = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 3 * HEARTBEAT + 500, logger });
+    router = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 5000, fallback: { url: fallback.url, apiKey: "sk-fallback-secret" }, logger });
+    noFallbackRouter = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 5000, logger });
     await waitFor(() => router.workers().filter((w) => w.warm).length === 2);
   });
 

@@ -56,7 +56,7 @@ describe("whisper.cpp worker (Node binding) with a generated tiny ggml model", (
     const logger = createLogger("error");
     const other = await createWhisperEngine({ modelPath: join(dir, "tiny.bin"), threads: 1 });
     const worker = await startWorkerService({ nats, engine: other, id: "whisper-test", heartbeatMs: 200, logger });
-    const router = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 1500, logger });
+    const router = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 5000, logger });
     try {
       const until = Date.now() + 3000;
       while (!router.workers().some((w) => w.id === "whisper-test" && w.warm) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
