@@ -1,3 +1,4 @@
+import { z as zo } from "@hono/zod-openapi";
 import { z } from "zod";
 import { envelopeOf } from "./envelope";
 import { verboseTranscription } from "./transcription";
@@ -26,9 +27,12 @@ export const segmentFields = z.object({
 });
 
 /** The whole form, for the OpenAPI document. */
-export const segmentForm = segmentFields.extend({
-  file: z.any().describe("the speech clip (binary): WAV, MP3, FLAC, OGG/Opus, M4A, WebM, …"),
-});
+export const segmentForm = zo
+  .object({
+    ...segmentFields.shape,
+    file: zo.string().openapi({ type: "string", format: "binary", description: "the speech clip: WAV, MP3, FLAC, OGG/Opus, M4A, WebM, …" }),
+  })
+  .openapi("SegmentTranscriptionForm");
 
 // ---- audit events (stream topology.streams.segments, subject segmentEvent(keyId)) ----
 
