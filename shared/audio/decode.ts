@@ -26,7 +26,7 @@ export interface DecodedAudio {
 export interface DecodeOptions {
   /** Reject clips longer than this many seconds (413 audio_too_long). */
   maxSeconds?: number;
-  /** Kill ffmpeg after this long (default 60 s). */
+  /** Kill ffmpeg after this long (default 60 s + 30 ms per allowed audio second). */
   timeoutMs?: number;
   ffmpegPath?: string;
 }
@@ -77,7 +77,10 @@ async function runFfmpegNow(bytes: Uint8Array, options: DecodeOptions): Promise<
     const args = ["-nostdin", "-hide_banner", "-loglevel", "error", "-i", input, "-vn", "-sn", "-dn"];
     if (options.maxSeconds !== undefined) args.push("-t", String(options.maxSeconds + 1));
     args.push("-ac", "1", "-ar", String(TARGET_SAMPLE_RATE), "-f", "s16le", "-acodec", "pcm_s16le", "pipe:1");
-    const { stdout, stderr, code } = await run(options.ffmpegPath ?? "ffmpeg", args, options.timeoutMs ?? 60_000);
+    const { stdout, stderr, code, timedOut } = await run(options.ffmpegPath ?? "ffmpeg", args, options.timeoutMs ?? 60_000 + (options.maxSeconds ?? 0) * 30);
+    if (timedOut) {
+      throw new AppError("unavailable", "decode_timeout", "decoding the audio took too long; try a shorter clip or a simpler format");
+    }
     if (code !== 0) {
       throw new AppError("unsupported", "unsupported_audio", `the file could not be decoded as audio (${summarise(stderr)})`, {
         param: "file",
@@ -98,12 +101,16 @@ function summarise(stderr: string): string {
   return (line ?? "unknown format").slice(0, 200);
 }
 
-function run(cmd: string, args: string[], timeoutMs: number): Promise<{ stdout: Buffer; stderr: string; code: number | null }> {
+function run(cmd: string, args: string[], timeoutMs: number): Promise<{ stdout: Buffer; stderr: string; code: number | null; timedOut: boolean }> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
     const out: Buffer[] = [];
     let err = "";
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGKILL");
+    }, timeoutMs);
     child.stdout.on("data", (d: Buffer) => out.push(d));
     child.stderr.on("data", (d: Buffer) => {
       if (err.length < 8192) err += d.toString();
@@ -114,7 +121,7 @@ function run(cmd: string, args: string[], timeoutMs: number): Promise<{ stdout: 
     });
     child.on("close", (code) => {
       clearTimeout(timer);
-      resolve({ stdout: Buffer.concat(out), stderr: err, code });
+      resolve({ stdout: Buffer.concat(out), stderr: err, code, timedOut });
     });
   });
 }
