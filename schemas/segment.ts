@@ -84,6 +84,8 @@ export const workerAnnouncement = z.object({
   concurrency: z.number().int().positive(),
   /** Expected processing seconds per audio second. */
   realTimeFactor: z.number().positive(),
+  /** ISO-639-1 codes the engine transcribes; "*" = any. */
+  languages: z.array(z.string()).default(["*"]),
   host: z.string(),
   /** ms since epoch of this heartbeat. */
   at: z.number(),

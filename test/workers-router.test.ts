@@ -175,6 +175,20 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
     expect([...seen.keys()].sort()).toEqual(["worker-a", "worker-b"]);
   });
 
+  it("prefers workers that serve the language hint", async () => {
+    reset();
+    const engine = await createOpenAIEngine({ url: primaryA.url, languages: ["en"], realTimeFactor: 0.05, probeMs: 100 });
+    const enOnly = await startWorkerService({ nats, engine, id: "worker-en-only", heartbeatMs: HEARTBEAT, logger });
+    workers.push(enOnly);
+    await waitFor(() => router.workers().some((w) => w.id === "worker-en-only" && w.warm));
+    expect(router.workers().find((w) => w.id === "worker-en-only")!.languages).toEqual(["en"]);
+    for (let i = 0; i < 8; i++) {
+      const r = await router.transcribe({ pcm: second, language: "de" });
+      expect(r.workerId).not.toBe("worker-en-only");
+    }
+    await enOnly.stop();
+  });
+
   it("a stopped worker leaves the registry and is no longer routed to", async () => {
     reset();
     const extra = await startOpenAIWorker(primaryA, "worker-gone");

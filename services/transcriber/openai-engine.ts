@@ -9,6 +9,8 @@ import type { TranscriptionEngine } from "../../shared/workers/types";
  */
 export interface OpenAIEngineOptions extends OpenAIEndpoint {
   models?: string[];
+  /** ISO-639-1 codes it serves (default any). */
+  languages?: string[];
   realTimeFactor?: number;
   concurrency?: number;
   probeMs?: number;
@@ -34,6 +36,7 @@ export async function createOpenAIEngine(options: OpenAIEngineOptions): Promise<
   return {
     kind: "openai",
     models: options.models ?? (options.model ? [options.model] : ["stt-1"]),
+    languages: options.languages ?? ["*"],
     realTimeFactor: options.realTimeFactor ?? 0.1,
     concurrency: options.concurrency ?? 8,
     warm: () => warm,

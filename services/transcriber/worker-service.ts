@@ -52,6 +52,7 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     id,
     kind: engine.kind,
     models: engine.models,
+    languages: engine.languages ?? ["*"],
     warm: !stopped && engine.warm(),
     inFlight,
     concurrency: engine.concurrency,

@@ -15,7 +15,9 @@ import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types"
  *
  * 1. Primary: a warm worker from the registry. `workerId` pins one; otherwise the
  *    least loaded warm worker (local in-flight count over its concurrency), preferring
- *    workers that list the requested model. A cold or missing primary is not posted.
+ *    workers that serve the language hint, then workers that list the requested
+ *    model (preferences only: any warm worker beats none). A cold or missing primary
+ *    is not posted.
  * 2. Fallback provider (an OpenAI-compatible server), used when the primary timed
  *    out, failed, or was cold/missing. X-Fallback-Used reports it.
  * 3. At most those two attempts; no retry beyond them. Both failing (or no fallback
@@ -86,8 +88,15 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     }
     const warm = registry.list().filter((w) => w.warm);
     if (warm.length === 0) return { reason: "no warm worker is registered" };
-    const forModel = request.model ? warm.filter((w) => w.models.includes(request.model!)) : [];
-    const pool = forModel.length ? forModel : warm;
+    // Preferences, not requirements: any warm worker beats none.
+    const prefer = (pool: WorkerAnnouncement[], ok: (w: WorkerAnnouncement) => boolean) => {
+      const better = pool.filter(ok);
+      return better.length ? better : pool;
+    };
+    const language = request.language?.toLowerCase().split("-")[0];
+    let pool = warm;
+    if (language) pool = prefer(pool, (w) => w.languages.includes("*") || w.languages.includes(language));
+    if (request.model) pool = prefer(pool, (w) => w.models.includes(request.model!));
     let best = pool[0]!;
     for (const w of pool) if (load(w) < load(best) || (load(w) === load(best) && Math.random() < 0.5)) best = w;
     return { worker: best };
@@ -130,8 +139,19 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
   };
 
   const postToFallback = async (request: TranscribeRequest, timeoutMs: number): Promise<VerboseTranscription> => {
-    const signals = [AbortSignal.timeout(timeoutMs), ...(request.signal ? [request.signal] : [])];
-    return transcribeWithOpenAI(options.fallback!, { ...request, signal: AbortSignal.any(signals) });
+    // An explicit controller and timer, not AbortSignal.any([AbortSignal.timeout(…)]): the
+    // composite holds its sources weakly, so the timeout signal can be garbage-collected
+    // and never fire (seen here under GC pressure: the fallback then waited out the server).
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new DOMException(`timed out after ${timeoutMs} ms`, "TimeoutError")), timeoutMs);
+    const onAbort = () => controller.abort(request.signal!.reason);
+    request.signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await transcribeWithOpenAI(options.fallback!, { ...request, signal: controller.signal });
+    } finally {
+      clearTimeout(timer);
+      request.signal?.removeEventListener("abort", onAbort);
+    }
   };
 
   const fail = (message: string): never => {

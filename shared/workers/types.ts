@@ -68,6 +68,8 @@ export interface TranscriptionEngine {
   readonly kind: string;
   /** Model names this engine answers for. */
   readonly models: string[];
+  /** ISO-639-1 codes it transcribes ("*" = any); the router prefers a match for the hint. */
+  readonly languages?: string[];
   /** Expected processing seconds per second of audio (real-time factor), for timeouts. */
   readonly realTimeFactor: number;
   /** How many clips it transcribes at once. */

@@ -132,6 +132,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
   return {
     kind: "pocketsphinx",
     models: options.models ?? ["stt-1", "pocketsphinx-en-us"],
+    languages: ["en"],
     realTimeFactor: options.realTimeFactor ?? 2,
     concurrency: size,
     warm: () => !closed && procs.some((p) => p.ready),
