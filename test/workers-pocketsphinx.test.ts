@@ -153,6 +153,9 @@ describe("embedded PocketSphinx engine on real speech", () => {
     }
     await rm(dir, { recursive: true, force: true });
     await expect(decodeAudio(Buffer.from("this is not audio at all, just text"))).rejects.toMatchObject({ status: 415, code: "unsupported_audio" });
+    // a playlist pointing at a URL is not media: ffmpeg must not fetch it
+    const playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nhttp://127.0.0.1:9/x.ts\n#EXT-X-ENDLIST\n";
+    await expect(decodeAudio(Buffer.from(playlist))).rejects.toMatchObject({ status: 415, code: "unsupported_audio" });
     await expect(decodeAudio(await readFile(`${FIX}/jfk.mp3`), { maxSeconds: 5 })).rejects.toMatchObject({ status: 413, code: "audio_too_long" });
   });
 });

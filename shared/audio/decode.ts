@@ -50,6 +50,12 @@ function tooLong(maxSeconds: number, actual?: number): AppError {
   });
 }
 
+/** ffmpeg demuxers accepted for uploads: audio files and the common A/V containers. */
+const INPUT_FORMATS = [
+  "wav", "w64", "mp3", "flac", "ogg", "mov", "matroska", "aac", "ac3", "eac3", "amr", "amrnb", "amrwb",
+  "au", "aiff", "caf", "wv", "ape", "asf", "avi", "flv", "mpegts", "mpeg", "mp2", "tta", "voc", "dts", "truehd",
+].join(",");
+
 // At most this many ffmpeg processes per Node process; more decodes wait their turn
 // (a burst of MP3 uploads should not fork hundreds of processes on a small host).
 const MAX_DECODERS = Math.max(2, availableParallelism() * 2);
@@ -74,7 +80,23 @@ async function runFfmpegNow(bytes: Uint8Array, options: DecodeOptions): Promise<
   const input = join(dir, "input");
   try {
     await writeFile(input, bytes);
-    const args = ["-nostdin", "-hide_banner", "-loglevel", "error", "-i", input, "-vn", "-sn", "-dn"];
+    const args = [
+      "-nostdin",
+      "-hide_banner",
+      "-loglevel",
+      "error",
+      // Untrusted input: no network or other protocols, and only media containers
+      // (a playlist or concat script could otherwise make ffmpeg fetch URLs or read files).
+      "-protocol_whitelist",
+      "file",
+      "-format_whitelist",
+      INPUT_FORMATS,
+      "-i",
+      input,
+      "-vn",
+      "-sn",
+      "-dn",
+    ];
     if (options.maxSeconds !== undefined) args.push("-t", String(options.maxSeconds + 1));
     args.push("-ac", "1", "-ar", String(TARGET_SAMPLE_RATE), "-f", "s16le", "-acodec", "pcm_s16le", "pipe:1");
     const { stdout, stderr, code, timedOut } = await run(options.ffmpegPath ?? "ffmpeg", args, options.timeoutMs ?? 60_000 + (options.maxSeconds ?? 0) * 30);
