@@ -29,11 +29,14 @@ export interface ChunkOutcome {
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
 /**
- * A slice's worker timeout: twice its length, at least two minutes. Unlike a segment
- * request, a slice may wait on the worker behind the job's other slices, so the
- * router's latency-budget rule (1.5 × real-time factor) would time out queued slices.
+ * A slice's worker timeout: 2 s per audio second for each of the job's slices that may
+ * be in flight at once, at least two minutes, at most 30. Unlike a segment request, a
+ * slice may wait on the workers behind its siblings, so the router's latency-budget
+ * rule (1.5 × real-time factor) would time out queued slices; the timeout here is only
+ * there to notice a worker that died.
  */
-export const chunkTimeoutMs = (seconds: number) => Math.max(120_000, Math.ceil(seconds * 2000));
+export const chunkTimeoutMs = (seconds: number, concurrency = 1) =>
+  Math.min(30 * 60_000, Math.max(120_000, Math.ceil(seconds * 2000 * Math.max(1, concurrency))));
 
 export async function transcribeChunk(job: ActiveJob, index: number, deps: TranscribeChunkDeps): Promise<ChunkOutcome> {
   const chunk = job.chunks?.[index];
@@ -56,7 +59,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     language: job.spec.language,
     prompt: job.spec.prompt,
     signal: deps.signal,
-    timeoutMs: chunkTimeoutMs((chunk.endSample - chunk.startSample) / audio.sampleRate),
+    timeoutMs: chunkTimeoutMs((chunk.endSample - chunk.startSample) / audio.sampleRate, job.spec.concurrency),
   });
   const segments = toAbsoluteSegments(result.result, startTime, endTime);
   const artifact: ChunkArtifact = {
