@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { UNTRUSTED_INPUT_ARGS } from "../../shared/audio/decode";
 import { AppError, validationError } from "../../shared/errors";
 import type { ObjectStore } from "../../shared/objects/index";
 import { safeDownload } from "../../shared/net/safe-fetch";
@@ -71,7 +72,8 @@ export async function decodeFileToPcm(
   output: string,
   options: { maxSeconds?: number; timeoutMs: number; signal?: AbortSignal },
 ): Promise<void> {
-  const args = ["-nostdin", "-hide_banner", "-loglevel", "error", "-i", input, "-vn", "-sn", "-dn"];
+  // The fetched file is untrusted: no playlists that make ffmpeg fetch URLs (SSRF) or read files.
+  const args = ["-nostdin", "-hide_banner", "-loglevel", "error", ...UNTRUSTED_INPUT_ARGS, "-i", input, "-vn", "-sn", "-dn"];
   if (options.maxSeconds !== undefined) args.push("-t", String(options.maxSeconds));
   args.push("-ac", "1", "-ar", String(SAMPLE_RATE), "-f", "s16le", "-acodec", "pcm_s16le", "-y", output);
   const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {

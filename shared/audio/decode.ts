@@ -50,11 +50,18 @@ function tooLong(maxSeconds: number, actual?: number): AppError {
   });
 }
 
-/** ffmpeg demuxers accepted for uploads: audio files and the common A/V containers. */
+/** ffmpeg demuxers accepted for untrusted input: audio files and the common A/V containers. */
 const INPUT_FORMATS = [
   "wav", "w64", "mp3", "flac", "ogg", "mov", "matroska", "aac", "ac3", "eac3", "amr", "amrnb", "amrwb",
   "au", "aiff", "caf", "wv", "ape", "asf", "avi", "flv", "mpegts", "mpeg", "mp2", "tta", "voc", "dts", "truehd",
 ].join(",");
+
+/**
+ * ffmpeg options to put before `-i` for any untrusted input file: only the local file
+ * protocol and only media containers. Without them a playlist (HLS, concat script…)
+ * makes ffmpeg fetch URLs or read other local files, around any SSRF guard.
+ */
+export const UNTRUSTED_INPUT_ARGS: readonly string[] = ["-protocol_whitelist", "file", "-format_whitelist", INPUT_FORMATS];
 
 // At most this many ffmpeg processes per Node process; more decodes wait their turn
 // (a burst of MP3 uploads should not fork hundreds of processes on a small host).
@@ -85,12 +92,7 @@ async function runFfmpegNow(bytes: Uint8Array, options: DecodeOptions): Promise<
       "-hide_banner",
       "-loglevel",
       "error",
-      // Untrusted input: no network or other protocols, and only media containers
-      // (a playlist or concat script could otherwise make ffmpeg fetch URLs or read files).
-      "-protocol_whitelist",
-      "file",
-      "-format_whitelist",
-      INPUT_FORMATS,
+      ...UNTRUSTED_INPUT_ARGS,
       "-i",
       input,
       "-vn",
