@@ -53,7 +53,15 @@ export function chatCompletionsUrl(base: string): string {
 }
 
 async function askJson<T>(llm: ReviewLlm, system: string, user: unknown, schema: z.ZodType<T>, signal?: AbortSignal): Promise<T> {
-  const timeout = AbortSignal.timeout(llm.timeoutMs ?? 120_000);
+  // A timer, not AbortSignal.any([AbortSignal.timeout(…), signal]): the composite holds its
+  // sources weakly and the timeout can be garbage-collected before it fires (Node 20).
+  const controller = new AbortController();
+  // Not cleared: like AbortSignal.timeout it also bounds reading the body below.
+  const timer = setTimeout(() => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), llm.timeoutMs ?? 120_000);
+  timer.unref();
+  const onAbort = () => controller.abort(signal!.reason);
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener("abort", onAbort, { once: true });
   let res: Response;
   try {
     res = await fetch(chatCompletionsUrl(llm.url), {
@@ -68,7 +76,7 @@ async function askJson<T>(llm: ReviewLlm, system: string, user: unknown, schema:
           { role: "user", content: JSON.stringify(user) },
         ],
       }),
-      signal: signal ? AbortSignal.any([timeout, signal]) : timeout,
+      signal: controller.signal,
     });
   } catch (err) {
     throw new AppError("upstream", "review_failed", "the review model could not be reached", { cause: err });

@@ -154,8 +154,17 @@ async function openGuarded(raw: string, options: SafeFetchOptions, signal: Abort
 }
 
 function deadline(options: SafeFetchOptions): AbortSignal {
-  const timeout = AbortSignal.timeout(options.timeoutMs);
-  return options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
+  if (!options.signal) return AbortSignal.timeout(options.timeoutMs);
+  // Not AbortSignal.any([AbortSignal.timeout(…), signal]): the composite holds its sources
+  // weakly, so on Node 20 the timeout signal can be garbage-collected and never fire. A
+  // plain timer keeps the deadline alive; its reason is the same TimeoutError.
+  const parent = options.signal;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), options.timeoutMs);
+  timer.unref();
+  if (parent.aborted) controller.abort(parent.reason);
+  else parent.addEventListener("abort", () => (clearTimeout(timer), controller.abort(parent.reason)), { once: true });
+  return controller.signal;
 }
 
 /**
