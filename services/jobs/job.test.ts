@@ -111,6 +111,12 @@ describe("advancing (the process manager's decision)", () => {
     expect(event).toMatchObject({ type: "JobFailed", data: { error: { code: "review_unavailable" } } });
   });
 
+  it("starts a stalled in-flight step again with the next attempt", () => {
+    const base = [submitted, started("fetch"), fetched, started("slice"), sliced, started("transcribe_chunk_0"), started("transcribe_chunk_1"), transcribed(1), started("transcribe_chunk_2")];
+    given(...base).when({ ...advance, stalledBefore: "2026-11-22T09:00:00.000Z" }).then([]);
+    given(...base).when({ ...advance, stalledBefore: "2026-11-22T11:00:00.000Z" }).then([started("transcribe_chunk_0", 2), started("transcribe_chunk_2", 2)]);
+  });
+
   it("does nothing for errored jobs", () => {
     given(submitted, { type: "JobFailed", data: { error: { code: "x", message: "y" }, at: now } }).when(advance).then([]);
   });

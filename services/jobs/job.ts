@@ -25,6 +25,8 @@ export interface StepState {
   status: StepStatus;
   attempt: number;
   startedAt: string;
+  /** Last event about this step (start or failed attempt), for stall detection. */
+  touchedAt?: string;
   endedAt?: string;
   error?: JobError;
 }
@@ -58,7 +60,17 @@ export const initialJobState: JobState = { status: "none" };
 
 export type JobCommand =
   | { type: "SubmitJob"; spec: JobSpec; now: string }
-  | { type: "Advance"; now: string; reviewAvailable: boolean }
+  | {
+      type: "Advance";
+      now: string;
+      reviewAvailable: boolean;
+      /**
+       * Steps in flight with no news since before this instant are started again (next
+       * attempt): their command was lost. A step that was only slow is unharmed: its
+       * lease keeps the new command waiting and its checkpoint ends it.
+       */
+      stalledBefore?: string;
+    }
   | { type: "RecordAudioFetched"; audio: AudioInfo; now: string }
   | { type: "RecordAudioSliced"; chunks: ChunkPlan[]; now: string }
   | { type: "RecordChunkTranscribed"; index: number; segments: number; fromCheckpoint: boolean; workerId?: string; now: string }
@@ -109,7 +121,7 @@ export function decide(command: JobCommand, state: JobState): JobEvent[] {
       return [];
     }
     case "Advance":
-      return state.status === "none" ? [] : advance(state, command.now, command.reviewAvailable);
+      return state.status === "none" ? [] : advance(state, command.now, command.reviewAvailable, command.stalledBefore);
     case "RecordAudioFetched": {
       const job = requireJob(state);
       if (isDone(job, "fetch")) return [];
@@ -183,9 +195,15 @@ export function decide(command: JobCommand, state: JobState): JobEvent[] {
   }
 }
 
-function advance(job: ActiveJob, now: string, reviewAvailable: boolean): JobEvent[] {
+function advance(job: ActiveJob, now: string, reviewAvailable: boolean, stalledBefore?: string): JobEvent[] {
   if (job.status === "errored") return [];
   const start = (step: string): JobEvent => ({ type: "StepStarted", data: { step, attempt: (job.attempts[step] ?? 0) + 1, at: now } });
+  if (stalledBefore && job.status !== "complete") {
+    const stalled = Object.entries(job.steps)
+      .filter(([name, s]) => name !== "webhook" && inFlight(s) && (s.touchedAt ?? s.startedAt) < stalledBefore)
+      .map(([name]) => start(name));
+    if (stalled.length > 0) return stalled;
+  }
   if (job.status === "complete") {
     return job.spec.webhookUrl && !job.steps.webhook ? [start("webhook")] : [];
   }
@@ -256,7 +274,7 @@ export function evolve(state: JobState, event: JobEvent): JobState {
       return {
         ...job,
         status: job.status === "queued" ? "running" : job.status,
-        steps: { ...job.steps, [event.data.step]: { status: "running", attempt: event.data.attempt, startedAt: event.data.at } },
+        steps: { ...job.steps, [event.data.step]: { status: "running", attempt: event.data.attempt, startedAt: event.data.at, touchedAt: event.data.at } },
         attempts: { ...job.attempts, [event.data.step]: event.data.attempt },
       };
     case "StepAttemptFailed": {
@@ -269,6 +287,7 @@ export function evolve(state: JobState, event: JobEvent): JobState {
             status: event.data.final ? "errored" : "retrying",
             attempt: event.data.attempt,
             startedAt: previous?.startedAt ?? event.data.at,
+            touchedAt: event.data.at,
             ...(event.data.final ? { endedAt: event.data.at } : {}),
             error: event.data.error,
           },

@@ -4,6 +4,7 @@ import { ack, runConsumer, terminate, type Outcome } from "../../shared/consumer
 import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
+import type { Db } from "../../shared/db/index";
 import { recordUsage } from "../../shared/usage";
 import { jobEventEnvelope, type StepCommand } from "../../schemas/jobs";
 import { stepKind } from "./job";
@@ -26,6 +27,12 @@ import type { JobStore } from "./job-store";
  * Publishing commands in reaction to the StepStarted event (rather than right after
  * appending it) means a crash between the two loses nothing: the event is redelivered
  * until the command is out.
+ *
+ * A sweep (every stallAfter/4) looks in the read model for running jobs with no event
+ * for `stallAfterMs` and runs Advance with `stalledBefore`: a step whose command got
+ * lost (dropped after max_deliver, a consumer deleted under it) is started again. A
+ * step that was merely slow is unharmed: its lease makes the new command wait and its
+ * checkpoint ends it.
  */
 export interface ProcessManagerOptions {
   nats: Nats;
@@ -35,6 +42,10 @@ export interface ProcessManagerOptions {
   /** True when a review model is configured; review jobs fail fast otherwise. */
   reviewAvailable: boolean;
   concurrency?: number;
+  /** The jobs read model, for the stalled-step sweep (omit to disable it). */
+  db?: Db;
+  /** A step in flight with no news for this long is started again (default 10 min). */
+  stallAfterMs?: number;
 }
 
 export const PROCESS_MANAGER_DURABLE = "jobs-process-manager";
@@ -98,5 +109,38 @@ export async function startProcessManager(options: ProcessManagerOptions) {
     { stream, durable: PROCESS_MANAGER_DURABLE, concurrency: options.concurrency ?? 16, logger, backoffMs: (n) => Math.min(5000, 50 * 2 ** n) },
     handle,
   );
-  return { stop: () => running.stop() };
+
+  const stallAfterMs = options.stallAfterMs ?? 10 * 60_000;
+  const sweep = async () => {
+    if (!options.db) return;
+    const now = options.now();
+    const before = new Date(now.getTime() - stallAfterMs);
+    const rows = await options.db
+      .selectFrom("jobs")
+      .select("workflow_id")
+      .where("status", "in", ["queued", "running"])
+      .where("updated_at", "<", before)
+      .limit(200)
+      .execute();
+    for (const row of rows) {
+      const { events } = await store.execute(row.workflow_id, {
+        type: "Advance",
+        now: now.toISOString(),
+        reviewAvailable: options.reviewAvailable,
+        stalledBefore: before.toISOString(),
+      });
+      const restarted = events.filter((e) => e.type === "StepStarted").map((e) => (e.type === "StepStarted" ? e.data.step : ""));
+      if (restarted.length) logger.warn("restarted stalled steps", { workflowId: row.workflow_id, steps: restarted });
+    }
+  };
+  const timer = setInterval(() => {
+    sweep().catch((err) => logger.warn("stalled-step sweep failed", { error: String(err) }));
+  }, Math.max(1000, Math.floor(stallAfterMs / 4)));
+  timer.unref();
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await running.stop();
+    },
+  };
 }

@@ -41,6 +41,8 @@ export async function startJobManager(ctx: ServiceContext): Promise<RunningServi
     logger: ctx.logger.child({ service: "jobs-manager" }),
     now: ctx.now,
     reviewAvailable: ctx.config.jobs.review !== undefined,
+    db: ctx.db,
+    stallAfterMs: Math.max(10 * 60_000, 20 * ctx.config.jobs.stepAckWaitMs),
   });
   return { name: "jobs-manager", stop: pm.stop };
 }
