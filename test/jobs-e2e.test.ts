@@ -18,7 +18,11 @@ const hooks: { headers: Record<string, string | string[] | undefined>; body: str
 
 beforeAll(async () => {
   audioServer = await startHttp((req, res) => {
-    if (req.url === "/speech.wav") {
+    if (req.url === "/short.wav") {
+      const jfk = readFileSync("/work/shared/fixtures/audio/jfk.wav");
+      res.writeHead(200, { "content-type": "audio/wav" });
+      res.end(jfk);
+    } else if (req.url === "/speech.wav") {
       res.writeHead(200, { "content-type": "audio/wav", "content-length": AUDIO.length });
       res.end(AUDIO);
     } else if (req.url === "/page.html") {
@@ -114,7 +118,7 @@ async function runSixtySecondJob(client: Client, label: string) {
       maxInFlight = Math.max(maxInFlight, inFlight);
       return finished(body) ? body : undefined;
     },
-    { timeoutMs: 150_000, everyMs: 100, what: "the 60 s job" },
+    { timeoutMs: 280_000, everyMs: 100, what: "the 60 s job" },
   );
   const wallMs = Date.now() - started;
   expect(view.error).toBeNull();
@@ -218,7 +222,9 @@ describe("batch jobs on the filesystem store", () => {
     expect(anonPoll.status).toBe(401);
   });
 
-  it("runs a 60 s real-speech job to completion with artifacts and a signed webhook", async () => {
+  // Real transcription on a shared 2-core machine: generous timeouts (the job itself
+  // takes 40-50 s when the machine is otherwise idle).
+  it("runs a 60 s real-speech job to completion with artifacts and a signed webhook", { timeout: 300_000 }, async () => {
     const { submitted, view } = await runSixtySecondJob(client, "fs");
 
     // The three poll routes agree; another tenant gets 404; unknown ids are 404.
@@ -277,6 +283,25 @@ describe("batch jobs on the filesystem store", () => {
       expect(view.output).toBeNull();
       expect(view.steps[0]).toMatchObject({ name: "fetch", status: "errored", error: { code } });
     }
+  });
+
+  it("never posts a webhook to a refused target, and the job still completes", { timeout: 200_000 }, async () => {
+    const res = await client.post({ audio_url: `${audioServer.url}/short.wav`, webhook_url: "http://169.254.169.254/latest/meta-data/" });
+    const { workflow_id } = (await res.json()) as { workflow_id: string };
+    const view = await waitForJob(client, workflow_id, (v) => v.steps.some((s) => s.name === "webhook" && s.status === "errored"), 180_000);
+    expect(view.status).toBe("complete");
+    expect(view.output!.result.segments.length).toBeGreaterThan(0);
+    expect(view.steps.find((s) => s.name === "webhook")).toMatchObject({ status: "errored", error: { code: "url_not_allowed" } });
+  });
+
+  it("describes the job routes in the OpenAPI document and refuses oversized bodies", async () => {
+    const doc = (await (await stack.fetch("/openapi.json")).json()) as { paths: Record<string, unknown> };
+    for (const path of ["/v1/audio/transcriptions/jobs", "/v1/audio/transcriptions/jobs/{workflowId}", "/v1/audio/transcriptions/{workflowId}", "/{workflowId}", "/"]) {
+      expect(Object.keys(doc.paths)).toContain(path);
+    }
+    const big = await client.post({ audio_url: "https://example.com/a.wav", metadata: { blob: "x".repeat(300_000) } });
+    expect(big.status).toBe(413);
+    expect(((await big.json()) as { error: { code: string } }).error.code).toBe("request_too_large");
   });
 
   it("fails a job whose audio is longer than the plan allows", async () => {
@@ -340,7 +365,7 @@ describe("batch jobs on the S3 store", () => {
     await s3?.stop();
   });
 
-  it("runs the same 60 s job with its artifacts in S3", async () => {
+  it("runs the same 60 s job with its artifacts in S3", { timeout: 300_000 }, async () => {
     expect(stack.config.objects.backend).toBe("s3");
     await runSixtySecondJob(await clientFor(stack, undefined, "pro"), "s3");
   });

@@ -90,7 +90,7 @@ async function chunkEvents(id: string) {
 }
 
 describe("batch job faults", () => {
-  it("a transcriber killed mid-job: a new replica finishes it and no finished chunk is transcribed twice", async () => {
+  it("a transcriber killed mid-job: a new replica finishes it and no finished chunk is transcribed twice", { timeout: 400_000 }, async () => {
     const id = await submit(`kill-${randomHex()}`);
     const first = counting(stack.runtime.ctx.router!);
     const replicaA = await startReplica(first);
@@ -101,7 +101,7 @@ describe("batch job faults", () => {
         const steps = chunkSteps(v);
         return steps.filter((s) => s.status === "complete").length >= 2 && steps.some((s) => s.status === "running") ? v : undefined;
       },
-      { timeoutMs: 120_000, everyMs: 50, what: "two finished chunks" },
+      { timeoutMs: 150_000, everyMs: 50, what: "two finished chunks" },
     );
     await replicaA.stop();
     const doneByA = first.completed;
@@ -116,7 +116,7 @@ describe("batch job faults", () => {
       const view = await waitFor(async () => {
         const v = await poll(id);
         return v.status === "complete" || v.status === "errored" ? v : undefined;
-      }, { timeoutMs: 150_000, everyMs: 200, what: "job completion" });
+      }, { timeoutMs: 250_000, everyMs: 200, what: "job completion" });
       expect(view.error).toBeNull();
       expect(view.status).toBe("complete");
       expect(view.output!.result.metadata.chunk_count).toBe(6);
@@ -132,19 +132,19 @@ describe("batch job faults", () => {
     console.log(`[jobs-faults] killed after ${doneByA} chunks; the new replica transcribed ${second.completed}`);
   });
 
-  it("a resubmitted errored job resumes from its checkpoints and keeps its workflow id", async () => {
+  it("a resubmitted errored job resumes from its checkpoints and keeps its workflow id", { timeout: 400_000 }, async () => {
     const requestId = `resume-${randomHex()}`;
     const router = counting(stack.runtime.ctx.router!);
     const replica = await startReplica(router);
     try {
       // Let two chunks finish, then make the next call fail permanently.
       const id = await submit(requestId);
-      await waitFor(async () => router.completed >= 2 || undefined, { timeoutMs: 120_000, everyMs: 20, what: "two chunks" });
+      await waitFor(async () => router.completed >= 2 || undefined, { timeoutMs: 150_000, everyMs: 20, what: "two chunks" });
       router.failNext = 1;
       const failed = await waitFor(async () => {
         const v = await poll(id);
         return v.status === "errored" ? v : undefined;
-      }, { timeoutMs: 120_000, everyMs: 100, what: "the injected failure" });
+      }, { timeoutMs: 150_000, everyMs: 100, what: "the injected failure" });
       expect(failed.error).toMatchObject({ code: "injected_failure" });
       expect(failed.output).toBeNull();
       // Let chunks that were in flight at the failure settle, then count what is done.
@@ -158,7 +158,7 @@ describe("batch job faults", () => {
       const view = await waitFor(async () => {
         const v = await poll(id);
         return v.status === "complete" ? v : undefined;
-      }, { timeoutMs: 150_000, everyMs: 200, what: "the resumed job" });
+      }, { timeoutMs: 250_000, everyMs: 200, what: "the resumed job" });
       expect(view.error).toBeNull();
       expect(view.output!.result.metadata.chunk_count).toBe(6);
       // Only the unfinished chunks were transcribed after the resume.

@@ -56,7 +56,7 @@ afterAll(async () => {
 });
 
 describe("review: true", () => {
-  it("runs both review stages with the job's metadata and delivers raw and reviewed results", async () => {
+  it("runs both review stages with the job's metadata and delivers raw and reviewed results", { timeout: 240_000 }, async () => {
     const { key } = await stack.issueKey("pro", `owner-${randomHex()}`);
     const requestId = `review-${randomHex()}`;
     const metadata = { medical_specialty: "cardiology", speaker_roles: ["doctor", "patient"] };
@@ -73,7 +73,7 @@ describe("review: true", () => {
         const v = (await r.json()) as JobView;
         return v.status === "complete" || v.status === "errored" ? v : undefined;
       },
-      { timeoutMs: 120_000, everyMs: 200, what: "the review job" },
+      { timeoutMs: 220_000, everyMs: 200, what: "the review job" },
     );
     expect(view.error).toBeNull();
     expect(view.status).toBe("complete");

@@ -61,8 +61,14 @@ const storeOf = (deps: GatewayDeps) => {
   return s;
 };
 
+/** Largest submission body: the job's options travel in one JetStream event. */
+export const MAX_SUBMISSION_BYTES = 256 * 1024;
+
 /** Parses a raw body into a job submission: 400 `invalid_json` / `invalid_request`. */
 export function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
+  if (Buffer.byteLength(raw, "utf8") > MAX_SUBMISSION_BYTES) {
+    throw new AppError("too_large", "request_too_large", `the request body is larger than ${MAX_SUBMISSION_BYTES} bytes`);
+  }
   let json: unknown;
   try {
     json = JSON.parse(raw);
