@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitForProjection } from "../shared/projection";
 import { recordUsage, remainingAudioSeconds } from "../shared/usage";
 import { startStack, type Stack } from "./support/stack";
 
@@ -19,10 +20,11 @@ async function snapshot() {
   return { keys, usage };
 }
 
+/** Waits until the projection's stored offset reaches the end of its stream. */
 async function settle(name: string) {
-  const runner = stack.runtime.ctx.slots.projections!.find((p) => p.name === name)!;
-  for (let i = 0; i < 200 && !runner.caughtUp(); i++) await new Promise((r) => setTimeout(r, 20));
-  await new Promise((r) => setTimeout(r, 100));
+  const projection = stack.runtime.ctx.projections.find((p) => p.name === name)!;
+  const head = (await stack.nats.jsm.streams.info(projection.stream)).state.last_seq;
+  expect(await waitForProjection(stack.db, name, head, 10_000)).toBe(true);
 }
 
 describe("projections", () => {

@@ -24,8 +24,11 @@ export function createDb(options: Config["db"]): Db {
     statement_timeout: options.statementTimeoutMs,
     options: `-c search_path=${options.schema}`,
   });
-  // A broken idle connection must not crash the process (Postgres restarted or stopped).
+  // A broken connection must not crash the process (Postgres restarted or stopped):
+  // the pool handles idle clients; a checked-out client has no listener of its own, and
+  // its in-flight query already rejects with the same error, so the event is dropped.
   pool.on("error", () => undefined);
+  pool.on("connect", (client) => client.on("error", () => undefined));
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
