@@ -28,8 +28,6 @@ export interface RunningProjection {
   name: string;
   /** Last sequence applied by this runner (or found applied). */
   appliedSeq(): number;
-  /** True once the runner has seen the end of the stream and applied everything. */
-  caughtUp(): boolean;
   stop(): Promise<void>;
 }
 
@@ -87,7 +85,6 @@ export async function startProjection<E extends EventShape>(
   logger: Logger,
 ): Promise<RunningProjection> {
   let applied = 0;
-  let caughtUp = false;
   let stopped = false;
   let messages: ConsumerMessages | undefined;
 
@@ -99,8 +96,6 @@ export async function startProjection<E extends EventShape>(
       filter_subjects: projection.filterSubject,
       ...(from > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from + 1 } : { deliver_policy: DeliverPolicy.All }),
     });
-    const info = await consumer.info(true);
-    caughtUp = info.num_pending === 0;
     messages = await consumer.consume({ max_messages: 256 });
     for await (const m of messages) {
       if (stopped) break;
@@ -115,7 +110,6 @@ export async function startProjection<E extends EventShape>(
         }
       }
       applied = m.seq;
-      caughtUp = m.info.pending === 0;
     }
   };
 
@@ -127,7 +121,6 @@ export async function startProjection<E extends EventShape>(
         backoff = 250;
       } catch (err) {
         if (stopped) break;
-        caughtUp = false;
         logger.warn("projection interrupted, resuming from stored offset", { projection: projection.name, error: String((err as Error)?.message ?? err) });
         await messages?.close().catch(() => undefined);
         await sleep(backoff);
@@ -139,7 +132,6 @@ export async function startProjection<E extends EventShape>(
   return {
     name: projection.name,
     appliedSeq: () => applied,
-    caughtUp: () => caughtUp,
     stop: async () => {
       stopped = true;
       await messages?.close().catch(() => undefined);

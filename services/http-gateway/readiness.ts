@@ -9,8 +9,9 @@ const timeout = <T>(p: Promise<T>, ms: number) =>
 
 /**
  * Ready when NATS answers, Postgres answers, every projection has caught up with its
- * stream, and the realtime gateway is enabled. In-process runners report directly;
- * otherwise the stored offsets are compared with the streams' last sequences.
+ * stream, and the realtime gateway is enabled. "Caught up" compares each projection's
+ * stored offset with the last sequence of its subjects in the stream, so it holds
+ * whichever process runs the projector.
  */
 export async function checkReadiness(ctx: ServiceContext): Promise<Readiness> {
   const checks: Record<string, Check> = {};
@@ -21,15 +22,8 @@ export async function checkReadiness(ctx: ServiceContext): Promise<Readiness> {
     .then(() => ({ ok: true }))
     .catch((e: Error) => ({ ok: false, detail: e.message }));
   if (checks.postgres.ok && checks.nats.ok) {
-    const runners = ctx.slots.projections;
-    for (const p of ctx.projections) {
-      const runner = runners?.find((r) => r.name === p.name);
-      if (runner) {
-        checks[`projection:${p.name}`] = { ok: runner.caughtUp(), detail: `applied ${runner.appliedSeq()}` };
-        continue;
-      }
-      checks[`projection:${p.name}`] = await projectionLag(ctx, p.name, p.stream, p.filterSubject);
-    }
+    const lags = await Promise.all(ctx.projections.map((p) => projectionLag(ctx, p.name, p.stream, p.filterSubject)));
+    ctx.projections.forEach((p, i) => (checks[`projection:${p.name}`] = lags[i]!));
   }
   checks.realtime = ctx.slots.realtimeStatus?.() ?? { ok: ctx.config.gateway.enabled, detail: ctx.config.gateway.enabled ? "accepting" : "gateway disabled" };
   const ready = Object.values(checks).every((c) => c.ok);
