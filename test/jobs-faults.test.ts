@@ -41,6 +41,8 @@ interface Counting extends WorkerRouter {
   /** Clip lengths (samples) of the finished transcriptions: identifies the slices. */
   clips: number[];
   failNext: number;
+  /** Make the next calls fail with a retryable error instead. */
+  retryable: boolean;
 }
 
 function counting(inner: WorkerRouter): Counting {
@@ -48,11 +50,13 @@ function counting(inner: WorkerRouter): Counting {
     completed: 0,
     clips: [],
     failNext: 0,
+    retryable: false,
     available: () => inner.available(),
     retryAfterSeconds: () => inner.retryAfterSeconds(),
     async transcribe(request) {
       if (r.failNext > 0) {
         r.failNext--;
+        if (r.retryable) throw new AppError("upstream", "injected_timeout", "a retryable failure injected by the test");
         throw new AppError("validation", "injected_failure", "a permanent failure injected by the test");
       }
       const result = await inner.transcribe(request);
@@ -83,10 +87,14 @@ async function poll(id: string): Promise<JobView> {
 
 const chunkSteps = (v: JobView) => v.steps.filter((s) => s.name.startsWith("transcribe_chunk_"));
 
-async function chunkEvents(id: string) {
+async function loadJobEvents(id: string) {
   const { nats } = stack;
   const { events } = await loadEvents(nats.js, nats.jsm, nats.topology.streams.jobs.name, jobEventEnvelope, nats.topology.subjects.jobEvent(id));
-  return events.map((r) => r.event).filter((e) => e.type === "ChunkTranscribed");
+  return events.map((r) => r.event);
+}
+
+async function chunkEvents(id: string) {
+  return (await loadJobEvents(id)).filter((e) => e.type === "ChunkTranscribed");
 }
 
 describe("batch job faults", () => {
@@ -124,12 +132,33 @@ describe("batch job faults", () => {
       await replicaB.stop();
     }
     // Every chunk was transcribed exactly once across both replicas.
-    console.log("[jobs-faults] clips", first.clips, second.clips, JSON.stringify(await chunkEvents(id)));
     expect(first.completed + second.completed).toBe(6);
     expect(second.completed).toBe(6 - doneByA);
     const recorded = await chunkEvents(id);
     expect(recorded.map((e) => (e.type === "ChunkTranscribed" ? e.data.index : -1)).sort()).toEqual([0, 1, 2, 3, 4, 5]);
     console.log(`[jobs-faults] killed after ${doneByA} chunks; the new replica transcribed ${second.completed}`);
+  });
+
+  it("a retryable chunk failure is retried with backoff and recorded in the steps", { timeout: 400_000 }, async () => {
+    const router = counting(stack.runtime.ctx.router!);
+    router.retryable = true;
+    router.failNext = 2;
+    const replica = await startReplica(router);
+    try {
+      const id = await submit(`retry-${randomHex()}`);
+      const view = await waitFor(async () => {
+        const v = await poll(id);
+        return v.status === "complete" || v.status === "errored" ? v : undefined;
+      }, { timeoutMs: 250_000, everyMs: 200, what: "the job" });
+      expect(view.error).toBeNull();
+      expect(view.status).toBe("complete");
+      expect(router.completed).toBe(6);
+      const retried = (await loadJobEvents(id)).filter((e) => e.type === "StepAttemptFailed");
+      expect(retried).toHaveLength(2);
+      expect(retried.every((e) => e.type === "StepAttemptFailed" && !e.data.final && e.data.error.code === "injected_timeout")).toBe(true);
+    } finally {
+      await replica.stop();
+    }
   });
 
   it("a resubmitted errored job resumes from its checkpoints and keeps its workflow id", { timeout: 400_000 }, async () => {
