@@ -25,11 +25,12 @@ import type { StepCommand, StepKind } from "../../schemas/jobs";
  * Webhook delivery is services/webhooks.
  */
 
+// One store (and state cache) per NATS connection: services in one process share it.
+const stores = new WeakMap<object, JobStore>();
 function storeOf(ctx: ServiceContext): JobStore {
-  // One store (and cache) per context: services in one process share it.
-  const holder = ctx as ServiceContext & { __jobStore?: JobStore };
-  holder.__jobStore ??= createJobStore(ctx.nats);
-  return holder.__jobStore;
+  let store = stores.get(ctx.nats);
+  if (!store) stores.set(ctx.nats, (store = createJobStore(ctx.nats)));
+  return store;
 }
 
 const nowIso = (ctx: ServiceContext) => ctx.now().toISOString();
