@@ -27,6 +27,8 @@ export interface StepState {
   startedAt: string;
   /** Last event about this step (start or failed attempt), for stall detection. */
   touchedAt?: string;
+  /** Failed attempts of the current dispatch. */
+  failures?: number;
   endedAt?: string;
   error?: JobError;
 }
@@ -288,6 +290,7 @@ export function evolve(state: JobState, event: JobEvent): JobState {
             attempt: event.data.attempt,
             startedAt: previous?.startedAt ?? event.data.at,
             touchedAt: event.data.at,
+            failures: (previous?.attempt === event.data.attempt ? (previous.failures ?? 0) : 0) + 1,
             ...(event.data.final ? { endedAt: event.data.at } : {}),
             error: event.data.error,
           },

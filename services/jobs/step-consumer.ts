@@ -6,7 +6,7 @@ import { ensureConsumer, type Nats } from "../../shared/nats";
 import { stepCommand, type StepCommand, type StepKind } from "../../schemas/jobs";
 import type { ActiveJob } from "./job";
 import type { JobStore } from "./job-store";
-import { createStepLeases } from "./step-lease";
+import { createStepLeases, StepBusy } from "./step-lease";
 
 /**
  * The shared shell of every step consumer (fetcher, slicer, transcriber, aggregator,
@@ -51,9 +51,11 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
     durable,
     filterSubject: nats.topology.subjects.jobCommands(kind),
     ackWaitMs: options.ackWaitMs,
-    // The handler decides when to give up (maxAttempts); the extra deliveries cover
-    // replicas that crash mid-command without getting to record anything.
-    maxDeliver: options.maxAttempts + 5,
+    // The handler decides when to give up (maxAttempts, from recorded failures); the
+    // extra deliveries cover busy looks and replicas that crash mid-command without
+    // getting to record anything. A command that still runs out is picked up again by
+    // the process manager's stalled-step sweep.
+    maxDeliver: options.maxAttempts + 50,
     maxAckPending: 1000,
     deliver: "all",
   });
@@ -83,9 +85,11 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
     try {
       lease = await leases.acquire(command.workflowId, command.step);
     } catch (err) {
-      // Running elsewhere right now: look again later, without spending an attempt.
-      log.debug("step busy elsewhere");
-      return retry(Math.min(options.ackWaitMs, 5000), toAppError(err).code);
+      // Running elsewhere right now: look again around when that lease would expire
+      // (the holder releases it earlier when it finishes). Spends no attempt.
+      const waitMs = err instanceof StepBusy ? err.retryInMs : 1000;
+      log.debug("step busy elsewhere", { waitMs });
+      return retry(Math.min(Math.max(1000, waitMs / 4), 30_000), toAppError(err).code);
     }
     // Another replica may have finished it between the first look and the lease.
     const again = await wanted(command).catch(async (err) => {
@@ -105,7 +109,9 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
     } catch (err) {
       if (aborter.signal.aborted) return retry(0, "shutting down");
       const e = toAppError(err);
-      const final = !e.retryable || delivery >= options.maxAttempts;
+      // Attempts are counted from the step's recorded failures, not from deliveries
+      // (a delivery that only found the step busy is no attempt).
+      const final = !e.retryable || (state.steps[command.step]?.failures ?? 0) + 1 >= options.maxAttempts;
       log.warn(final ? "step failed" : "step attempt failed, will retry", { code: e.code, error: e.message });
       await store.execute(command.workflowId, {
         type: "RecordStepAttemptFailed",

@@ -23,6 +23,13 @@ interface LeaseValue {
   exp: number;
 }
 
+/** The step is leased elsewhere; `retryInMs` is when the lease would expire. */
+export class StepBusy extends AppError {
+  constructor(step: string, readonly retryInMs: number, cause?: unknown) {
+    super("conflict", "step_busy", `${step} is running elsewhere`, { retryable: true, cause });
+  }
+}
+
 export const leaseKey = (workflowId: string, step: string) => `job.${workflowId}.${step}`;
 
 export function createStepLeases(kv: () => Promise<KV>, options: { ttlMs: number; now?: () => number }) {
@@ -44,21 +51,25 @@ export function createStepLeases(kv: () => Promise<KV>, options: { ttlMs: number
       const entry = await bucket.get(key);
       const current = entry && entry.operation === "PUT" ? (entry.json() as LeaseValue) : undefined;
       if (current && current.exp > now()) {
-        throw new AppError("conflict", "step_busy", `${step} is running elsewhere`, { retryable: true });
+        throw new StepBusy(step, current.exp - now());
       }
       try {
         revision = entry ? await bucket.update(key, encode(), entry.revision) : await bucket.create(key, encode());
       } catch (err) {
-        throw new AppError("conflict", "step_busy", `${step} was taken over concurrently`, { retryable: true, cause: err });
+        throw new StepBusy(step, 1000, err);
       }
     }
     let released = false;
-    const renew = setInterval(async () => {
-      try {
-        revision = await bucket.update(key, encode(), revision);
-      } catch {
-        // Lost the lease (expired and taken over): the work's result is still idempotent.
-      }
+    let renewing: Promise<void> = Promise.resolve();
+    const renew = setInterval(() => {
+      renewing = bucket
+        .update(key, encode(), revision)
+        .then((r) => {
+          revision = r;
+        })
+        .catch(() => {
+          // Lost the lease (expired and taken over): the work's result is still idempotent.
+        });
     }, Math.max(500, Math.floor(options.ttlMs / 3)));
     renew.unref();
     return {
@@ -66,7 +77,15 @@ export function createStepLeases(kv: () => Promise<KV>, options: { ttlMs: number
         if (released) return;
         released = true;
         clearInterval(renew);
-        await bucket.delete(key, { previousSeq: revision }).catch(() => undefined);
+        // A renewal in flight would move the revision under the delete: wait for it.
+        await renewing;
+        await bucket.delete(key, { previousSeq: revision }).catch(async () => {
+          // Still ours (same holder) under another revision? Then delete that one.
+          const entry = await bucket.get(key).catch(() => null);
+          if (entry?.operation === "PUT" && (entry.json() as LeaseValue).holder === holder) {
+            await bucket.delete(key, { previousSeq: entry.revision }).catch(() => undefined);
+          }
+        });
       },
     };
   }
