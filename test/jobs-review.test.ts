@@ -42,10 +42,11 @@ beforeAll(async () => {
     res.writeHead(200, { "content-type": "application/json" });
     res.end(JSON.stringify({ id: "c1", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content: JSON.stringify(answer) }, finish_reason: "stop" }] }));
   });
+  // The receiver fails the first delivery: the service must retry it.
   hookServer = await startHttp(async (req, res) => {
     hooks.push((await readBody(req)).toString());
-    res.writeHead(200);
-    res.end("ok");
+    res.writeHead(hooks.length === 1 ? 503 : 200);
+    res.end(hooks.length === 1 ? "try later" : "ok");
   });
   stack = await startStack({ REVIEW_LLM_URL: `${llm.url}/v1`, REVIEW_LLM_API_KEY: "llm-key-123", REVIEW_LLM_MODEL: "test-reviewer", WEBHOOK_SIGNING_SECRET: "s3cret" });
 });
@@ -103,8 +104,19 @@ describe("review: true", () => {
     expect(keys).toContain(`transcription/${requestId}/reviewed_result.json`);
     await store.close();
 
-    const hook = await waitFor(async () => hooks.find((h) => h.includes(workflow_id)), { what: "webhook" });
-    const payload = JSON.parse(hook) as WebhookPayload;
+    // First delivery refused (503), retried with backoff, then accepted; both recorded.
+    await waitFor(async () => hooks.filter((h) => h.includes(workflow_id)).length >= 2 || undefined, { what: "webhook retry" });
+    expect(hooks[0]).toBe(hooks[1]);
+    const delivered = await waitFor(
+      async () => {
+        const r = await stack.fetch(`/v1/audio/transcriptions/jobs/${workflow_id}`, { headers: { authorization: `Bearer ${key}` } });
+        const v = (await r.json()) as JobView;
+        return v.steps.find((s) => s.name === "webhook" && s.status === "complete") ? v : undefined;
+      },
+      { what: "webhook step complete" },
+    );
+    expect(delivered.status).toBe("complete");
+    const payload = JSON.parse(hooks[1]!) as WebhookPayload;
     expect(payload.output.result).toEqual(result);
     expect(payload.output.reviewed_result).toEqual(reviewed_result);
     expect(payload.metadata).toEqual(metadata);
