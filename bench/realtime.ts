@@ -49,7 +49,7 @@ function startServer(): Promise<{ proc: ChildProcess; port: number }> {
   const proc = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "serve"], {
     env: {
       ...process.env,
-      STT_SERVICES: "all",
+      STT_SERVICES: process.env.BENCH_SERVICES ?? "all",
       HOST: "127.0.0.1",
       PORT: "0",
       LOG_LEVEL: "info",
@@ -69,6 +69,7 @@ function startServer(): Promise<{ proc: ChildProcess; port: number }> {
     let log = "";
     const onData = (c: Buffer) => {
       log += c.toString();
+      if (process.env.BENCH_DEBUG) for (const line of c.toString().split("\n")) if (/"level":"(warn|error)"/.test(line)) console.log("server:", line.slice(0, 300));
       const m = /"msg":"stt is up".*?"port":(\d+)/.exec(log);
       if (m) resolve({ proc, port: Number(m[1]) });
       if (log.length > 1e6) log = log.slice(-1e5);
@@ -110,7 +111,7 @@ interface SessionRun {
   close?: { code: number; reason: string };
   refused?: string;
   error?: string;
-  opened?: boolean;
+  closedAt?: number;
   closed: Promise<void>;
   /** (bytes sent so far, time) after each frame: when a timeline position left the client. */
   sendLog: [number, number][];
@@ -139,11 +140,15 @@ async function main() {
 
   const nats = await connectNats({ url: base.nats.url, prefix });
   const closedAudio = new Map<string, number>();
+  const serverClose = new Map<string, string>();
   nats.nc.subscribe(`${prefix}.rt.evt.>`, {
     callback: (_e, m) => {
       try {
-        const e = m.json() as { type: string; data: { session_id: string; audio_ms: number } };
-        if (e.type === "rt.session.closed") closedAudio.set(e.data.session_id, e.data.audio_ms);
+        const e = m.json() as { type: string; data: { session_id: string; audio_ms: number; code: number; reason: string; duration_ms: number } };
+        if (e.type === "rt.session.closed") {
+          closedAudio.set(e.data.session_id, e.data.audio_ms);
+          serverClose.set(e.data.session_id, `${e.data.code} ${e.data.reason} after ${e.data.duration_ms} ms`);
+        }
       } catch {
         /* not JSON */
       }
@@ -173,11 +178,12 @@ async function main() {
       const before = procStat(pid);
       const sessions: SessionRun[] = [];
       for (let i = 0; i < n; i++) {
-        const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, { headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` } });
+        const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, { headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` }, perMessageDeflate: process.env.BENCH_DEFLATE === "1" });
         const s: SessionRun = { ws, sentBytes: 0, offset: Math.floor(Math.random() * (loopBytes.length / frameBytes)) * frameBytes, events: [], closed: undefined as never, sendLog: [] };
         s.closed = new Promise<void>((resolve) => {
           ws.on("close", (code, reason) => {
             s.close = { code, reason: reason.toString() };
+            s.closedAt = performance.now();
             resolve();
           });
           ws.on("error", (err) => {
@@ -185,6 +191,13 @@ async function main() {
             resolve();
           });
         });
+        if (process.env.BENCH_DEBUG)
+          ws.once("open", () => {
+            const sock = (ws as unknown as { _socket: import("node:net").Socket })._socket;
+            sock.once("end", () => (s.error = `${s.error ?? ""} tcp-end`));
+            sock.once("error", (e) => (s.error = `${s.error ?? ""} tcp-error ${e.message}`));
+            ws.once("close", () => (s.error = `${s.error ?? ""} closeFrameReceived=${(ws as unknown as { _closeFrameReceived: boolean })._closeFrameReceived}`));
+          });
         ws.on("message", (data) => {
           const e = JSON.parse(data.toString());
           if (e.type === "session.created") s.sessionId = e.session_id;
@@ -275,6 +288,10 @@ async function main() {
           pipeline.push(e.t - stopped.t - (e.worker_ms ?? 0) - (e.queue_ms ?? 0));
           queued.push(e.queue_ms ?? 0);
         }
+      }
+      const abnormal = sessions.filter((s) => s.close && s.close.code !== 1000 && s.sessionId);
+      if (abnormal.length && process.env.BENCH_DEBUG) {
+        for (const s of abnormal.slice(0, 3)) console.log("abnormal close", s.close, s.error, "events", s.events.length, "last", s.events.at(-1)?.type, "closedAt", ((s.closedAt ?? 0) - start).toFixed(0), "sent ms", s.sentBytes / 32, "server saw", serverClose.get(s.sessionId!));
       }
       const cpu = ((after.cpuSeconds - before.cpuSeconds) / ((performance.now() - start) / 1000)) * 100;
       console.log(

@@ -146,15 +146,22 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       });
       const key = req.getHeader("sec-websocket-key");
       const protocol = req.getHeader("sec-websocket-protocol");
-      const extensions = req.getHeader("sec-websocket-extensions");
+      // permessage-deflate is declined (compression is DISABLED): PCM barely compresses
+      // and inflating every frame would cost CPU per session.
+      const extensions = "";
       const request = { authorization: req.getHeader("authorization"), query: req.getQuery() ?? "" };
+      // Not corked: uWS 20.30's HttpResponse.cork uncorks the old HTTP socket after the
+      // handler, and an upgrade inside it frees that socket first. In the bench that
+      // dropped other, already open WebSockets (1006, server FIN; up to half of 150
+      // back-to-back upgrades); uncorked, none in 600. The price is a native
+      // "writes must be made from within a corked callback" warning on stderr per upgrade.
       admit({ ...ctx, flag, leases, limitsFor, now }, request).then(
         (admission) => {
           if (aborted) {
             void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
             return;
           }
-          res.cork(() => res.upgrade<SocketData>({ admission }, key, protocol, extensions, context));
+          res.upgrade<SocketData>({ admission }, key, protocol, extensions, context);
         },
         (err) => {
           const e = toAppError(err);

@@ -76,6 +76,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   let transcription = { language: admission.language, prompt: admission.prompt, model: null as string | null };
   const pendingItems = new Set<string>();
   let vadFlushed = false; // the VAD has committed everything after session.close
+  let closedDone = false; // the socket is gone
   const aligner = createFrameAligner(2 * admission.channels);
   const resampler = createResampler(admission.sampleRate, INTERNAL_SAMPLE_RATE, admission.channels);
   const subjects = deps.nats.topology.subjects;
@@ -93,7 +94,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   });
 
   const send = (event: ServerEvent) => {
-    if (closing) return;
+    if (closing || closedDone) return;
     const r = socket.send(JSON.stringify(event));
     if (r === 2 || socket.bufferedAmount() > deps.maxClientBufferBytes) close(CLOSE.clientBackpressure);
   };
@@ -205,7 +206,6 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     close(reason);
   }
 
-  let closedDone = false;
   return {
     id: sessionId,
     keyId: principal.keyId,

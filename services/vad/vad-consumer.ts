@@ -14,7 +14,8 @@ import {
   type UtteranceCommand,
 } from "../../schemas/realtime";
 import type { Logger } from "../../shared/logger";
-import { ensureConsumer, type Nats } from "../../shared/nats";
+import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
+import { isNotFound, type Nats } from "../../shared/nats";
 import { loadVadEngine, type VadEngine, type VadEvent, type VadSegmenter } from "../../shared/audio/vad";
 
 /**
@@ -47,6 +48,36 @@ interface SessionState {
 }
 
 const STALE_SESSION_MS = 10 * 60_000;
+const ACK_EVERY = 64;
+const ACK_INTERVAL_MS = 200;
+
+/**
+ * The partition's durable: cumulative acks (AckPolicy.All) suit one in-order reader and
+ * cut the ack traffic 64-fold. Ack policy cannot be changed on an existing consumer, so
+ * one declared otherwise is replaced (VAD state is transient; it starts at new audio).
+ */
+async function ensureOrderedPartitionConsumer(nats: Nats, stream: string, durable: string, filterSubject: string) {
+  const config = {
+    durable_name: durable,
+    ack_policy: AckPolicy.All,
+    ack_wait: 30_000 * 1_000_000,
+    max_deliver: 5,
+    max_ack_pending: 20_000,
+    deliver_policy: DeliverPolicy.New,
+    filter_subject: filterSubject,
+  };
+  const existing = await nats.jsm.consumers.info(stream, durable).catch((err) => {
+    if (isNotFound(err)) return null;
+    throw err;
+  });
+  if (existing && existing.config.ack_policy !== AckPolicy.All) await nats.jsm.consumers.delete(stream, durable);
+  else if (existing) {
+    const { deliver_policy: _fixed, ...updatable } = config;
+    await nats.jsm.consumers.update(stream, durable, updatable);
+    return;
+  }
+  await nats.jsm.consumers.add(stream, config);
+}
 
 export interface VadServiceOptions {
   nats: Nats;
@@ -71,44 +102,48 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
 
   for (let p = 0; p < options.partitions; p++) {
     const durable = `vad_p${p}`;
-    await ensureConsumer(nats.jsm, {
-      stream: top.streams.rtAudio.name,
-      durable,
-      filterSubject: top.subjects.rtAudioPartition(p),
-      ackWaitMs: 30_000,
-      maxDeliver: 5,
-      maxAckPending: 10_000,
-      deliver: "new",
-    });
+    await ensureOrderedPartitionConsumer(nats, top.streams.rtAudio.name, durable, top.subjects.rtAudioPartition(p));
     const consumer = await nats.js.consumers.get(top.streams.rtAudio.name, durable);
     const messages = await consumer.consume({ max_messages: options.batch ?? 512 });
     const log = logger.child({ partition: p });
+    // Messages are handled synchronously, in order; the publishes each one causes are
+    // pipelined (awaiting them one by one would cap a partition at a few dozen events
+    // per second). `stored` resolves once everything published so far is stored, and
+    // acks are cumulative (AckPolicy.All): every ACK_EVERY messages or ACK_INTERVAL_MS
+    // the newest handled message is acked after `stored`, acknowledging all before it.
+    let stored: Promise<unknown> = Promise.resolve();
+    let newest: JsMsg | null = null;
+    let unacked = 0;
+    const ackNewest = () => {
+      const m = newest;
+      if (!m) return;
+      newest = null;
+      unacked = 0;
+      void stored.then(() => m.ack());
+    };
+    const ackTimer = setInterval(ackNewest, ACK_INTERVAL_MS);
     const done = (async () => {
       for await (const msg of messages) {
-        // Handled synchronously, in order; the publishes it causes are pipelined (not
-        // awaited one by one, which would cap a partition at a few dozen events per
-        // second) and the message is acked once they are stored.
         const publishes: Promise<unknown>[] = [];
         try {
           handle(msg, engine, sessions, options.defaults ?? defaultTurnDetection, nats, log, publishes);
         } catch (err) {
           log.warn("vad message failed", { subject: msg.subject, error: (err as Error).message });
         }
-        if (publishes.length === 0) msg.ack();
-        else
-          Promise.all(publishes).then(
-            () => msg.ack(),
-            (err) => {
-              // Redelivery is harmless (the segmenter skips audio it has seen) but these
-              // events are lost: publishes to the local stream fail only when it is down.
-              log.warn("vad events not stored", { subject: msg.subject, error: (err as Error).message });
-              msg.nak(1000);
-            },
-          );
+        if (publishes.length) {
+          // A failed publish loses those events (the local stream is down); redelivering
+          // the audio would not bring them back, so the failure is logged, not retried.
+          const settled = Promise.all(publishes).catch((err) => log.warn("vad events not stored", { subject: msg.subject, error: (err as Error).message }));
+          stored = Promise.all([stored, settled]);
+        }
+        newest = msg;
+        if (++unacked >= ACK_EVERY) ackNewest();
       }
     })();
     loops.push({
       stop: async () => {
+        clearInterval(ackTimer);
+        ackNewest();
         await messages.close();
         await done.catch(() => undefined);
       },
