@@ -20,6 +20,8 @@ export interface PocketsphinxOptions {
   modelDir?: string;
   /** Processes in the pool (default: available cores). */
   processes?: number;
+  /** Extra PocketSphinx decoder options, e.g. ["-beam", "1e-60"]. */
+  decoderOptions?: string[];
   /** Declared real-time factor for the router's timeout rule. */
   realTimeFactor?: number;
   models?: string[];
@@ -60,7 +62,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
 
   const spawnProc = (): Promise<Proc> =>
     new Promise((resolveReady, rejectReady) => {
-      const child = spawn(binary, [modelDir], { stdio: ["pipe", "pipe", "pipe"] });
+      const child = spawn(binary, [modelDir, ...(options.decoderOptions ?? [])], { stdio: ["pipe", "pipe", "pipe"] });
       const proc: Proc = { child, ready: false };
       child.stderr.resume();
       child.stdin.on("error", () => undefined);
