@@ -14,6 +14,7 @@
  * Options (env): BENCH_REQUESTS (default 1000), BENCH_CONCURRENCY (default 8),
  * BENCH_PART=engine|gateway to run one half.
  */
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { execFileSync, spawn } from "node:child_process";
@@ -74,8 +75,9 @@ async function benchEngine() {
     }
     console.log(`  ${c.name.padEnd(48)} ${(c.pcm.length / 16_000).toFixed(1).padStart(5)} s  RTF ${(s / (c.pcm.length / 16_000)).toFixed(2)}  WER ${(w.wer * 100).toFixed(1).padStart(5)}%`);
   }
+  const cpu = childCpuSeconds();
   await one.close();
-  console.log(`  one process, sequential: RTF ${(busy / audio).toFixed(3)}`);
+  console.log(`  one process, sequential: RTF ${(busy / audio).toFixed(3)} wall, ${(cpu / audio).toFixed(3)} in CPU seconds (load-independent; includes the model load)`);
   console.log(`  LibriVox WER: ${((libriErr / libriWords) * 100).toFixed(1)}% over ${libriWords} words`);
   const n = availableParallelism();
   const pool = await createPocketsphinxEngine({ processes: n });
@@ -84,6 +86,21 @@ async function benchEngine() {
   const wall = (performance.now() - t0) / 1000;
   await pool.close();
   console.log(`  pool of ${n}, all clips in flight: ${wall.toFixed(2)} s wall for ${audio.toFixed(1)} s → aggregate RTF ${(wall / audio).toFixed(3)}`);
+}
+
+/** CPU seconds (user + system) used so far by this process's ps-worker children. */
+function childCpuSeconds(): number {
+  let pids: string[] = [];
+  try {
+    pids = execFileSync("pgrep", ["-P", String(process.pid), "ps-worker"], { encoding: "utf8" }).split("\n").filter(Boolean);
+  } catch {
+    return 0;
+  }
+  const tick = 100; // USER_HZ on Linux
+  return pids.reduce((sum, pid) => {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(")")[1]!.trim().split(" ");
+    return sum + (Number(fields[11]) + Number(fields[12])) / tick;
+  }, 0);
 }
 
 /** A worker engine that costs nothing: only the gateway's own work is left to measure. */
