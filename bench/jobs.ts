@@ -19,7 +19,7 @@
  * BENCH_CONCURRENCY (default "1,3,6", part 2).
  */
 import { readFileSync } from "node:fs";
-import { availableParallelism } from "node:os";
+import { availableParallelism, loadavg } from "node:os";
 import { startWorkerService } from "../services/transcriber/worker-service";
 import { loadEvents } from "../shared/event-store";
 import { createLogger } from "../shared/logger";
@@ -104,7 +104,8 @@ function phases(run: Run) {
   const chunkEnds = run.events.filter((r) => r.event.type === "ChunkTranscribed").map((r) => r.at);
   const lastChunk = Math.max(...chunkEnds);
   const completed = at((e) => e.type === "JobCompleted");
-  return { submitted, fetched, sliced, firstChunk, lastChunk, completed, chunks: chunkEnds.length };
+  const failedAttempts = run.events.filter((r) => r.event.type === "StepAttemptFailed").length;
+  return { submitted, fetched, sliced, firstChunk, lastChunk, completed, chunks: chunkEnds.length, failedAttempts };
 }
 
 async function benchOverhead() {
@@ -160,7 +161,8 @@ async function benchWall() {
         `concurrency ${concurrency}: wall ${(run.wallMs / 1000).toFixed(1)} s for ${audioSeconds} s of audio ` +
           `(${(audioSeconds / (run.wallMs / 1000)).toFixed(1)}× real time); ${p.chunks} slices; ` +
           `fetch+decode ${p.fetched - p.submitted} ms, slice ${p.sliced - p.fetched} ms, transcription ${((p.lastChunk - p.firstChunk) / 1000).toFixed(1)} s, ` +
-          `aggregate+complete ${p.completed - p.lastChunk} ms; ${run.view.output!.result.summary.num_segments} segments`,
+          `aggregate+complete ${p.completed - p.lastChunk} ms; ${run.view.output!.result.summary.num_segments} segments; ` +
+          `${p.failedAttempts} failed attempts; load average ${loadavg()[0]!.toFixed(1)}`,
       );
     }
   } finally {
