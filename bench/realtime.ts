@@ -156,7 +156,7 @@ async function main() {
   });
 
   console.log(`realtime bench: ${seconds} s of speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, a fresh server per round`);
-  console.log("sessions | held | closes | lost ms | vad pending | VAD decision p50/p99 | stopped→transcript p50/p99 minus engine (wait+work) | engine wait p50/p99 | stopped→transcript with engine p50/p99 | completed/failed | MB/session | server CPU");
+  console.log("sessions | held | closes | lost ms | vad pending | VAD decision p50/p99 | stopped→transcript p50/p99 minus engine (wait+work) | engine wait p50/p99 | stopped→transcript with engine p50/p99 | completed/failed of committed | MB/session | server CPU");
   let proc: ChildProcess | undefined;
   try {
     for (const n of rounds) {
@@ -221,10 +221,12 @@ async function main() {
       // stream in real time: one timer for every session
       const start = performance.now();
       let ticks = 0;
+      const clientLag: number[] = [];
       let peak = before;
       await new Promise<void>((resolve) => {
         const timer = setInterval(() => {
           const due = Math.floor((performance.now() - start) / frameMs);
+          clientLag.push(Math.max(0, performance.now() - (start + (ticks + 1) * frameMs)));
           while (ticks < due) {
             ticks++;
             for (const s of open) {
@@ -301,11 +303,11 @@ async function main() {
           [...closes].map(([k, v]) => `${k}×${v}`).join(","),
           lostMs,
           vadPending,
-          `${pct(decision, 50).toFixed(0)}/${pct(decision, 99).toFixed(0)} ms`,
+          `${pct(decision, 50).toFixed(0)}/${pct(decision, 99).toFixed(0)} ms (client lag p99 ${pct(clientLag, 99).toFixed(0)} ms)`,
           `${pct(pipeline, 50).toFixed(0)}/${pct(pipeline, 99).toFixed(0)} ms`,
           `${pct(queued, 50).toFixed(0)}/${pct(queued, 99).toFixed(0)} ms`,
           `${pct(total, 50).toFixed(0)}/${pct(total, 99).toFixed(0)} ms`,
-          `${completed}/${failed}`,
+          `${completed}/${failed} of ${sessions.reduce((n, x) => n + x.events.filter((e) => e.type === "input_audio_buffer.committed").length, 0)}`,
           ((peak.rssMb - before.rssMb) / Math.max(1, open.length)).toFixed(2),
           `${cpu.toFixed(0)}%`,
         ].join(" | "),
