@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs a benchmark against the real NATS and Postgres (installed/started as for the
+# tests): ./scripts/bench.sh segment|jobs|realtime [benchmark flags]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+name="${1:-}"
+case "$name" in
+  segment|jobs|realtime) shift ;;
+  *) echo "usage: scripts/bench.sh segment|jobs|realtime [flags]" >&2; exit 2 ;;
+esac
+source "$ROOT/scripts/setup.sh"
+cd "$ROOT"
+exec node_modules/.bin/tsx "bench/$name.ts" "$@"
