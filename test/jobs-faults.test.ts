@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
+import { createObjectStore } from "../shared/objects/index";
 import { startStack, type Stack } from "./support/stack";
 import { serviceDefs } from "../services/stt/services";
 import { startJobTranscriber } from "../services/jobs/start";
@@ -70,6 +72,34 @@ function counting(inner: WorkerRouter): Counting {
 
 const startReplica = (router: WorkerRouter) => startJobTranscriber({ ...stack.runtime.ctx, router });
 
+/** A jobs-transcriber in its own OS process on the stack's NATS prefix, schema and store. */
+async function spawnReplica(): Promise<ChildProcess> {
+  const c = stack.config;
+  const child = spawn(process.execPath, ["--import", "tsx", "test/jobs-child-transcriber.ts"], {
+    env: {
+      ...process.env,
+      NATS_URL: c.nats.url,
+      NATS_PREFIX: c.nats.prefix,
+      DATABASE_URL: c.db.url,
+      DATABASE_SCHEMA: c.db.schema,
+      DATABASE_POOL_MAX: "2",
+      OBJECT_STORE: "fs",
+      OBJECT_STORE_DIR: c.objects.dir,
+      DATA_DIR: c.dataDir,
+      JOB_STEP_ACK_WAIT_MS: String(c.jobs.stepAckWaitMs),
+      WORKER_EMBEDDED: "none",
+      LOG_LEVEL: "error",
+      PORT: "0",
+    },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on("data", (d: Buffer) => d.toString().includes("ready") && resolve());
+    child.on("exit", (code) => reject(new Error(`replica exited early (${code})`)));
+  });
+  return child;
+}
+
 async function submit(requestId: string): Promise<string> {
   const res = await stack.fetch("/v1/audio/transcriptions/jobs", {
     method: "POST",
@@ -137,6 +167,49 @@ describe("batch job faults", () => {
     const recorded = await chunkEvents(id);
     expect(recorded.map((e) => (e.type === "ChunkTranscribed" ? e.data.index : -1)).sort()).toEqual([0, 1, 2, 3, 4, 5]);
     console.log(`[jobs-faults] killed after ${doneByA} chunks; the new replica transcribed ${second.completed}`);
+  });
+
+  it("a transcriber process killed with SIGKILL: another one finishes the job, keeping every checkpoint", { timeout: 400_000 }, async () => {
+    const requestId = `sigkill-${randomHex()}`;
+    const id = await submit(requestId);
+    const a = await spawnReplica();
+    let b: ChildProcess | undefined;
+    try {
+      const before = await waitFor(
+        async () => {
+          const v = await poll(id);
+          const steps = chunkSteps(v);
+          return steps.filter((s) => s.status === "complete").length >= 2 && steps.some((s) => s.status === "running") ? v : undefined;
+        },
+        { timeoutMs: 150_000, everyMs: 50, what: "two finished chunks" },
+      );
+      a.kill("SIGKILL");
+      const store = await createObjectStore(stack.config.objects);
+      const done = chunkSteps(before).filter((s) => s.status === "complete").map((s) => Number(s.name.split("_").at(-1)));
+      const stamps = new Map<number, string>();
+      for (const i of done) stamps.set(i, JSON.parse((await store.get(`transcription/${requestId}/chunk_${i}.json`))!.toString()).transcribed_at);
+      expect((await poll(id)).status).toBe("running");
+
+      b = await spawnReplica();
+      const view = await waitFor(async () => {
+        const v = await poll(id);
+        return v.status === "complete" || v.status === "errored" ? v : undefined;
+      }, { timeoutMs: 250_000, everyMs: 200, what: "job completion after SIGKILL" });
+      expect(view.error).toBeNull();
+      expect(view.output!.result.metadata.chunk_count).toBe(6);
+      // Chunks finished before the kill were not transcribed again: same checkpoints.
+      for (const [i, stamp] of stamps) {
+        expect(JSON.parse((await store.get(`transcription/${requestId}/chunk_${i}.json`))!.toString()).transcribed_at).toBe(stamp);
+      }
+      const recorded = (await chunkEvents(id)).map((e) => (e.type === "ChunkTranscribed" ? e.data.index : -1)).sort();
+      expect(recorded).toEqual([0, 1, 2, 3, 4, 5]);
+      await store.close();
+      console.log(`[jobs-faults] SIGKILL after ${done.length} chunks; completed by a second process`);
+    } finally {
+      a.kill("SIGKILL");
+      b?.kill("SIGTERM");
+      b?.kill("SIGKILL");
+    }
   });
 
   it("a retryable chunk failure is retried with backoff and recorded in the steps", { timeout: 400_000 }, async () => {
