@@ -26,7 +26,8 @@ import { createLogger } from "../shared/logger";
 import type { TranscriptionEngine } from "../shared/workers/types";
 import { jobEventEnvelope, type JobEvent, type JobView } from "../schemas/jobs";
 import { startStack, type Stack } from "../test/support/stack";
-import { startHttp } from "../test/jobs-helpers";
+import { startHttp } from "../test/support/jobs-helpers";
+import { fixturePath } from "../test/support/fixtures";
 
 const PART = process.env.BENCH_PART;
 const MINUTES = Number(process.env.BENCH_MINUTES ?? 10);
@@ -34,7 +35,7 @@ const SEGMENT = Number(process.env.BENCH_SEGMENT_SECONDS ?? 30);
 const SLICES = Number(process.env.BENCH_SLICES ?? 60);
 const CONCURRENCIES = (process.env.BENCH_CONCURRENCY ?? "1,3,6").split(",").map(Number);
 
-const FIXTURE = readFileSync("/work/shared/fixtures/audio/silero_test.wav");
+const FIXTURE = readFileSync(fixturePath("silero_test.wav"));
 const PCM = FIXTURE.subarray(44);
 
 function wav(pcm: Buffer): Buffer {

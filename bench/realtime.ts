@@ -31,6 +31,7 @@ import { connectNats, destroyTopology } from "../shared/nats";
 import { loadConfig } from "../shared/config";
 import { createDb, dropSchema } from "../shared/db/index";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
+import { fixturePath } from "../test/support/fixtures";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -131,7 +132,7 @@ function sentAt(s: SessionRun, offset: number): number | undefined {
 }
 
 async function main() {
-  const jfk = pcm16MonoFromWav(readFileSync("/work/shared/fixtures/audio/jfk.wav"))!;
+  const jfk = pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!;
   // speech then 1.5 s of silence, looped
   const loop = new Int16Array(jfk.length + 24000);
   loop.set(jfk);

@@ -28,9 +28,10 @@ import { createLogger } from "../shared/logger";
 import type { TranscriptionEngine } from "../shared/workers/types";
 import { wordErrorRate } from "../shared/workers/wer";
 import { startStack } from "../test/support/stack";
+import { FIXTURES_DIR } from "../test/support/fixtures";
 
 const LIBRI = "/usr/share/pocketsphinx/test/data/librivox";
-const FIX = "/work/shared/fixtures/audio";
+const FIX = FIXTURES_DIR;
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const AUDIO_ONLY = process.env.BENCH_PART === "engine";

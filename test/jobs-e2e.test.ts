@@ -4,12 +4,13 @@ import { readFileSync } from "node:fs";
 import { startStack, type Stack } from "./support/stack";
 import { createObjectStore } from "../shared/objects/index";
 import type { JobView, WebhookPayload } from "../schemas/jobs";
-import { randomHex, readBody, startHttp, startLocalS3, waitFor, type LocalHttp, type LocalS3 } from "./jobs-helpers";
+import { randomHex, readBody, startHttp, startLocalS3, waitFor, type LocalHttp, type LocalS3 } from "./support/jobs-helpers";
+import { fixturePath } from "./support/fixtures";
 
 // End to end on the real stack: NATS, Postgres, the embedded PocketSphinx workers, the
 // object store (filesystem and s3rver), a real HTTP server serving the audio and a
 // real HTTP server receiving the webhook.
-const AUDIO = readFileSync("/work/shared/fixtures/audio/silero_test.wav");
+const AUDIO = readFileSync(fixturePath("silero_test.wav"));
 const SECRET = `whsec-${randomHex(8)}`;
 
 let audioServer: LocalHttp;
@@ -19,7 +20,7 @@ const hooks: { headers: Record<string, string | string[] | undefined>; body: str
 beforeAll(async () => {
   audioServer = await startHttp((req, res) => {
     if (req.url === "/short.wav") {
-      const jfk = readFileSync("/work/shared/fixtures/audio/jfk.wav");
+      const jfk = readFileSync(fixturePath("jfk.wav"));
       res.writeHead(200, { "content-type": "audio/wav" });
       res.end(jfk);
     } else if (req.url === "/speech.wav") {

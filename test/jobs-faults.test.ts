@@ -9,13 +9,14 @@ import { loadEvents } from "../shared/event-store";
 import { AppError } from "../shared/errors";
 import type { WorkerRouter } from "../shared/workers/types";
 import { jobEventEnvelope, type JobView } from "../schemas/jobs";
-import { randomHex, startHttp, waitFor, type LocalHttp } from "./jobs-helpers";
+import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
+import { fixturePath } from "./support/fixtures";
 
 // Fault tests on the real stack. The job transcriber is not started with the stack:
 // each test starts (and kills) its own replicas, whose worker router is the stack's
 // real router wrapped to count finished transcriptions (and, in one test, to refuse
 // one call) — the workers, NATS, Postgres and object store are all real.
-const AUDIO = readFileSync("/work/shared/fixtures/audio/silero_test.wav");
+const AUDIO = readFileSync(fixturePath("silero_test.wav"));
 
 let audioServer: LocalHttp;
 let stack: Stack;
@@ -75,7 +76,7 @@ const startReplica = (router: WorkerRouter) => startJobTranscriber({ ...stack.ru
 /** A jobs-transcriber in its own OS process on the stack's NATS prefix, schema and store. */
 async function spawnReplica(): Promise<ChildProcess> {
   const c = stack.config;
-  const child = spawn(process.execPath, ["--import", "tsx", "test/jobs-child-transcriber.ts"], {
+  const child = spawn(process.execPath, ["--import", "tsx", "test/support/jobs-child-transcriber.ts"], {
     env: {
       ...process.env,
       NATS_URL: c.nats.url,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectNats, destroyTopology, type Nats } from "../shared/nats";
 import { createStepLeases, StepBusy } from "../services/jobs/step-lease";
-import { randomHex } from "./jobs-helpers";
+import { randomHex } from "./support/jobs-helpers";
 
 // Step leases on the real NATS KV bucket, with an injected clock for expiry.
 let nats: Nats;

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createFsObjectStore, createS3ObjectStore, getJson, putJson, type ObjectStore } from "../shared/objects";
-import { startLocalS3, type LocalS3 } from "./jobs-helpers";
+import { startLocalS3, type LocalS3 } from "./support/jobs-helpers";
 
 // The same contract run against both real backends: a temp directory and s3rver.
 let s3: LocalS3;

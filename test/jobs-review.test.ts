@@ -3,13 +3,14 @@ import { readFileSync } from "node:fs";
 import { startStack, type Stack } from "./support/stack";
 import { createObjectStore } from "../shared/objects/index";
 import type { JobView, WebhookPayload } from "../schemas/jobs";
-import { randomHex, readBody, startHttp, waitFor, type LocalHttp } from "./jobs-helpers";
+import { randomHex, readBody, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
+import { fixturePath } from "./support/fixtures";
 
 // The two-stage review against a real local HTTP server speaking the OpenAI
 // chat-completions protocol. Its "model" is a fixed rule (stage 1 proposes the
 // upper-cased text of every segment, stage 2 accepts every proposal), so the test can
 // tell exactly which text came from the review.
-const AUDIO = readFileSync("/work/shared/fixtures/audio/jfk.wav");
+const AUDIO = readFileSync(fixturePath("jfk.wav"));
 
 let audioServer: LocalHttp;
 let llm: LocalHttp;

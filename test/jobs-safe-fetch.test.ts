@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { redactUrl, safeDownload, safeRequest, type SafeFetchOptions } from "../shared/net/safe-fetch";
-import { readBody, startHttp, type LocalHttp } from "./jobs-helpers";
+import { readBody, startHttp, type LocalHttp } from "./support/jobs-helpers";
 
 // A real HTTP server on 127.0.0.1 plays every remote: audio host, slow host, redirector.
 let server: LocalHttp;

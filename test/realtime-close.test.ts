@@ -3,7 +3,7 @@ import { createLogger } from "../shared/logger";
 import type { Limits } from "../shared/plans";
 import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
 import { startStack, type Stack } from "./support/stack";
-import { connectRt, fixture, silence, streamPcm, wsUrl } from "./realtime-support";
+import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 
 /**
  * Every close of spec 7.3 that a client can cause, each triggered for real and asserted

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav } from "../shared/audio/wav";
 import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
 import { startStack, type Stack } from "./support/stack";
-import { fixture } from "./realtime-support";
+import { fixture } from "./support/realtime-support";
 
 /**
  * The demo end to end in Debian's Chromium (headless): the page asks the demo backend

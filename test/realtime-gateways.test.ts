@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
-import { connectRt, refusal, wsUrl } from "./realtime-support";
+import { connectRt, refusal, wsUrl } from "./support/realtime-support";
 
 /**
  * Admission across gateway processes: a second `stt serve` process running only the

@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
-import { connectRt, fixture, refusal, streamPcm, wsUrl } from "./realtime-support";
+import { connectRt, fixture, refusal, streamPcm, wsUrl } from "./support/realtime-support";
 
 /**
  * The upstream circuit breaker end to end: no embedded worker, and the only provider

@@ -6,7 +6,8 @@ import type { Limits } from "../shared/plans";
 import { setRealtimeGatewayEnabled } from "../services/realtime-gateway/gateway-flag";
 import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
 import { startStack, type Stack } from "./support/stack";
-import { connectRt, fixture, refusal, silence, streamPcm, wsUrl } from "./realtime-support";
+import { connectRt, fixture, refusal, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { fixturePath } from "./support/fixtures";
 
 let stack: Stack;
 let freeKey: string;
@@ -245,7 +246,7 @@ describe("realtime session (spec 4.6, 6, 7.3)", () => {
   });
 
   it("streams ldc93s1.wav in real time as 48 kHz stereo: resampled, segmented and transcribed", async () => {
-    const raw = execFileSync("ffmpeg", ["-v", "error", "-i", "/work/shared/fixtures/audio/ldc93s1.wav", "-ar", "48000", "-ac", "2", "-f", "s16le", "-"]);
+    const raw = execFileSync("ffmpeg", ["-v", "error", "-i", fixturePath("ldc93s1.wav"), "-ar", "48000", "-ac", "2", "-f", "s16le", "-"]);
     const pcm = new Int16Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
     const c = await connectRt(wsUrl(stack.baseUrl, "sample_rate=48000&channels=2"), bearer(proKey));
     const created = await c.next("session.created");

@@ -2,7 +2,8 @@ import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { segmentEnvelope } from "../schemas/segment";
 import { startStack, type Stack } from "./support/stack";
-import { startProviderServer, type ProviderServer } from "./workers-provider-server";
+import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
+import { fixturePath } from "./support/fixtures";
 
 /**
  * The segment route's timing rules end to end, with real local OpenAI-compatible
@@ -29,7 +30,7 @@ describe("POST /v1/audio/transcriptions: primary worker and fallback provider", 
       FALLBACK_OPENAI_API_KEY: "sk-fallback-upstream",
     });
     ({ key, id: keyId } = await stack.issueKey("pro", "tenant-fb"));
-    clip = await readFile("/work/shared/fixtures/audio/ldc93s1.wav");
+    clip = await readFile(fixturePath("ldc93s1.wav"));
   });
   afterAll(async () => {
     await stack?.stop();

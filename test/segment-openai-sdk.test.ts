@@ -4,8 +4,9 @@ import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { wordErrorRate } from "../shared/workers/wer";
 import { startStack, type Stack } from "./support/stack";
+import { FIXTURES_DIR } from "./support/fixtures";
 
-const FIX = "/work/shared/fixtures/audio";
+const FIX = FIXTURES_DIR;
 const LIBRI = "/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0920.wav";
 const REF = "had he married a more amiable woman he might have been made still more respectable than he was";
 

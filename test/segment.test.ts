@@ -6,8 +6,9 @@ import { encodeWav } from "../shared/audio/wav";
 import { recordUsage } from "../shared/usage";
 import { wordErrorRate } from "../shared/workers/wer";
 import { startStack, type Stack } from "./support/stack";
+import { FIXTURES_DIR } from "./support/fixtures";
 
-const FIX = "/work/shared/fixtures/audio";
+const FIX = FIXTURES_DIR;
 const MAX_UPLOAD = 2_000_000;
 
 describe("POST /v1/audio/transcriptions with the embedded PocketSphinx worker", () => {

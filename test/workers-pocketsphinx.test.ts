@@ -8,8 +8,9 @@ import { encodeWav } from "../shared/audio/wav";
 import { wordErrorRate } from "../shared/workers/wer";
 import type { TranscriptionEngine } from "../shared/workers/types";
 import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
+import { FIXTURES_DIR } from "./support/fixtures";
 
-const FIX = "/work/shared/fixtures/audio";
+const FIX = FIXTURES_DIR;
 const LIBRI = "/usr/share/pocketsphinx/test/data/librivox";
 
 async function librivoxClips(): Promise<{ file: string; text: string }[]> {

@@ -10,7 +10,7 @@ import { connectNats, destroyTopology, type Nats } from "../shared/nats";
 import { workerReply } from "../schemas/segment";
 import { encodeWorkerRequest } from "../shared/workers/protocol";
 import { attemptTimeoutMs, createWorkerRouter, type RunningRouter } from "../shared/workers/router";
-import { startProviderServer, type ProviderServer } from "./workers-provider-server";
+import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 
 const logger = createLogger("error");
 const HEARTBEAT = 200;

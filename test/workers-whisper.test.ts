@@ -12,9 +12,10 @@ import { connectNats, destroyTopology, type Nats } from "../shared/nats";
 import { createWorkerRouter } from "../shared/workers/router";
 import type { TranscriptionEngine } from "../shared/workers/types";
 import { wordErrorRate } from "../shared/workers/wer";
-import { writeTinyWhisperModel } from "./workers-whisper-model";
+import { writeTinyWhisperModel } from "./support/workers-whisper-model";
+import { fixturePath } from "./support/fixtures";
 
-const LDC = "/work/shared/fixtures/audio/ldc93s1.wav";
+const LDC = fixturePath("ldc93s1.wav");
 
 describe("whisper.cpp worker (Node binding) with a generated tiny ggml model", () => {
   let dir: string;

@@ -1,6 +1,6 @@
 import { sql } from "kysely";
 import type { Readiness } from "../../schemas/http";
-import type { ServiceContext } from "../stt/context";
+import type { ServiceContext } from "../../shared/service";
 
 type Check = Readiness["checks"][string];
 

@@ -1,5 +1,5 @@
 import { serve, type ServerType } from "@hono/node-server";
-import type { RunningService, ServiceContext } from "../stt/context";
+import type { RunningService, ServiceContext } from "../../shared/service";
 import { createApp } from "./app";
 import { checkReadiness } from "./readiness";
 

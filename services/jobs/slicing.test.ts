@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { boundaryWindows, chunkCount, planSlices, quietestPoint } from "./slicing";
 import { pcm16MonoFromWav } from "../../shared/audio/wav";
+import { fixturePath } from "../../test/support/fixtures";
 
 const RATE = 16_000;
 
@@ -63,7 +64,7 @@ describe("boundary placement", () => {
 });
 
 describe("real speech (silero_test.wav, 60 s)", () => {
-  const pcm = pcm16MonoFromWav(readFileSync("/work/shared/fixtures/audio/silero_test.wav"))!;
+  const pcm = pcm16MonoFromWav(readFileSync(fixturePath("silero_test.wav")))!;
   const energyAround = (sample: number) => {
     const half = 0.1 * RATE;
     let sum = 0;

@@ -1,5 +1,5 @@
 import { AppError } from "../../shared/errors";
-import type { RunningService, ServiceContext } from "../stt/context";
+import type { RunningService, ServiceContext } from "../../shared/service";
 import { aggregateTranscript } from "./aggregate";
 import { fetchAudio } from "./fetch-audio";
 import { stepChunkIndex, type ActiveJob } from "./job";

@@ -1,4 +1,4 @@
-import type { RunningService, ServiceContext } from "../stt/context";
+import type { RunningService, ServiceContext } from "../../shared/service";
 import { startRealtimeGateway } from "./gateway";
 
 /**

@@ -1,5 +1,5 @@
 import { defaultTurnDetection } from "../../schemas/realtime";
-import type { RunningService, ServiceContext } from "../stt/context";
+import type { RunningService, ServiceContext } from "../../shared/service";
 import { startVadConsumers } from "./vad-consumer";
 
 /** The vad service: partitioned server-VAD consumers over RT_AUDIO. */

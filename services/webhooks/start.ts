@@ -13,7 +13,7 @@ import {
   type JobEvent,
   type WebhookPayload,
 } from "../../schemas/jobs";
-import type { RunningService, ServiceContext } from "../stt/context";
+import type { RunningService, ServiceContext } from "../../shared/service";
 import { deliverWebhook } from "./deliver";
 
 /**

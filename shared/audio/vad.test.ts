@@ -3,8 +3,9 @@ import { describe, expect, it } from "vitest";
 import { defaultTurnDetection } from "../../schemas/realtime";
 import { loadVadEngine, type VadEvent } from "./vad";
 import { pcm16MonoFromWav } from "./wav";
+import { FIXTURES_DIR } from "../../test/support/fixtures";
 
-const fixtures = "/work/shared/fixtures/audio";
+const fixtures = FIXTURES_DIR;
 const load = (name: string) => pcm16MonoFromWav(readFileSync(`${fixtures}/${name}`))!;
 
 async function segment(pcm: Int16Array, chunk: number, settings = defaultTurnDetection) {

@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { parseWav } from "../shared/audio/wav";
+import { parseWav } from "../../shared/audio/wav";
 
 /**
  * A real local HTTP server standing in for an external OpenAI-compatible

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import WebSocket from "ws";
-import { REALTIME_PATH } from "../schemas/realtime";
-import { pcm16MonoFromWav } from "../shared/audio/wav";
+import { REALTIME_PATH } from "../../schemas/realtime";
+import { pcm16MonoFromWav } from "../../shared/audio/wav";
+import { fixturePath } from "./fixtures";
 
 /** A real WebSocket client for the realtime tests and the bench. */
 export interface RtClient {
@@ -14,7 +15,7 @@ export interface RtClient {
   sendJson(value: unknown): void;
 }
 
-export const fixture = (name: string) => pcm16MonoFromWav(readFileSync(`/work/shared/fixtures/audio/${name}`))!;
+export const fixture = (name: string) => pcm16MonoFromWav(readFileSync(fixturePath(name)))!;
 
 export function wsUrl(baseUrl: string, query = ""): string {
   return `${baseUrl.replace(/^http/, "ws")}${REALTIME_PATH}${query ? `?${query}` : ""}`;
