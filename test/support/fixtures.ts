@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -5,9 +6,13 @@ import { fileURLToPath } from "node:url";
 export const REPO_ROOT = resolve(fileURLToPath(new URL(".", import.meta.url)), "../..");
 
 /**
- * Labelled speech fixtures: `../shared/fixtures/audio` beside the repository (as CI
- * lays it out), or STT_FIXTURES_DIR.
+ * Labelled speech fixtures: STT_FIXTURES_DIR, else `../shared/fixtures/audio` beside the
+ * repository (as CI lays it out), else the workspace's `/work/shared` (a clone made
+ * elsewhere on a developer machine).
  */
-export const FIXTURES_DIR = process.env.STT_FIXTURES_DIR ?? resolve(REPO_ROOT, "../shared/fixtures/audio");
+export const FIXTURES_DIR =
+  process.env.STT_FIXTURES_DIR ??
+  [resolve(REPO_ROOT, "../shared/fixtures/audio"), "/work/shared/fixtures/audio"].find((dir) => existsSync(dir)) ??
+  resolve(REPO_ROOT, "../shared/fixtures/audio");
 
 export const fixturePath = (name: string) => resolve(FIXTURES_DIR, name);
