@@ -28,6 +28,7 @@ import { jobEventEnvelope, type JobEvent, type JobView } from "../schemas/jobs";
 import { startStack, type Stack } from "../test/support/stack";
 import { startHttp } from "../test/support/jobs-helpers";
 import { fixturePath } from "../test/support/fixtures";
+import { encodeWav } from "../shared/audio/wav";
 
 const PART = process.env.BENCH_PART;
 const MINUTES = Number(process.env.BENCH_MINUTES ?? 10);
@@ -38,22 +39,8 @@ const CONCURRENCIES = (process.env.BENCH_CONCURRENCY ?? "1,3,6").split(",").map(
 const FIXTURE = readFileSync(fixturePath("silero_test.wav"));
 const PCM = FIXTURE.subarray(44);
 
-function wav(pcm: Buffer): Buffer {
-  const head = Buffer.alloc(44);
-  head.write("RIFF", 0);
-  head.writeUInt32LE(36 + pcm.length, 4);
-  head.write("WAVEfmt ", 8);
-  head.writeUInt32LE(16, 16);
-  head.writeUInt16LE(1, 20);
-  head.writeUInt16LE(1, 22);
-  head.writeUInt32LE(16000, 24);
-  head.writeUInt32LE(32000, 28);
-  head.writeUInt16LE(2, 32);
-  head.writeUInt16LE(16, 34);
-  head.write("data", 36);
-  head.writeUInt32LE(pcm.length, 40);
-  return Buffer.concat([head, pcm]);
-}
+/** PCM16 bytes (16 kHz mono) as a WAV file. */
+const wav = (pcm: Buffer) => encodeWav(new Int16Array(new Uint8Array(pcm).buffer));
 
 function zeroCostEngine(): TranscriptionEngine {
   return {

@@ -6,6 +6,7 @@ import { createObjectStore } from "../shared/objects/index";
 import type { JobView, WebhookPayload } from "../schemas/jobs";
 import { randomHex, readBody, startHttp, startLocalS3, waitFor, type LocalHttp, type LocalS3 } from "./support/jobs-helpers";
 import { fixturePath } from "./support/fixtures";
+import { encodeWav } from "../shared/audio/wav";
 
 // End to end on the real stack: NATS, Postgres, the embedded PocketSphinx workers, the
 // object store (filesystem and s3rver), a real HTTP server serving the audio and a
@@ -307,19 +308,7 @@ describe("batch jobs on the filesystem store", () => {
 
   it("fails a job whose audio is longer than the plan allows", async () => {
     // The free plan allows 900 s; ffmpeg's lavfi is not reachable by URL, so serve a long file.
-    const long = Buffer.alloc(44 + 16000 * 2 * 901);
-    long.write("RIFF", 0);
-    long.writeUInt32LE(long.length - 8, 4);
-    long.write("WAVEfmt ", 8);
-    long.writeUInt32LE(16, 16);
-    long.writeUInt16LE(1, 20);
-    long.writeUInt16LE(1, 22);
-    long.writeUInt32LE(16000, 24);
-    long.writeUInt32LE(32000, 28);
-    long.writeUInt16LE(2, 32);
-    long.writeUInt16LE(16, 34);
-    long.write("data", 36);
-    long.writeUInt32LE(long.length - 44, 40);
+    const long = encodeWav(new Int16Array(16000 * 901));
     const server = await startHttp((_req, res) => {
       res.writeHead(200, { "content-type": "audio/wav" });
       res.end(long);

@@ -1,9 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "../shared/logger";
-import type { Limits } from "../shared/plans";
-import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
 import { startStack, type Stack } from "./support/stack";
-import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { connectRt, extraGateways, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 
 /**
  * Every close of spec 7.3 that a client can cause, each triggered for real and asserted
@@ -12,28 +9,20 @@ import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtim
  */
 let stack: Stack;
 let key: string;
-const extra: RealtimeGateway[] = [];
+const gateways = extraGateways(() => stack);
+const gatewayWith = gateways.start;
 
 beforeAll(async () => {
   stack = await startStack();
   key = (await stack.issueKey("pro")).key;
 });
 afterAll(async () => {
-  for (const g of extra) await g.stop().catch(() => undefined);
+  await gateways.stopAll();
   await stack?.stop();
 });
 
 const auth = () => ({ authorization: `Bearer ${key}` });
 
-async function gatewayWith(limits: Partial<Limits>, realtime: Partial<typeof stack.config.realtime> = {}) {
-  const config = { ...stack.config, realtime: { ...stack.config.realtime, ...realtime } };
-  const g = await startRealtimeGateway(
-    { config, nats: stack.nats, db: stack.db, logger: createLogger("error"), router: stack.runtime.ctx.router },
-    { port: 0, host: "127.0.0.1", limitsFor: (p) => ({ ...p.limits, ...limits }) },
-  );
-  extra.push(g);
-  return `http://127.0.0.1:${g.port}`;
-}
 
 describe("close codes (spec 7.3)", () => {
   it("1000 on a graceful session.close", async () => {

@@ -1,18 +1,16 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sessionCreated } from "../schemas/realtime";
-import { createLogger } from "../shared/logger";
-import type { Limits } from "../shared/plans";
 import { setRealtimeGatewayEnabled } from "../services/realtime-gateway/gateway-flag";
-import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
 import { startStack, type Stack } from "./support/stack";
-import { connectRt, fixture, refusal, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { connectRt, extraGateways, fixture, refusal, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { fixturePath } from "./support/fixtures";
 
 let stack: Stack;
 let freeKey: string;
 let proKey: string;
-const extra: RealtimeGateway[] = [];
+const gateways = extraGateways(() => stack);
+const gatewayWith = gateways.start;
 
 beforeAll(async () => {
   // PocketSphinx on a shared 2-core machine: give the router's per-attempt timeout room
@@ -21,7 +19,7 @@ beforeAll(async () => {
   proKey = (await stack.issueKey("pro")).key;
 });
 afterAll(async () => {
-  for (const g of extra) await g.stop().catch(() => undefined);
+  await gateways.stopAll();
   await stack?.stop();
 });
 
@@ -38,16 +36,6 @@ async function allResults(c: { events: any[] }, timeoutMs = 90_000) {
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
 
-/** A second gateway on the stack's NATS and Postgres with tightened limits or settings. */
-async function gatewayWith(limits: Partial<Limits>, realtime: Partial<typeof stack.config.realtime> = {}) {
-  const config = { ...stack.config, realtime: { ...stack.config.realtime, ...realtime } };
-  const g = await startRealtimeGateway(
-    { config, nats: stack.nats, db: stack.db, logger: createLogger("error"), router: stack.runtime.ctx.router },
-    { port: 0, host: "127.0.0.1", limitsFor: (p) => ({ ...p.limits, ...limits }) },
-  );
-  extra.push(g);
-  return `http://127.0.0.1:${g.port}`;
-}
 
 describe("realtime upgrade (spec 3.3, 5.3, 6.1, 7.2)", () => {
   it("sends session.created exactly per 6.1 on a Bearer sk- upgrade", async () => {

@@ -3,6 +3,11 @@ import WebSocket from "ws";
 import { REALTIME_PATH } from "../../schemas/realtime";
 import { pcm16MonoFromWav } from "../../shared/audio/wav";
 import { fixturePath } from "./fixtures";
+import type { Config } from "../../shared/config";
+import { createLogger } from "../../shared/logger";
+import type { Limits } from "../../shared/plans";
+import { startRealtimeGateway, type RealtimeGateway } from "../../services/realtime-gateway/gateway";
+import type { Stack } from "./stack";
 
 /** A real WebSocket client for the realtime tests and the bench. */
 export interface RtClient {
@@ -108,3 +113,26 @@ export async function streamPcm(client: RtClient, pcm: Int16Array, options: { sp
 }
 
 export const silence = (seconds: number, rate = 16000) => new Int16Array(Math.round(seconds * rate));
+
+/**
+ * Extra realtime gateways on a stack's NATS and Postgres, with tightened plan limits or
+ * realtime settings, for tests that need a limit to trip quickly. stopAll() in afterAll.
+ */
+export function extraGateways(getStack: () => Stack) {
+  const started: RealtimeGateway[] = [];
+  return {
+    async start(limits: Partial<Limits>, realtime: Partial<Config["realtime"]> = {}): Promise<string> {
+      const stack = getStack();
+      const config = { ...stack.config, realtime: { ...stack.config.realtime, ...realtime } };
+      const g = await startRealtimeGateway(
+        { config, nats: stack.nats, db: stack.db, logger: createLogger("error"), router: stack.runtime.ctx.router },
+        { port: 0, host: "127.0.0.1", limitsFor: (p) => ({ ...p.limits, ...limits }) },
+      );
+      started.push(g);
+      return `http://127.0.0.1:${g.port}`;
+    },
+    async stopAll(): Promise<void> {
+      for (const g of started.splice(0)) await g.stop().catch(() => undefined);
+    },
+  };
+}
