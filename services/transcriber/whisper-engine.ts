@@ -5,6 +5,7 @@ import type { TranscriptSegment, TranscriptWord, VerboseTranscription } from "..
 import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import type { EngineRequest, TranscriptionEngine } from "../../shared/workers/types";
+import { segmentFromWords } from "./segments";
 
 /**
  * whisper.cpp through its Node binding (@fugood/node-whisper-*, a prebuilt N-API
@@ -149,18 +150,7 @@ export function assemble(tokens: NativeSegment[], duration: number, language: st
   let current: TranscriptWord[] = [];
   const flush = () => {
     if (current.length === 0) return;
-    segments.push({
-      id: segments.length,
-      seek: 0,
-      start: current[0]!.start,
-      end: current.at(-1)!.end,
-      text: " " + current.map((w) => w.word).join(" "),
-      tokens: [],
-      temperature: 0,
-      avg_logprob: 0,
-      compression_ratio: 1,
-      no_speech_prob: 0,
-    });
+    segments.push(segmentFromWords(segments.length, current));
     current = [];
   };
   for (const w of words) {

@@ -6,6 +6,7 @@ import type { TranscriptSegment, TranscriptWord, VerboseTranscription } from "..
 import { AppError } from "../../../shared/errors";
 import type { Logger } from "../../../shared/logger";
 import type { EngineRequest, TranscriptionEngine } from "../../../shared/workers/types";
+import { segmentFromWords } from "../segments";
 import { ensurePocketsphinxBinary } from "./build";
 
 /**
@@ -179,18 +180,7 @@ export function toVerbose(out: PsOutput, durationSeconds: number): VerboseTransc
     const ws = utt.words.map((w) => ({ word: w.w, start: round(clamp(w.s)), end: round(clamp(Math.max(w.e, w.s))), probability: w.p }));
     words.push(...ws);
     const logp = ws.reduce((acc, w) => acc + Math.log(Math.max(w.probability, 1e-6)), 0) / ws.length;
-    segments.push({
-      id: segments.length,
-      seek: 0,
-      start: ws[0]!.start,
-      end: ws.at(-1)!.end,
-      text: " " + ws.map((w) => w.word).join(" "),
-      tokens: [],
-      temperature: 0,
-      avg_logprob: Math.round(logp * 1000) / 1000,
-      compression_ratio: 1,
-      no_speech_prob: 0,
-    });
+    segments.push(segmentFromWords(segments.length, ws, Math.round(logp * 1000) / 1000));
   }
   return {
     task: "transcribe",
