@@ -43,6 +43,17 @@ describe("close codes (spec 7.3)", () => {
     expect(await c.closed).toEqual({ code: 1009, reason: "frame_too_large" });
   });
 
+  it("1009 frame_too_large also for a text frame over 1 MiB and for frames far over it (8 MiB)", async () => {
+    const text = await connectRt(wsUrl(stack.baseUrl), auth());
+    await text.next("session.created");
+    text.sendJson({ type: "session.update", session: { input_audio_transcription: { prompt: "x".repeat(1024 * 1024) } } });
+    expect(await text.closed).toEqual({ code: 1009, reason: "frame_too_large" });
+    const huge = await connectRt(wsUrl(stack.baseUrl), auth());
+    await huge.next("session.created");
+    huge.sendAudio(new Uint8Array(8 * 1024 * 1024));
+    expect(await huge.closed).toEqual({ code: 1009, reason: "frame_too_large" });
+  });
+
   it("4408 idle_timeout when no audio arrives within the plan's idle timeout", async () => {
     const base = await gatewayWith({ idleTimeoutSeconds: 1 });
     const c = await connectRt(wsUrl(base), auth());
@@ -121,5 +132,29 @@ describe("close codes (spec 7.3)", () => {
     await new Promise((r) => setTimeout(r, 1500));
     socket.resume();
     expect(await c.closed).toEqual({ code: 1013, reason: "client_backpressure" });
+  });
+
+  // Last in the file: it changes the stack's audio stream and puts it back.
+  it("1011 client_error when the audio stream refuses the session's audio (an operator shrank its limits)", async () => {
+    const name = stack.nats.topology.streams.rtAudio.name;
+    const before = (await stack.nats.jsm.streams.info(name)).config;
+    const c = await connectRt(wsUrl(stack.baseUrl), auth());
+    await c.next("session.created");
+    await streamPcm(c, silence(0.3), { speed: Infinity });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    try {
+      // 100 ms of audio is one 3 200-byte message; the stream now takes at most 1 KiB
+      await stack.nats.jsm.streams.update(name, { ...before, max_msg_size: 1024 });
+      await streamPcm(c, silence(0.3), { speed: Infinity });
+      expect(await c.closed).toEqual({ code: 1011, reason: "client_error" });
+    } finally {
+      await stack.nats.jsm.streams.update(name, before);
+    }
+    // the same key connects again at once: the lease of the failed session was released
+    const again = await connectRt(wsUrl(stack.baseUrl), auth());
+    await again.next("session.created");
+    again.sendJson({ type: "session.close" });
+    expect((await again.closed).code).toBe(1000);
   });
 });

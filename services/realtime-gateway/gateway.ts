@@ -57,6 +57,7 @@ interface SocketData {
 }
 
 const SWEEP_MS = 250;
+const MAX_WIRE_FRAME_BYTES = 16 * 1024 * 1024;
 
 function statusLine(status: number): string {
   const text: Record<number, string> = { 400: "Bad Request", 401: "Unauthorized", 426: "Upgrade Required", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable" };
@@ -132,9 +133,10 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
 
   const app = uWS.App();
   app.ws<SocketData>(REALTIME_PATH, {
-    // uWS closes oversize frames 1006 without a close frame: accept up to 2 MiB and close
-    // 1009 frame_too_large ourselves above config (1 MiB).
-    maxPayloadLength: Math.max(2 * 1024 * 1024, rt.maxFrameBytes + 1024),
+    // uWS drops a frame over maxPayloadLength with a bare TCP close (1006 at the client):
+    // accept up to 16 MiB and close 1009 frame_too_large ourselves above config (1 MiB).
+    // uWS buffers a frame until it is whole, so this bounds memory per socket too.
+    maxPayloadLength: Math.max(MAX_WIRE_FRAME_BYTES, rt.maxFrameBytes + 1024),
     maxBackpressure: rt.maxClientBufferBytes + 1024 * 1024,
     idleTimeout: 120,
     sendPingsAutomatically: true,

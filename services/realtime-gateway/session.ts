@@ -1,3 +1,4 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
 import type { Subscription } from "@nats-io/transport-node";
 import { randomUUID } from "node:crypto";
 import {
@@ -60,6 +61,17 @@ export function partitionOf(sessionId: string, partitions: number): number {
   return (h >>> 0) % partitions;
 }
 
+/**
+ * A publish JetStream answered with a client-class API error (e.g. 10054 "message size
+ * exceeds maximum allowed" after an operator shrank the stream's limits): retrying
+ * elsewhere will not help, so the session ends 1011 client_error ("unexpected gateway
+ * error"). Timeouts, no responders, a closed connection and 5xx answers are the
+ * upstream being away: 1013 upstream_unavailable, try again later.
+ */
+export function refusedByStream(err: unknown): boolean {
+  return err instanceof JetStreamApiError && err.apiError().code < 500;
+}
+
 export type Session = ReturnType<typeof openSession>;
 
 export function openSession(admission: Admission, socket: SessionSocket, deps: SessionDeps) {
@@ -88,8 +100,9 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     maxPendingAcks: deps.maxPendingAcks,
     now: deps.now,
     onFailure: (err) => {
-      log.warn("audio publish failed", { error: err instanceof Error ? err.message : String(err) });
-      close(CLOSE.upstreamUnavailable);
+      const refused = refusedByStream(err);
+      log.warn(refused ? "audio refused by the stream" : "audio publish failed", { error: err instanceof Error ? err.message : String(err) });
+      close(refused ? CLOSE.clientError : CLOSE.upstreamUnavailable);
     },
   });
 
@@ -226,6 +239,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     /** A text frame: one JSON client message. */
     onText(frame: ArrayBuffer) {
       if (closing) return;
+      if (frame.byteLength > deps.maxFrameBytes) return close(CLOSE.frameTooLarge);
       let raw: unknown;
       try {
         raw = JSON.parse(Buffer.from(frame).toString("utf8"));
