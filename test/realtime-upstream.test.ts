@@ -2,6 +2,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
+import { startRtTranscriber } from "../services/rt-transcriber/transcribe-utterances";
+import { createLogger } from "../shared/logger";
 import { connectRt, fixture, refusal, streamPcm, wsUrl } from "./support/realtime-support";
 
 /**
@@ -48,7 +50,9 @@ afterAll(async () => {
 });
 
 describe("upstream breaker (spec 3.3, 7.2, 7.3)", () => {
-  it("keeps at most maxConcurrentUtterances (free: 2) of a session in the workers", async () => {
+  it("keeps at most maxConcurrentUtterances (free: 2) of a session in the workers, across transcriber replicas", async () => {
+    // a second transcriber replica on the same durable: 8 consumers' worth of concurrency
+    const replica = await startRtTranscriber({ nats: stack.nats, logger: createLogger("error"), router: () => stack.runtime.ctx.router, concurrency: 4 });
     const { key } = await stack.issueKey("free");
     const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
     expect((await c.next("session.created")).limits.max_concurrent_utterances).toBe(2);
@@ -60,9 +64,10 @@ describe("upstream breaker (spec 3.3, 7.2, 7.3)", () => {
       await c.next("input_audio_buffer.committed");
     }
     for (let i = 0; i < 4; i++) await c.next("conversation.item.input_audio_transcription.failed", 30_000);
-    // four utterances committed at once, transcriber concurrency 4: the session's limit holds
+    // four utterances committed at once, two replicas of concurrency 4: the session's limit holds
     expect(maxInFlight).toBe(2);
     delayMs = 0;
+    await replica.stop();
     c.ws.close();
     await c.closed;
   });

@@ -1,5 +1,6 @@
 import type { KV } from "@nats-io/kv";
 import { AppError } from "../../shared/errors";
+import { liveLeases, updateLeaseEntry } from "../../shared/lease-entry";
 
 /**
  * Concurrent-connection leases shared by every gateway on one NATS: one KV entry per
@@ -15,30 +16,14 @@ interface LeaseSet {
 }
 
 const entryKey = (keyId: string) => `conn.${keyId}`;
+const emptySet = (): LeaseSet => ({ leases: {} });
 
 function live(set: LeaseSet, nowMs: number): LeaseSet {
-  const leases: LeaseSet["leases"] = {};
-  for (const [id, l] of Object.entries(set.leases)) if (l.exp > nowMs) leases[id] = l;
-  return { leases };
+  return { leases: liveLeases(set.leases, nowMs) };
 }
 
 async function mutate(kv: KV, keyId: string, change: (set: LeaseSet) => LeaseSet | null): Promise<void> {
-  const k = entryKey(keyId);
-  for (let attempt = 0; attempt < 25; attempt++) {
-    const entry = await kv.get(k);
-    const current: LeaseSet = entry && entry.length > 0 ? (entry.json() as LeaseSet) : { leases: {} };
-    const next = change(current);
-    if (next === null) return;
-    const value = JSON.stringify(next);
-    try {
-      if (entry) await kv.update(k, value, entry.revision);
-      else await kv.create(k, value);
-      return;
-    } catch {
-      // another gateway wrote first: read again
-    }
-  }
-  throw new AppError("unavailable", "lease_store_unavailable", "Could not update connection leases; retry shortly.");
+  await updateLeaseEntry(kv, entryKey(keyId), emptySet, change);
 }
 
 export interface Leases {

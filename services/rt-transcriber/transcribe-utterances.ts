@@ -7,6 +7,7 @@ import { appendEvents } from "../../shared/event-store";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import type { WorkerRouter } from "../../shared/workers/types";
+import { createUtteranceSlots } from "./utterance-slots";
 
 /**
  * The realtime transcriber: turns transcribe-utterance commands (rt.cmd.<sessionId>,
@@ -16,8 +17,10 @@ import type { WorkerRouter } from "../../shared/workers/types";
  * a router failure becomes `failed`, never a dropped item.
  *
  * maxConcurrentUtterances: at most that many utterances of one session are in the
- * router at once in this process; more wait (nak with a short delay, so other sessions
- * proceed). With several transcriber replicas the bound is per replica.
+ * router at once, across every transcriber replica (a KV slot table per session, see
+ * utterance-slots.ts); more wait (nak with a short delay, so other sessions proceed).
+ * If the slot table cannot be reached the utterance is transcribed anyway: a late
+ * transcript is worse than one extra in flight.
  */
 export interface RtTranscriberOptions {
   nats: Nats;
@@ -28,6 +31,8 @@ export interface RtTranscriberOptions {
 }
 
 const WAIT_FOR_SLOT_MS = 150;
+/** Longer than any one transcription (the router's budget is seconds), shorter than the ack wait. */
+const SLOT_TTL_MS = 45_000;
 
 export async function startRtTranscriber(options: RtTranscriberOptions): Promise<RunningConsumer> {
   const { nats, logger } = options;
@@ -42,22 +47,23 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
     maxAckPending: 1000,
     deliver: "new",
   });
-  const inFlight = new Map<string, number>();
+  const slots = createUtteranceSlots(await nats.kv("leases"), SLOT_TTL_MS);
 
   return runConsumer(nats.js, { stream: top.streams.rtEvents.name, durable, concurrency: options.concurrency, logger, workingEveryMs: 15_000 }, async (msg) => {
     const command = parseCommand(msg);
     if (!command) return terminate("malformed utterance command");
-    const busy = inFlight.get(command.session_id) ?? 0;
-    if (busy >= command.max_concurrent_utterances) return retry(WAIT_FOR_SLOT_MS, "session at maxConcurrentUtterances");
-    inFlight.set(command.session_id, busy + 1);
+    const { session_id: sessionId, item_id: itemId } = command;
+    const slotted = await slots.tryAcquire(sessionId, itemId, command.max_concurrent_utterances).catch((err) => {
+      logger.warn("utterance slots unavailable; transcribing without a slot", { sessionId, error: (err as Error).message });
+      return null;
+    });
+    if (slotted === false) return retry(WAIT_FOR_SLOT_MS, "session at maxConcurrentUtterances");
     const queueMs = Math.max(0, Math.round(Date.now() - msg.info.timestampNanos / 1e6));
     try {
       await transcribeOne(options, command, msg.data, queueMs);
       return ack();
     } finally {
-      const n = (inFlight.get(command.session_id) ?? 1) - 1;
-      if (n <= 0) inFlight.delete(command.session_id);
-      else inFlight.set(command.session_id, n);
+      if (slotted) await slots.release(sessionId, itemId).catch((err) => logger.warn("could not free an utterance slot", { sessionId, error: (err as Error).message }));
     }
   });
 }
