@@ -110,6 +110,7 @@ const envSchema = z.object({
   RT_BACKPRESSURE_GRACE_MS: int.min(0).default(1000),
   RT_MAX_CLIENT_BUFFER_BYTES: int.min(1).default(1024 * 1024),
   RT_LEASE_TTL_MS: int.min(1000).default(15_000),
+  RT_VAD_LEASE_TTL_MS: int.min(600).default(6000),
   RT_TRANSCRIBE_CONCURRENCY: int.min(1).default(2),
   RT_DEMO_API_KEY: optionalString,
 
@@ -206,6 +207,7 @@ function build(env: Env) {
       backpressureGraceMs: env.RT_BACKPRESSURE_GRACE_MS,
       maxClientBufferBytes: env.RT_MAX_CLIENT_BUFFER_BYTES,
       leaseTtlMs: env.RT_LEASE_TTL_MS,
+      vadLeaseTtlMs: env.RT_VAD_LEASE_TTL_MS,
       transcribeConcurrency: env.RT_TRANSCRIBE_CONCURRENCY,
       demoApiKey: env.RT_DEMO_API_KEY,
     },

@@ -1,6 +1,6 @@
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import {
   AUDIO_HEADERS,
   audioControl,
@@ -16,6 +16,9 @@ import {
 import type { Logger } from "../../shared/logger";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { isNotFound, type Nats } from "../../shared/nats";
+import type { KV } from "@nats-io/kv";
+import { hostname } from "node:os";
+import { joinPartitionAssignment } from "./partition-assignment";
 import { loadVadEngine, type VadEngine, type VadEvent, type VadSegmenter } from "../../shared/audio/vad";
 
 /**
@@ -26,37 +29,51 @@ import { loadVadEngine, type VadEngine, type VadEvent, type VadSegmenter } from 
  * committed become session events on rt.evt.<sessionId>, and each utterance becomes a
  * transcribe command on rt.cmd.<sessionId> (payload: 16 kHz PCM16LE).
  *
+ * Scale-out: replicas share the partitions through a lease table in KV
+ * (partition-assignment.ts); a partition is consumed by one replica at a time and
+ * moves when replicas join, leave or die.
+ *
  * Delivery: a message is acked after its events are published (at-least-once; events
- * carry deterministic msgIDs, so a redelivery inside the dedup window is stored once).
- * Segmenter state lives in memory: if this process restarts mid-session, the session
- * continues with a fresh segmenter realigned on the audio's sample offset header.
- * Scale-out: a partition must be consumed by one process at a time (run one VAD
- * replica, or give each replica its own partitions); partitions spread the CPU.
+ * carry deterministic msgIDs and item ids derive from the audio timeline, so a
+ * redelivery inside the dedup window is stored once). Segmenter state lives in memory;
+ * each session's settings (turn detection, language, prompt, key, utterance limit)
+ * are kept in KV (`vad.session.<sessionId>`), so a replica that takes a partition over
+ * mid-session restores them and realigns on the audio's sample offset header. Speech
+ * open at the handover is detected again by the new owner (a new item; the old one is
+ * never committed).
  */
 interface SessionState {
   seg: VadSegmenter;
-  turnDetection: TurnDetection;
-  language: string | null;
-  prompt: string | null;
-  model: string | null;
-  keyId: string;
-  maxConcurrentUtterances: number;
-  itemSeq: number;
+  partition: number;
+  /** The session's settings as a `start` control (what is saved in KV). */
+  settings: StartControl;
+  settingsSavedAt: number;
+  lastItemMs: number;
   currentItem: string | null;
   previousItem: string | null;
   lastSeen: number;
 }
 
+type StartControl = Extract<AudioControl, { kind: "start" }>;
+
 const STALE_SESSION_MS = 10 * 60_000;
+/** The `leases` bucket keeps entries 10 min: settings of longer sessions are re-saved. */
+const RESAVE_SETTINGS_MS = 4 * 60_000;
 const ACK_EVERY = 64;
 const ACK_INTERVAL_MS = 200;
+const DEFAULT_LEASE_TTL_MS = 6000;
+
+const settingsKey = (sessionId: string) => `vad.session.${sessionId}`;
 
 /**
- * The partition's durable: cumulative acks (AckPolicy.All) suit one in-order reader and
- * cut the ack traffic 64-fold. Ack policy cannot be changed on an existing consumer, so
- * one declared otherwise is replaced (VAD state is transient; it starts at new audio).
+ * The partition's durable, ready for a new owner: cumulative acks (AckPolicy.All) suit
+ * one in-order reader and cut the ack traffic 64-fold. If a previous owner left
+ * messages delivered but unacked (it died, or its pull still had messages in flight
+ * when it stopped), the durable is recreated to start right after its ack floor: those
+ * messages come again first and in order, rather than after the ack wait and behind
+ * newer audio (where a cumulative ack of the newer audio would drop them).
  */
-async function ensureOrderedPartitionConsumer(nats: Nats, stream: string, durable: string, filterSubject: string) {
+export async function openPartitionConsumer(nats: Nats, stream: string, durable: string, filterSubject: string) {
   const config = {
     durable_name: durable,
     ack_policy: AckPolicy.All,
@@ -70,13 +87,22 @@ async function ensureOrderedPartitionConsumer(nats: Nats, stream: string, durabl
     if (isNotFound(err)) return null;
     throw err;
   });
-  if (existing && existing.config.ack_policy !== AckPolicy.All) await nats.jsm.consumers.delete(stream, durable);
-  else if (existing) {
-    const { deliver_policy: _fixed, ...updatable } = config;
-    await nats.jsm.consumers.update(stream, durable, updatable);
-    return;
+  if (!existing) return void (await nats.jsm.consumers.add(stream, config));
+  if (existing.config.ack_policy !== AckPolicy.All) {
+    // ack policy cannot be changed in place; VAD state is transient, so start at new audio
+    await nats.jsm.consumers.delete(stream, durable);
+    return void (await nats.jsm.consumers.add(stream, config));
   }
-  await nats.jsm.consumers.add(stream, config);
+  if (existing.num_ack_pending > 0) {
+    const floor = existing.ack_floor.stream_seq;
+    await nats.jsm.consumers.delete(stream, durable);
+    // nats-server 2.9 reports an ack floor of 0 until the first ack: then replay from the
+    // durable's creation (it was created with deliver-new)
+    const from = floor > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: floor + 1 } : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: existing.created };
+    return void (await nats.jsm.consumers.add(stream, { ...config, ...from }));
+  }
+  const { deliver_policy: _fixed, ...updatable } = config;
+  await nats.jsm.consumers.update(stream, durable, updatable);
 }
 
 export interface VadServiceOptions {
@@ -86,27 +112,37 @@ export interface VadServiceOptions {
   defaults?: TurnDetection;
   /** Pull batch size per partition. */
   batch?: number;
+  /** This replica's id in the partition assignment (default: random per process). */
+  memberId?: string;
+  /** Partition lease expiry; renewed every third of it (default 6 s). */
+  leaseTtlMs?: number;
 }
 
 export interface RunningVad {
   stop(): Promise<void>;
   sessions(): number;
+  /** Partitions this replica consumes now. */
+  partitions(): number[];
 }
 
 export async function startVadConsumers(options: VadServiceOptions): Promise<RunningVad> {
   const { nats, logger } = options;
   const top = nats.topology;
   const engine = await loadVadEngine();
+  const kv = await nats.kv("leases");
   const sessions = new Map<string, SessionState>();
-  const loops: { stop(): Promise<void> }[] = [];
+  const loops = new Map<number, { stop(): Promise<void> }>();
+  const defaults = options.defaults ?? defaultTurnDetection;
+  const memberId = options.memberId ?? `vad_${hostname()}_${randomBytes(4).toString("hex")}`;
+  const env: HandleEnv = { engine, sessions, defaults, nats, kv };
 
-  for (let p = 0; p < options.partitions; p++) {
+  const consumePartition = async (p: number) => {
     const durable = `vad_p${p}`;
-    await ensureOrderedPartitionConsumer(nats, top.streams.rtAudio.name, durable, top.subjects.rtAudioPartition(p));
+    await openPartitionConsumer(nats, top.streams.rtAudio.name, durable, top.subjects.rtAudioPartition(p));
     const consumer = await nats.js.consumers.get(top.streams.rtAudio.name, durable);
     const messages = await consumer.consume({ max_messages: options.batch ?? 512 });
     const log = logger.child({ partition: p });
-    // Messages are handled synchronously, in order; the publishes each one causes are
+    // Messages are handled in order, one at a time; the publishes each one causes are
     // pipelined (awaiting them one by one would cap a partition at a few dozen events
     // per second). `stored` resolves once everything published so far is stored, and
     // acks are cumulative (AckPolicy.All): every ACK_EVERY messages or ACK_INTERVAL_MS
@@ -114,19 +150,23 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     let stored: Promise<unknown> = Promise.resolve();
     let newest: JsMsg | null = null;
     let unacked = 0;
-    const ackNewest = () => {
+    const ackNewest = async () => {
       const m = newest;
       if (!m) return;
       newest = null;
       unacked = 0;
-      void stored.then(() => m.ack());
+      await stored;
+      await m.ackAck().catch(() => false);
     };
-    const ackTimer = setInterval(ackNewest, ACK_INTERVAL_MS);
+    const ackTimer = setInterval(() => void ackNewest(), ACK_INTERVAL_MS);
     const done = (async () => {
       for await (const msg of messages) {
         const publishes: Promise<unknown>[] = [];
         try {
-          handle(msg, engine, sessions, options.defaults ?? defaultTurnDetection, nats, log, publishes);
+          const meta = readMessage(msg);
+          // a session this replica has not seen start: restore its settings (takeover)
+          if (!sessions.has(meta.sessionId) && meta.control?.kind !== "start") await restoreSession(env, meta.sessionId, p);
+          handle(meta, msg, p, env, log, publishes);
         } catch (err) {
           log.warn("vad message failed", { subject: msg.subject, error: (err as Error).message });
         }
@@ -137,18 +177,39 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
           stored = Promise.all([stored, settled]);
         }
         newest = msg;
-        if (++unacked >= ACK_EVERY) ackNewest();
+        if (++unacked >= ACK_EVERY) void ackNewest();
       }
     })();
-    loops.push({
+    loops.set(p, {
       stop: async () => {
-        clearInterval(ackTimer);
-        ackNewest();
+        // the iterator hands out what it has buffered before it ends: handle all, ack the last
         await messages.close();
         await done.catch(() => undefined);
+        clearInterval(ackTimer);
+        await ackNewest();
       },
     });
-  }
+  };
+
+  const stopPartition = async (p: number) => {
+    const loop = loops.get(p);
+    loops.delete(p);
+    await loop?.stop();
+    for (const [id, s] of sessions) {
+      if (s.partition !== p) continue;
+      s.seg.close();
+      sessions.delete(id);
+    }
+  };
+
+  const assignment = await joinPartitionAssignment(kv, {
+    memberId,
+    partitions: options.partitions,
+    ttlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
+    logger: logger.child({ memberId }),
+    start: consumePartition,
+    stop: stopPartition,
+  });
 
   const sweep = setInterval(() => {
     const now = Date.now();
@@ -156,6 +217,8 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
       if (now - s.lastSeen > STALE_SESSION_MS) {
         s.seg.close();
         sessions.delete(id);
+      } else if (now - s.settingsSavedAt > RESAVE_SETTINGS_MS) {
+        void saveSettings(env, id, s).catch(() => undefined);
       }
     }
   }, 60_000);
@@ -163,43 +226,90 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
 
   return {
     sessions: () => sessions.size,
+    partitions: () => assignment.owned(),
     async stop() {
       clearInterval(sweep);
-      for (const l of loops) await l.stop();
+      await assignment.stop();
       for (const s of sessions.values()) s.seg.close();
       sessions.clear();
     },
   };
 }
 
-function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, SessionState>, defaults: TurnDetection, nats: Nats, log: Logger, out: Promise<unknown>[]) {
-  const sessionId = msg.headers?.get(AUDIO_HEADERS.session) ?? msg.subject.split(".").at(-1)!;
-  const kind = msg.headers?.get(AUDIO_HEADERS.kind) ?? "audio";
-  const offset = Number(msg.headers?.get(AUDIO_HEADERS.offset) ?? "NaN");
+interface HandleEnv {
+  engine: VadEngine;
+  sessions: Map<string, SessionState>;
+  defaults: TurnDetection;
+  nats: Nats;
+  kv: KV;
+}
 
+interface MessageMeta {
+  sessionId: string;
+  /** Parsed control message; null for audio or a control that did not parse. */
+  control: AudioControl | null;
+  isControl: boolean;
+  offset: number;
+}
+
+function readMessage(msg: JsMsg): MessageMeta {
+  const sessionId = msg.headers?.get(AUDIO_HEADERS.session) || msg.subject.split(".").at(-1)!;
+  const isControl = (msg.headers?.get(AUDIO_HEADERS.kind) || "audio") === "control";
+  const offset = Number(msg.headers?.get(AUDIO_HEADERS.offset) ?? "NaN");
+  let control: AudioControl | null = null;
+  if (isControl) {
+    try {
+      const parsed = audioControl.safeParse(JSON.parse(new TextDecoder().decode(msg.data)));
+      if (parsed.success) control = parsed.data;
+    } catch {
+      // reported by handle()
+    }
+  }
+  return { sessionId, control, isControl, offset };
+}
+
+function saveSettings(env: HandleEnv, sessionId: string, state: SessionState): Promise<unknown> {
+  state.settingsSavedAt = Date.now();
+  return env.kv.put(settingsKey(sessionId), JSON.stringify(state.settings));
+}
+
+async function restoreSession(env: HandleEnv, sessionId: string, partition: number) {
+  const entry = await env.kv.get(settingsKey(sessionId)).catch(() => null);
+  let settings: StartControl | null = null;
+  if (entry && entry.operation === "PUT") {
+    const parsed = audioControl.safeParse(entry.json());
+    if (parsed.success && parsed.data.kind === "start") settings = parsed.data;
+  }
+  // never saved (or already ended): the defaults, as before the session's start
+  settings ??= { kind: "start", turn_detection: env.defaults, language: null, prompt: null, model: null, max_concurrent_utterances: 2, key_id: "unknown" };
+  const state = newState(env.engine, settings, partition);
+  state.settingsSavedAt = Date.now();
+  env.sessions.set(sessionId, state);
+}
+
+function handle(meta: MessageMeta, msg: JsMsg, partition: number, env: HandleEnv, log: Logger, out: Promise<unknown>[]) {
+  const { sessionId, control: c, offset } = meta;
+  const { nats, sessions } = env;
   let state = sessions.get(sessionId);
-  if (kind === "control") {
-    const parsed = audioControl.safeParse(JSON.parse(new TextDecoder().decode(msg.data)));
-    if (!parsed.success) {
+  if (meta.isControl) {
+    if (!c) {
       log.warn("bad control message", { sessionId });
       return;
     }
-    const c: AudioControl = parsed.data;
     if (c.kind === "start") {
       state?.seg.close();
-      state = newState(engine, c.turn_detection, { language: c.language, prompt: c.prompt, model: c.model, keyId: c.key_id, max: c.max_concurrent_utterances });
+      state = newState(env.engine, c, partition);
       sessions.set(sessionId, state);
+      out.push(saveSettings(env, sessionId, state));
       return;
     }
-    state ??= lazyState(engine, sessions, sessionId, defaults);
+    if (!state) return; // restored before handle(); gone only after `end`
     state.lastSeen = Date.now();
     switch (c.kind) {
       case "update":
-        state.turnDetection = c.turn_detection;
+        state.settings = { ...state.settings, turn_detection: c.turn_detection, language: c.language, prompt: c.prompt, model: c.model };
         state.seg.update(c.turn_detection);
-        state.language = c.language;
-        state.prompt = c.prompt;
-        state.model = c.model;
+        out.push(saveSettings(env, sessionId, state));
         return;
       case "commit": {
         const events = state.seg.commit("commit");
@@ -228,6 +338,7 @@ function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, SessionStat
         }
         state.seg.close();
         sessions.delete(sessionId);
+        out.push(env.kv.delete(settingsKey(sessionId)));
         return;
       default: {
         const never: never = c;
@@ -235,7 +346,7 @@ function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, SessionStat
       }
     }
   }
-  state ??= lazyState(engine, sessions, sessionId, defaults);
+  if (!state) return;
   state.lastSeen = Date.now();
   const bytes = msg.data;
   const pcm = new Int16Array(bytes.byteLength >> 1);
@@ -244,44 +355,43 @@ function handle(msg: JsMsg, engine: VadEngine, sessions: Map<string, SessionStat
   if (events.length) emit(nats, sessionId, state, events, out);
 }
 
-function newState(engine: VadEngine, td: TurnDetection, o: { language: string | null; prompt: string | null; model: string | null; keyId: string; max: number }): SessionState {
+function newState(engine: VadEngine, settings: StartControl, partition: number): SessionState {
   return {
-    seg: engine.createSegmenter(td),
-    turnDetection: td,
-    language: o.language,
-    prompt: o.prompt,
-    model: o.model,
-    keyId: o.keyId,
-    maxConcurrentUtterances: o.max,
-    itemSeq: 0,
+    seg: engine.createSegmenter(settings.turn_detection),
+    partition,
+    settings,
+    settingsSavedAt: 0,
+    lastItemMs: -1,
     currentItem: null,
     previousItem: null,
     lastSeen: Date.now(),
   };
 }
 
-/** Audio of a session whose start we never saw (e.g. this consumer restarted): defaults. */
-function lazyState(engine: VadEngine, sessions: Map<string, SessionState>, sessionId: string, defaults: TurnDetection): SessionState {
-  const s = newState(engine, defaults, { language: null, prompt: null, model: null, keyId: "unknown", max: 2 });
-  sessions.set(sessionId, s);
-  return s;
+/**
+ * Item ids come from where the item starts on the session's audio timeline, so a
+ * replica that handles the same audio again (redelivery, takeover) names it the same
+ * and its events deduplicate; ids of one session never repeat.
+ */
+function nextItemId(sessionId: string, state: SessionState, audioMs: number): string {
+  const ms = Math.max(Math.round(audioMs), state.lastItemMs + 1);
+  state.lastItemMs = ms;
+  return `item_${sessionId.slice(5, 17)}_${String(ms).padStart(8, "0")}`;
 }
-
-const itemId = (sessionId: string, n: number) => `item_${sessionId.slice(5, 17)}_${String(n).padStart(4, "0")}`;
 
 function emit(nats: Nats, sessionId: string, state: SessionState, events: VadEvent[], publishes: Promise<unknown>[]) {
   const out: ServerEvent[] = [];
   for (const e of events) {
     switch (e.kind) {
       case "speech_started":
-        state.currentItem = itemId(sessionId, state.itemSeq++);
+        state.currentItem = nextItemId(sessionId, state, e.audioStartMs);
         out.push({ type: "input_audio_buffer.speech_started", event_id: `evt_${randomUUID()}`, item_id: state.currentItem, audio_start_ms: e.audioStartMs });
         break;
       case "speech_stopped":
-        out.push({ type: "input_audio_buffer.speech_stopped", event_id: `evt_${randomUUID()}`, item_id: state.currentItem ?? itemId(sessionId, state.itemSeq++), audio_end_ms: e.audioEndMs });
+        out.push({ type: "input_audio_buffer.speech_stopped", event_id: `evt_${randomUUID()}`, item_id: state.currentItem ?? nextItemId(sessionId, state, e.audioEndMs), audio_end_ms: e.audioEndMs });
         break;
       case "utterance": {
-        const item = state.currentItem ?? itemId(sessionId, state.itemSeq++);
+        const item = state.currentItem ?? nextItemId(sessionId, state, e.audioStartMs);
         out.push({
           type: "input_audio_buffer.committed",
           event_id: `evt_${randomUUID()}`,
@@ -296,13 +406,13 @@ function emit(nats: Nats, sessionId: string, state: SessionState, events: VadEve
         publishes.push(publishUtterance(nats, {
           session_id: sessionId,
           item_id: item,
-          key_id: state.keyId,
+          key_id: state.settings.key_id,
           audio_start_ms: e.audioStartMs,
           audio_end_ms: e.audioEndMs,
-          language: state.language,
-          prompt: state.prompt,
-          model: state.model,
-          max_concurrent_utterances: state.maxConcurrentUtterances,
+          language: state.settings.language,
+          prompt: state.settings.prompt,
+          model: state.settings.model,
+          max_concurrent_utterances: state.settings.max_concurrent_utterances,
           decided_at: Date.now(),
         }, e.pcm));
         state.previousItem = item;
