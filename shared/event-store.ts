@@ -49,7 +49,11 @@ export interface AppendResult {
   duplicates: number;
 }
 
-/** Appends events to `subject`, validating each envelope with `schema`. */
+/**
+ * Appends events to `subject`, validating each envelope with `schema`. With `expected`
+ * the first event must follow that sequence and the rest follow each other; with
+ * "any" (the default) no order is asserted.
+ */
 export async function appendEvents<E extends EventShape>(
   js: JetStreamClient,
   schema: z.ZodType<Envelope<E>>,
@@ -87,7 +91,9 @@ export async function appendEvents<E extends EventShape>(
     }
     if (ack.duplicate) duplicates++;
     seqs.push(ack.seq);
-    expected = ack.seq;
+    // With an expectation the batch stays contiguous; with "any" other writers may
+    // interleave (e.g. VAD and transcriber events of one realtime session).
+    if (expected !== "any") expected = ack.seq;
   }
   return { lastSeq: seqs.at(-1) ?? 0, seqs, duplicates };
 }

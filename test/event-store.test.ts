@@ -42,6 +42,22 @@ describe("event store on JetStream", () => {
     await expect(appendEvents<KeyEvent>(nats.js, keyEventEnvelope, subject, [revoke], { expected: a.lastSeq })).rejects.toBeInstanceOf(AppError);
   });
 
+  it("with no expectation, another writer may append between a batch's events", async () => {
+    const subject = nats.topology.subjects.keyEvent("interleaved");
+    const revoke = { type: "KeyRevoked" as const, data: { keyId: "interleaved", revokedAt: new Date().toISOString() } };
+    let calls = 0;
+    let other: Promise<unknown> = Promise.resolve();
+    // the clock runs once per event, before its publish: on the second, another writer's
+    // publish goes out first on the same connection, so the stream stores it in between
+    const now = () => {
+      if (++calls === 2) other = appendEvents<KeyEvent>(nats.js, keyEventEnvelope, subject, [revoke]);
+      return new Date();
+    };
+    const batch = await appendEvents<KeyEvent>(nats.js, keyEventEnvelope, subject, [issued("interleaved"), revoke], { now });
+    await other;
+    expect(batch.seqs[1]! - batch.seqs[0]!).toBe(2);
+  });
+
   it("validates envelopes on write", async () => {
     const bad = { type: "KeyIssued" as const, data: { keyId: "x" } as never };
     await expect(appendEvents<KeyEvent>(nats.js, keyEventEnvelope, nats.topology.subjects.keyEvent("bad"), [bad])).rejects.toThrow();
