@@ -107,8 +107,12 @@ export interface PartitionAssignmentOptions {
   logger: Logger;
   /** Starts consuming a partition (resolves once it consumes). */
   start(partition: number): Promise<void>;
-  /** Stops consuming a partition: every message it took is handled and acked. */
-  stop(partition: number): Promise<void>;
+  /**
+   * Stops consuming a partition. `handover`: every message it took is handled and
+   * acked (we still own it). `lost`: another replica may own the durable now, so
+   * nothing more is acked (an ack could land on the new owner's durable).
+   */
+  stop(partition: number, how: "handover" | "lost"): Promise<void>;
   now?: () => number;
 }
 
@@ -125,6 +129,7 @@ export async function joinPartitionAssignment(kv: KV, o: PartitionAssignmentOpti
   const now = o.now ?? Date.now;
   const running = new Set<number>();
   let stopped = false;
+  let renewedAt = now();
   let chain: Promise<void> = Promise.resolve();
 
   const release = (partitions: number[], leave = false) =>
@@ -138,14 +143,15 @@ export async function joinPartitionAssignment(kv: KV, o: PartitionAssignmentOpti
       return plan.next;
     });
     if (!plan) return;
+    renewedAt = now();
     for (const p of plan.lost) {
       o.logger.warn("vad partition taken over by another replica", { partition: p });
       running.delete(p);
-      await o.stop(p);
+      await o.stop(p, "lost");
     }
     for (const p of plan.surplus) {
       running.delete(p);
-      await o.stop(p);
+      await o.stop(p, "handover");
     }
     if (plan.surplus.length) {
       await release(plan.surplus);
@@ -165,8 +171,21 @@ export async function joinPartitionAssignment(kv: KV, o: PartitionAssignmentOpti
     if (plan.start.length > failed.length) o.logger.info("vad partitions taken", { partitions: plan.start.filter((p) => !failed.includes(p)) });
   };
 
+  // Fencing: a replica that could not renew for a whole TTL may have lost its partitions
+  // to another without knowing; it stops them rather than risk two consumers on one.
+  const fence = async () => {
+    if (running.size === 0 || now() - renewedAt <= o.ttlMs) return;
+    o.logger.warn("vad partition leases not renewed for a whole TTL; stopping them", { partitions: [...running] });
+    const held = [...running];
+    running.clear();
+    for (const p of held) await o.stop(p, "lost");
+  };
+
   const tick = () => {
-    chain = chain.then(runTick).catch((err) => o.logger.warn("vad partition assignment tick failed", { error: (err as Error).message }));
+    chain = chain.then(runTick).catch(async (err) => {
+      o.logger.warn("vad partition assignment tick failed", { error: (err as Error).message });
+      await fence();
+    });
     return chain;
   };
 
@@ -183,7 +202,7 @@ export async function joinPartitionAssignment(kv: KV, o: PartitionAssignmentOpti
       stopped = true;
       const held = [...running];
       running.clear();
-      for (const p of held) await o.stop(p);
+      for (const p of held) await o.stop(p, "handover");
       await release(held, true).catch((err) => o.logger.warn("vad partitions not released (they expire)", { error: (err as Error).message }));
     },
   };

@@ -131,7 +131,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const engine = await loadVadEngine();
   const kv = await nats.kv("leases");
   const sessions = new Map<string, SessionState>();
-  const loops = new Map<number, { stop(): Promise<void> }>();
+  const loops = new Map<number, { stop(how: "handover" | "lost"): Promise<void> }>();
   const defaults = options.defaults ?? defaultTurnDetection;
   const memberId = options.memberId ?? `vad_${hostname()}_${randomBytes(4).toString("hex")}`;
   const env: HandleEnv = { engine, sessions, defaults, nats, kv };
@@ -150,9 +150,10 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     let stored: Promise<unknown> = Promise.resolve();
     let newest: JsMsg | null = null;
     let unacked = 0;
+    let acking = true;
     const ackNewest = async () => {
       const m = newest;
-      if (!m) return;
+      if (!m || !acking) return;
       newest = null;
       unacked = 0;
       await stored;
@@ -161,6 +162,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     const ackTimer = setInterval(() => void ackNewest(), ACK_INTERVAL_MS);
     const done = (async () => {
       for await (const msg of messages) {
+        if (!acking) continue; // lost to another replica: what is buffered is theirs now
         const publishes: Promise<unknown>[] = [];
         try {
           const meta = readMessage(msg);
@@ -181,7 +183,8 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
       }
     })();
     loops.set(p, {
-      stop: async () => {
+      stop: async (how) => {
+        if (how === "lost") acking = false;
         // the iterator hands out what it has buffered before it ends: handle all, ack the last
         await messages.close();
         await done.catch(() => undefined);
@@ -191,10 +194,10 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     });
   };
 
-  const stopPartition = async (p: number) => {
+  const stopPartition = async (p: number, how: "handover" | "lost") => {
     const loop = loops.get(p);
     loops.delete(p);
-    await loop?.stop();
+    await loop?.stop(how);
     for (const [id, s] of sessions) {
       if (s.partition !== p) continue;
       s.seg.close();
