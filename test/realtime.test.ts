@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sessionCreated } from "../schemas/realtime";
+import { rtEventEnvelope, sessionCreated } from "../schemas/realtime";
+import { appendEvents } from "../shared/event-store";
 import { setRealtimeGatewayEnabled } from "../services/realtime-gateway/gateway-flag";
 import { startStack, type Stack } from "./support/stack";
 import { connectRt, extraGateways, fixture, refusal, silence, streamPcm, wsUrl } from "./support/realtime-support";
@@ -269,5 +270,20 @@ describe("realtime session (spec 4.6, 6, 7.3)", () => {
     for (const m of committed) {
       expect(c.events.some((e) => (e.type.endsWith(".completed") || e.type.endsWith(".failed")) && e.item_id === m.item_id)).toBe(true);
     }
+  });
+
+  it("delivers an event published twice under one msg id (a writer's retry) to the client once", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
+    const { session_id: sessionId } = await c.next("session.created");
+    const event = { type: "input_audio_buffer.cleared" as const, event_id: "evt_retried" };
+    for (let i = 0; i < 2; i++) {
+      await appendEvents(stack.nats.js, rtEventEnvelope, stack.nats.topology.subjects.rtEvent(sessionId), [{ type: "rt.server_event", data: event, msgId: `${sessionId}:retried` }]);
+    }
+    expect((await c.next("input_audio_buffer.cleared")).event_id).toBe("evt_retried");
+    c.sendJson({ type: "input_audio_buffer.clear" }); // a later event: the duplicate had its chance to arrive
+    expect((await c.next("input_audio_buffer.cleared")).event_id).not.toBe("evt_retried");
+    expect(c.events.filter((e) => e.event_id === "evt_retried")).toHaveLength(1);
+    c.sendJson({ type: "session.close" });
+    expect((await c.closed).code).toBe(1000);
   });
 });

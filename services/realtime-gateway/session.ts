@@ -54,6 +54,7 @@ export interface SessionDeps {
 
 const USAGE_EVERY_MS = 30_000;
 const GRACEFUL_CLOSE_WAIT_MS = 30_000;
+const SEEN_EVENT_IDS = 1024;
 
 export function partitionOf(sessionId: string, partitions: number): number {
   let h = 2166136261;
@@ -139,10 +140,20 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     }).catch((err) => log.warn("could not record usage", { error: (err as Error).message }));
   };
 
-  // Session events from the VAD and the transcriber, forwarded as they arrive.
+  // Session events from the VAD and the transcriber, forwarded as they arrive. A core
+  // subscriber sees every publish, also those JetStream drops as duplicates (a retried
+  // transcription, audio handled again after a VAD takeover): the msg ids seen recently
+  // are remembered, so the client gets each event once.
+  const seen = new Set<string>();
   const subscription: Subscription = deps.nats.nc.subscribe(subjects.rtEvent(sessionId), {
     callback: (err, msg) => {
       if (err) return;
+      const msgId = msg.headers?.get("Nats-Msg-Id");
+      if (msgId) {
+        if (seen.has(msgId)) return;
+        seen.add(msgId);
+        if (seen.size > SEEN_EVENT_IDS) seen.delete(seen.values().next().value!);
+      }
       let recorded: RtEvent;
       try {
         recorded = rtEventEnvelope.parse(msg.json());
