@@ -61,7 +61,6 @@ const STALE_SESSION_MS = 10 * 60_000;
 const RESAVE_SETTINGS_MS = 4 * 60_000;
 const ACK_EVERY = 64;
 const ACK_INTERVAL_MS = 200;
-const DEFAULT_LEASE_TTL_MS = 6000;
 
 const settingsKey = (sessionId: string) => `vad.session.${sessionId}`;
 
@@ -114,8 +113,8 @@ export interface VadServiceOptions {
   batch?: number;
   /** This replica's id in the partition assignment (default: random per process). */
   memberId?: string;
-  /** Partition lease expiry; renewed every third of it (default 6 s). */
-  leaseTtlMs?: number;
+  /** Partition lease expiry (config RT_VAD_LEASE_TTL_MS); renewed every third of it. */
+  leaseTtlMs: number;
 }
 
 export interface RunningVad {
@@ -208,7 +207,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const assignment = await joinPartitionAssignment(kv, {
     memberId,
     partitions: options.partitions,
-    ttlMs: options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
+    ttlMs: options.leaseTtlMs,
     logger: logger.child({ memberId }),
     start: consumePartition,
     stop: stopPartition,
