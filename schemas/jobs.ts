@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { envelopeOf } from "./envelope";
+import { legacyWorkflowIdFor } from "./job-ids";
 
 /**
  * Batch jobs (spec 1, 2.4–2.7, 3.1, 4.3, 4.4, 6.2): the HTTP bodies, the job
@@ -172,7 +173,7 @@ export const jobSegment = z.object({
 });
 export type JobSegment = z.infer<typeof jobSegment>;
 
-/** transcription/{request_id}/chunk_{i}.json: one slice's result, times absolute. */
+/** chunk_{i}.json in the job's artifact folder: one slice's result, times absolute. */
 export const chunkArtifact = z.object({
   workflow_id: z.string(),
   request_id: z.string(),
@@ -225,13 +226,31 @@ export const reviewedResult = jobResult.extend({
 });
 export type ReviewedResult = z.infer<typeof reviewedResult>;
 
+/** What names a job's artifact folder: its id and its request_id (a JobSpec fits). */
+export interface ArtifactOwner {
+  workflowId: string;
+  requestId: string;
+}
+
+/**
+ * A job's artifact folder. Spec 2.7 puts artifacts under `transcription/{request_id}/`;
+ * request_ids are per tenant, so two tenants' jobs may share that prefix and each
+ * gets its own folder below it, named by the job id:
+ * `transcription/{request_id}/{workflow_id}/`. Jobs submitted before the scoping (their
+ * id is the legacy one) keep the flat folder they were written to.
+ */
+export function artifactPrefix(job: ArtifactOwner): string {
+  const flat = `transcription/${job.requestId}/`;
+  return job.workflowId === legacyWorkflowIdFor(job.requestId) ? flat : `${flat}${job.workflowId}/`;
+}
+
 export const artifactKeys = {
-  prefix: (requestId: string) => `transcription/${requestId}/`,
-  audio: (requestId: string) => `transcription/${requestId}/audio.pcm`,
-  chunk: (requestId: string, i: number) => `transcription/${requestId}/chunk_${i}.json`,
-  result: (requestId: string) => `transcription/${requestId}/result.json`,
-  reviewChunk: (requestId: string, i: number) => `transcription/${requestId}/review_chunk_${i}.json`,
-  reviewed: (requestId: string) => `transcription/${requestId}/reviewed_result.json`,
+  prefix: artifactPrefix,
+  audio: (job: ArtifactOwner) => `${artifactPrefix(job)}audio.pcm`,
+  chunk: (job: ArtifactOwner, i: number) => `${artifactPrefix(job)}chunk_${i}.json`,
+  result: (job: ArtifactOwner) => `${artifactPrefix(job)}result.json`,
+  reviewChunk: (job: ArtifactOwner, i: number) => `${artifactPrefix(job)}review_chunk_${i}.json`,
+  reviewed: (job: ArtifactOwner) => `${artifactPrefix(job)}reviewed_result.json`,
 };
 
 // ---------------------------------------------------------------- poll view (2.4)

@@ -188,7 +188,7 @@ describe("batch job faults", () => {
       const store = await createObjectStore(stack.config.objects);
       const done = chunkSteps(before).filter((s) => s.status === "complete").map((s) => Number(s.name.split("_").at(-1)));
       const stamps = new Map<number, string>();
-      for (const i of done) stamps.set(i, JSON.parse((await store.get(`transcription/${requestId}/chunk_${i}.json`))!.toString()).transcribed_at);
+      for (const i of done) stamps.set(i, JSON.parse((await store.get(`transcription/${requestId}/${id}/chunk_${i}.json`))!.toString()).transcribed_at);
       expect((await poll(id)).status).toBe("running");
 
       b = await spawnReplica();
@@ -200,7 +200,7 @@ describe("batch job faults", () => {
       expect(view.output!.result.metadata.chunk_count).toBe(6);
       // Chunks finished before the kill were not transcribed again: same checkpoints.
       for (const [i, stamp] of stamps) {
-        expect(JSON.parse((await store.get(`transcription/${requestId}/chunk_${i}.json`))!.toString()).transcribed_at).toBe(stamp);
+        expect(JSON.parse((await store.get(`transcription/${requestId}/${id}/chunk_${i}.json`))!.toString()).transcribed_at).toBe(stamp);
       }
       const recorded = (await chunkEvents(id)).map((e) => (e.type === "ChunkTranscribed" ? e.data.index : -1)).sort();
       expect(recorded).toEqual([0, 1, 2, 3, 4, 5]);

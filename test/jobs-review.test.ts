@@ -101,8 +101,8 @@ describe("review: true", () => {
 
     const store = await createObjectStore(stack.config.objects);
     const keys = await store.list(`transcription/${requestId}/`);
-    for (let i = 0; i < chunks; i++) expect(keys).toContain(`transcription/${requestId}/review_chunk_${i}.json`);
-    expect(keys).toContain(`transcription/${requestId}/reviewed_result.json`);
+    for (let i = 0; i < chunks; i++) expect(keys).toContain(`transcription/${requestId}/${workflow_id}/review_chunk_${i}.json`);
+    expect(keys).toContain(`transcription/${requestId}/${workflow_id}/reviewed_result.json`);
     await store.close();
 
     // First delivery refused (503), retried with backoff, then accepted; both recorded.

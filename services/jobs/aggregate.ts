@@ -47,7 +47,7 @@ export function buildResult(job: ActiveJob, chunks: ChunkArtifact[]): JobResult 
 export async function readChunkArtifacts(job: ActiveJob, objects: ObjectStore): Promise<ChunkArtifact[]> {
   const out: ChunkArtifact[] = [];
   for (const chunk of job.chunks ?? []) {
-    const parsed = chunkArtifact.safeParse(await getJson(objects, artifactKeys.chunk(job.spec.requestId, chunk.index)));
+    const parsed = chunkArtifact.safeParse(await getJson(objects, artifactKeys.chunk(job.spec, chunk.index)));
     if (!parsed.success || parsed.data.workflow_id !== job.spec.workflowId) {
       throw new AppError("unavailable", "checkpoint_missing", `chunk_${chunk.index}.json is missing or unreadable`);
     }
@@ -58,6 +58,6 @@ export async function readChunkArtifacts(job: ActiveJob, objects: ObjectStore): 
 
 export async function aggregateTranscript(job: ActiveJob, objects: ObjectStore): Promise<JobResult> {
   const result = buildResult(job, await readChunkArtifacts(job, objects));
-  await putJson(objects, artifactKeys.result(job.spec.requestId), result);
+  await putJson(objects, artifactKeys.result(job.spec), result);
   return result;
 }

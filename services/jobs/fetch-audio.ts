@@ -12,8 +12,8 @@ import type { ActiveJob, AudioInfo } from "./job";
 /**
  * The fetch step: download `audio_url` (SSRF-guarded, streamed to a private temp file
  * under a byte and a time limit), decode it with ffmpeg to 16 kHz mono PCM16LE (file
- * to file, so long recordings never sit in memory), and store the PCM as
- * `transcription/{request_id}/audio.pcm` for the slicer and the transcribers.
+ * to file, so long recordings never sit in memory), and store the PCM as `audio.pcm`
+ * in the job's artifact folder (`artifactPrefix`) for the slicer and the transcribers.
  *
  * Decoding stops one second past the plan's per-request limit: a longer file is then
  * known to be too long (the aggregate fails the job with `audio_too_long`) without
@@ -51,7 +51,7 @@ export async function fetchAudio(job: ActiveJob, options: FetchAudioOptions): Pr
     await decodeFileToPcm(source, pcmPath, { maxSeconds: job.spec.maxAudioSeconds + 1, timeoutMs: options.timeoutMs, signal: options.signal });
     const { size } = await stat(pcmPath);
     const samples = Math.floor(size / 2);
-    const audioKey = artifactKeys.audio(job.spec.requestId);
+    const audioKey = artifactKeys.audio(job.spec);
     await options.objects.putFile(audioKey, pcmPath, { contentType: "audio/L16; rate=16000; channels=1" });
     return {
       bytes: res.bytes,

@@ -115,6 +115,8 @@ export function decide(command: JobCommand, state: JobState): JobEvent[] {
   switch (command.type) {
     case "SubmitJob": {
       if (state.status === "none") return [{ type: "JobSubmitted", data: { ...command.spec, at: command.now } }];
+      // Job ids are derived from (owner, request_id), so this is a guard, not a path the
+      // gateway takes: one tenant's submission never lands on another tenant's job.
       if (state.spec.ownerId !== command.spec.ownerId) {
         throw new AppError("conflict", "request_id_conflict", "this request_id is already used by another job", { retryable: false });
       }

@@ -109,14 +109,14 @@ const STAGE2_SYSTEM =
   'Answer only JSON: {"segments":[{"id":<id>,"text":"<final text>"}],"notes":"<short>"} listing only segments whose text changes.';
 
 async function loadResult(job: ActiveJob, objects: ObjectStore): Promise<JobResult> {
-  const parsed = jobResult.safeParse(await getJson(objects, artifactKeys.result(job.spec.requestId)));
+  const parsed = jobResult.safeParse(await getJson(objects, artifactKeys.result(job.spec)));
   if (!parsed.success) throw new AppError("unavailable", "checkpoint_missing", "result.json is missing or unreadable");
   return parsed.data;
 }
 
 /** Stage 1 for slice `index`; reuses a stored review_chunk_{i}.json. */
 export async function reviewChunk(job: ActiveJob, index: number, objects: ObjectStore, llm: ReviewLlm, now: () => Date, signal?: AbortSignal): Promise<ReviewChunkArtifact> {
-  const key = artifactKeys.reviewChunk(job.spec.requestId, index);
+  const key = artifactKeys.reviewChunk(job.spec, index);
   const stored = reviewChunkArtifact.safeParse(await getJson(objects, key).catch(() => undefined));
   if (stored.success) return stored.data;
   const result = await loadResult(job, objects);
@@ -158,7 +158,7 @@ export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, llm
   const result = await loadResult(job, objects);
   const annotations: ReviewChunkArtifact[] = [];
   for (const chunk of job.chunks ?? []) {
-    const parsed = reviewChunkArtifact.safeParse(await getJson(objects, artifactKeys.reviewChunk(job.spec.requestId, chunk.index)));
+    const parsed = reviewChunkArtifact.safeParse(await getJson(objects, artifactKeys.reviewChunk(job.spec, chunk.index)));
     if (!parsed.success) throw new AppError("unavailable", "checkpoint_missing", `review_chunk_${chunk.index}.json is missing`);
     annotations.push(parsed.data);
   }
@@ -189,6 +189,6 @@ export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, llm
     segments,
     review: { model: llm.model, corrected_segments: changed, notes: answer.notes, reviewed_at: now().toISOString() },
   };
-  await putJson(objects, artifactKeys.reviewed(job.spec.requestId), reviewed);
+  await putJson(objects, artifactKeys.reviewed(job.spec), reviewed);
   return reviewed;
 }

@@ -42,7 +42,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
   const chunk = job.chunks?.[index];
   const audio = job.audio;
   if (!chunk || !audio) throw new AppError("internal", "chunk_missing", `chunk ${index} is not planned`);
-  const key = artifactKeys.chunk(job.spec.requestId, index);
+  const key = artifactKeys.chunk(job.spec, index);
   const startTime = round3(chunk.startSample / audio.sampleRate);
   const endTime = round3(chunk.endSample / audio.sampleRate);
 

@@ -63,8 +63,8 @@ export async function startWebhooks(ctx: ServiceContext): Promise<RunningService
     const delivery = msg.info.deliveryCount;
     const now = () => ctx.now().toISOString();
     try {
-      const result = jobResult.parse(await getJson(objects, artifactKeys.result(spec.requestId)));
-      const reviewed = spec.review ? reviewedResult.parse(await getJson(objects, artifactKeys.reviewed(spec.requestId))) : null;
+      const result = jobResult.parse(await getJson(objects, artifactKeys.result(spec)));
+      const reviewed = spec.review ? reviewedResult.parse(await getJson(objects, artifactKeys.reviewed(spec))) : null;
       const payload: WebhookPayload = {
         type: "transcription.job.completed",
         workflow_id: workflowId,

@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
@@ -14,6 +14,7 @@ import {
   type SubmitJobResponse,
   artifactKeys,
 } from "../../../schemas/jobs";
+import { legacyWorkflowIdFor, workflowIdFor } from "../../../schemas/job-ids";
 import type { Principal } from "../../../shared/auth";
 import { withStore } from "../../../shared/db/index";
 import { AppError, notFound, validationError } from "../../../shared/errors";
@@ -28,10 +29,10 @@ import type { GatewayDeps } from "../deps";
  * Batch jobs over HTTP (spec 4.3, 4.4):
  *
  * - POST /v1/audio/transcriptions/jobs (and the legacy POST /): validate, then append
- *   JobSubmitted to the job's subject. The workflow id is derived from the request_id
- *   (a name-based UUID), so resubmitting a request_id is the same job: the append is
- *   a no-op, or resumes the job from its checkpoints when it had errored. A request_id
- *   belongs to the tenant that first used it (409 `request_id_conflict` for others).
+ *   JobSubmitted to the job's subject. The workflow id is derived from the owner and
+ *   the request_id (schemas/job-ids.ts), so a tenant resubmitting a request_id gets the
+ *   same job: the append is a no-op, or resumes the job from its checkpoints when it had
+ *   errored. Another tenant using the same request_id gets a job of its own.
  * - GET …/jobs/{workflowId}, …/transcriptions/{workflowId} and /{workflowId}: the
  *   Postgres read model; a key sees only its own tenant's jobs (404 otherwise). The
  *   output is read from result.json / reviewed_result.json in object storage.
@@ -45,13 +46,16 @@ export const jobPollPath = (workflowId: string) => `${JOBS_PATH}/${workflowId}`;
 const uuidPattern = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
 const uuidRegex = new RegExp(`^${uuidPattern}$`);
 
-/** The job id of a request_id: a name-based UUID (SHA-256, RFC 9562 version 8 layout). */
-export function workflowIdFor(requestId: string): string {
-  const h = createHash("sha256").update(`stt-batch-job\u0000${requestId}`).digest();
-  h[6] = (h[6]! & 0x0f) | 0x80;
-  h[8] = (h[8]! & 0x3f) | 0x80;
-  const x = h.subarray(0, 16).toString("hex");
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`;
+/**
+ * The job a submission names: the owner-scoped id, unless the same owner has a job
+ * under the legacy (request_id only) id, submitted before request_ids were scoped;
+ * resubmitting that one must still resume it. Another owner's legacy job is ignored,
+ * so nothing about it shows.
+ */
+async function workflowIdOfSubmission(store: JobStore, ownerId: string, requestId: string): Promise<string> {
+  const legacyId = legacyWorkflowIdFor(requestId);
+  const { state } = await store.load(legacyId);
+  return state.status !== "none" && state.spec.ownerId === ownerId ? legacyId : workflowIdFor(ownerId, requestId);
 }
 
 const stores = new WeakMap<GatewayDeps, JobStore>();
@@ -103,7 +107,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     }
   }
   const requestId = body.request_id ?? randomUUID();
-  const workflowId = workflowIdFor(requestId);
+  const workflowId = await workflowIdOfSubmission(storeOf(deps), principal.ownerId, requestId);
   const spec: JobSpec = {
     workflowId,
     requestId,
@@ -171,9 +175,10 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
   let output: JobView["output"] = null;
   if (view.status === "complete") {
     if (!deps.objects) throw new AppError("unavailable", "objects_unavailable", "object storage is not configured");
-    const result = jobResult.safeParse(await getJson(deps.objects, artifactKeys.result(view.request_id)));
+    const job = { workflowId: view.workflow_id, requestId: view.request_id };
+    const result = jobResult.safeParse(await getJson(deps.objects, artifactKeys.result(job)));
     if (!result.success) throw new AppError("unavailable", "result_unavailable", "the job's result is not readable right now");
-    const reviewed = view.review ? reviewedResult.safeParse(await getJson(deps.objects, artifactKeys.reviewed(view.request_id))) : undefined;
+    const reviewed = view.review ? reviewedResult.safeParse(await getJson(deps.objects, artifactKeys.reviewed(job))) : undefined;
     output = { result: result.data, reviewed_result: reviewed?.success ? reviewed.data : null };
   }
   const { owner_id: _owner, review: _review, ...rest } = view;
@@ -183,12 +188,11 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
 const errorResponses = {
   400: { description: "not JSON, or `audio_url`, `segment_seconds`, `concurrency`… invalid", content: { "application/json": { schema: openAiError } } },
   401: { description: "authentication failed", content: { "application/json": { schema: openAiError } } },
-  409: { description: "`request_id_conflict`: the request_id belongs to another tenant", content: { "application/json": { schema: openAiError } } },
   429: { description: "rate limit or `audio_quota_exhausted`", content: { "application/json": { schema: openAiError } } },
 };
 
 const submitDescription =
-  "Fetches `audio_url`, slices it near silences every `segment_seconds`, transcribes the slices with at most `concurrency` in flight, aggregates, optionally reviews with a language model (`review`) and POSTs the result to `webhook_url` (signed, see docs/jobs.md). Resubmitting a `request_id` returns the same job and resumes it from its stored checkpoints.";
+  "Fetches `audio_url`, slices it near silences every `segment_seconds`, transcribes the slices with at most `concurrency` in flight, aggregates, optionally reviews with a language model (`review`) and POSTs the result to `webhook_url` (signed, see docs/jobs.md). Resubmitting a `request_id` returns the same job and resumes it from its stored checkpoints. A `request_id` is scoped to the key's tenant: another tenant using the same value gets a separate job.";
 
 async function handleSubmit(c: Context<GatewayEnv>, deps: GatewayDeps) {
   const body = await submitJob(deps, c.get("principal"), await c.req.text());
