@@ -215,6 +215,20 @@ export const reviewChunkArtifact = z.object({
   index: z.number().int().nonnegative(),
   model: z.string(),
   corrections: z.array(z.object({ segment_id: z.number().int(), text: z.string(), reason: z.string().optional() })),
+  /** The embedded reviewer's evidence: every candidate span, applied or not (word span [start_word, end_word)). */
+  annotations: z
+    .array(
+      z.object({
+        segment_id: z.number().int(),
+        start_word: z.number().int().nonnegative(),
+        end_word: z.number().int().positive(),
+        original: z.string(),
+        suggestion: z.string(),
+        reason: z.string(),
+        confidence: z.number().min(0).max(1),
+      }),
+    )
+    .optional(),
   notes: z.string(),
   reviewed_at: z.string(),
 });
@@ -222,7 +236,8 @@ export type ReviewChunkArtifact = z.infer<typeof reviewChunkArtifact>;
 
 /** reviewed_result.json: the final corrected transcript (same shape as result plus review info). */
 export const reviewedResult = jobResult.extend({
-  review: z.object({ model: z.string(), corrected_segments: z.number().int(), notes: z.string(), reviewed_at: z.string() }),
+  /** `reviewer`: which one ran; `model`: "embedded" or the LLM's model name. */
+  review: z.object({ reviewer: z.enum(["embedded", "llm"]).optional(), model: z.string(), corrected_segments: z.number().int(), notes: z.string(), reviewed_at: z.string() }),
 });
 export type ReviewedResult = z.infer<typeof reviewedResult>;
 

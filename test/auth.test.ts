@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verifySessionToken } from "../shared/auth";
+import { createHmac } from "node:crypto";
+import { redeemSessionToken, verifySessionToken } from "../shared/auth";
 import { startStack, type Stack } from "./support/stack";
 
 let stack: Stack;
@@ -98,6 +99,21 @@ describe("session tokens (spec 4.5, 5.2)", () => {
     await expect(verifySessionToken(stack.db, stack.sessionSecret, `rt_${payload}.${sig.slice(0, -2)}xx`, new Date())).rejects.toMatchObject({ code: "invalid_session_token" });
     await expect(verifySessionToken(stack.db, "another-secret", body.token, new Date())).rejects.toMatchObject({ code: "invalid_session_token" });
     await expect(verifySessionToken(stack.db, stack.sessionSecret, "rt_garbage", new Date())).rejects.toMatchObject({ code: "invalid_session_token" });
+    // correctly signed but without a usable jti (it names the token's spent marker), or not an object
+    const sign = (claims: unknown) => {
+      const p = Buffer.from(JSON.stringify(claims)).toString("base64url");
+      return `rt_${p}.${createHmac("sha256", stack.sessionSecret).update(p).digest("base64url")}`;
+    };
+    const { jti: _jti, ...noJti } = JSON.parse(Buffer.from(payload, "base64url").toString());
+    await expect(verifySessionToken(stack.db, stack.sessionSecret, sign(noJti), new Date())).rejects.toMatchObject({ code: "invalid_session_token" });
+    await expect(verifySessionToken(stack.db, stack.sessionSecret, sign({ ...noJti, jti: "conn.x>" }), new Date())).rejects.toMatchObject({ code: "invalid_session_token" });
+    await expect(verifySessionToken(stack.db, stack.sessionSecret, sign(null), new Date())).rejects.toMatchObject({ code: "invalid_session_token" });
+
+    // redeeming spends it: the spender decides, and a spent token is refused with the same code
+    const spent = new Set<string>();
+    const spend = async (tokenId: string) => !spent.has(tokenId) && Boolean(spent.add(tokenId));
+    await expect(redeemSessionToken(stack.db, stack.sessionSecret, body.token, new Date(), spend)).resolves.toMatchObject({ keyId: id });
+    await expect(redeemSessionToken(stack.db, stack.sessionSecret, body.token, new Date(), spend)).rejects.toMatchObject({ code: "invalid_session_token", status: 401 });
 
     // a token of a key revoked since is refused
     await stack.fetch(`/v1/external-transcription/keys/${id}`, { method: "DELETE", headers: { authorization: `Bearer ${stack.adminToken}` } });

@@ -6,27 +6,55 @@ import {
   jobResult,
   reviewChunkArtifact,
   type JobResult,
+  type JobSegment,
   type ReviewChunkArtifact,
   type ReviewedResult,
 } from "../../schemas/jobs";
 import type { ActiveJob } from "./job";
+import { annotateSegments, applyToText, confidentAnnotations, loadPronouncer, vocabularyOf } from "./review-embedded";
 
 /**
- * The two-stage language-model review (`review: true`), against any OpenAI-compatible
- * chat-completions endpoint (REVIEW_LLM_URL).
+ * The two-stage review (`review: true`), by one of two reviewers behind one interface:
+ * the LLM reviewer when REVIEW_LLM_URL is set, else the embedded reviewer
+ * (review-embedded.ts: vocabulary from `metadata` and `prompt`, phonetic matching).
  *
  * 1. Per slice (`review_chunk_{i}`): the slice's segments plus the job's `metadata`
- *    (e.g. medical_specialty, speaker_roles, known_medications) go to the model, which
- *    answers JSON `{corrections: [{segment_id, text, reason}], notes}`. Stored as
- *    `review_chunk_{i}.json`.
- * 2. Final (`review`): the whole transcript with every slice's proposed corrections
- *    goes to the model once more, which answers `{segments: [{id, text}], notes}`: the
- *    corrected text of every segment it changes. Times never change. Stored as
+ *    (e.g. medical_specialty, speaker_roles, known_medications) go to the reviewer,
+ *    which answers `{corrections: [{segment_id, text, reason}], notes}` (the embedded
+ *    one adds its `annotations`). Stored as `review_chunk_{i}.json`.
+ * 2. Final (`review`): the whole transcript with every slice's artifact goes to the
+ *    reviewer once more, which answers `{segments: [{id, text}], notes}`: the corrected
+ *    text of every segment it changes. Times never change. Stored as
  *    `reviewed_result.json`.
  *
- * A model answer that is not the expected JSON is a retryable failure (models are
- * flaky); after the step's attempts the job fails with `review_failed`.
+ * An LLM answer that is not the expected JSON is a retryable failure (models are
+ * flaky); after the step's attempts the job fails with `review_failed`, result.json
+ * intact.
  */
+export interface SliceReviewInput {
+  metadata: Record<string, unknown>;
+  prompt?: string;
+  language: string;
+  slice: { index: number; start_time: number; end_time: number };
+  segments: JobSegment[];
+}
+export interface TranscriptReviewInput {
+  metadata: Record<string, unknown>;
+  prompt?: string;
+  language: string;
+  segments: JobSegment[];
+  slices: ReviewChunkArtifact[];
+}
+export type SliceReview = Pick<ReviewChunkArtifact, "corrections" | "annotations" | "notes">;
+
+export interface Reviewer {
+  kind: "embedded" | "llm";
+  /** "embedded" or the LLM's model name, recorded in every review artifact. */
+  model: string;
+  reviewSlice(input: SliceReviewInput, signal?: AbortSignal): Promise<SliceReview>;
+  reviewTranscript(input: TranscriptReviewInput, signal?: AbortSignal): Promise<{ segments: { id: number; text: string }[]; notes: string }>;
+}
+
 export interface ReviewLlm {
   url: string;
   apiKey?: string;
@@ -108,6 +136,80 @@ const STAGE2_SYSTEM =
   "Accept, adjust or reject each proposed correction for consistency across the whole recording, using `metadata` as context. " +
   'Answer only JSON: {"segments":[{"id":<id>,"text":"<final text>"}],"notes":"<short>"} listing only segments whose text changes.';
 
+/** The LLM reviewer: both stages as chat completions in JSON mode. */
+export function llmReviewer(llm: ReviewLlm): Reviewer {
+  return {
+    kind: "llm",
+    model: llm.model,
+    async reviewSlice(input, signal) {
+      if (input.segments.length === 0) return { corrections: [], notes: "no speech in this slice" };
+      const answer = await askJson(
+        llm,
+        STAGE1_SYSTEM,
+        {
+          metadata: input.metadata,
+          language: input.language,
+          slice: input.slice,
+          segments: input.segments.map((s) => ({ segment_id: s.id, start_time: s.start_time, end_time: s.end_time, text: s.text })),
+        },
+        stage1Answer,
+        signal,
+      );
+      return { corrections: answer.corrections, notes: answer.notes };
+    },
+    reviewTranscript(input, signal) {
+      return askJson(
+        llm,
+        STAGE2_SYSTEM,
+        {
+          metadata: input.metadata,
+          language: input.language,
+          segments: input.segments.map((s) => ({ id: s.id, start_time: s.start_time, end_time: s.end_time, text: s.text })),
+          proposed_corrections: input.slices.flatMap((a) => a.corrections),
+          slice_notes: input.slices.map((a) => a.notes).filter(Boolean),
+        },
+        stage2Answer,
+        signal,
+      );
+    },
+  };
+}
+
+/**
+ * The embedded reviewer (no model needed): stage 1 annotates the slice's spans that
+ * sound like a term of the job's vocabulary; stage 2 applies the confident ones.
+ */
+export const embeddedReviewer: Reviewer = {
+  kind: "embedded",
+  model: "embedded",
+  async reviewSlice(input) {
+    const vocabulary = vocabularyOf(input.metadata, input.prompt);
+    const annotations = vocabulary.length ? annotateSegments(input.segments, vocabulary, await loadPronouncer()) : [];
+    const confident = confidentAnnotations(annotations);
+    const corrections = input.segments.flatMap((s) => {
+      const mine = confident.filter((a) => a.segment_id === s.id);
+      return mine.length ? [{ segment_id: s.id, text: applyToText(s.text, mine), reason: mine.map((a) => a.reason).join("; ") }] : [];
+    });
+    const notes =
+      vocabulary.length === 0
+        ? "no vocabulary in metadata or prompt"
+        : `${vocabulary.length} vocabulary terms; ${annotations.length} candidate spans, ${confident.length} confident`;
+    return { corrections, annotations, notes };
+  },
+  async reviewTranscript(input) {
+    const bySegment = new Map<number, NonNullable<SliceReview["annotations"]>>();
+    for (const a of confidentAnnotations(input.slices.flatMap((s) => s.annotations ?? []))) {
+      bySegment.set(a.segment_id, [...(bySegment.get(a.segment_id) ?? []), a]);
+    }
+    const segments = input.segments.flatMap((s) => {
+      const mine = bySegment.get(s.id);
+      return mine ? [{ id: s.id, text: applyToText(s.text, mine) }] : [];
+    });
+    const applied = [...bySegment.values()].reduce((n, a) => n + a.length, 0);
+    return { segments, notes: `embedded reviewer: ${applied} confident corrections applied` };
+  },
+};
+
 async function loadResult(job: ActiveJob, objects: ObjectStore): Promise<JobResult> {
   const parsed = jobResult.safeParse(await getJson(objects, artifactKeys.result(job.spec)));
   if (!parsed.success) throw new AppError("unavailable", "checkpoint_missing", "result.json is missing or unreadable");
@@ -115,7 +217,7 @@ async function loadResult(job: ActiveJob, objects: ObjectStore): Promise<JobResu
 }
 
 /** Stage 1 for slice `index`; reuses a stored review_chunk_{i}.json. */
-export async function reviewChunk(job: ActiveJob, index: number, objects: ObjectStore, llm: ReviewLlm, now: () => Date, signal?: AbortSignal): Promise<ReviewChunkArtifact> {
+export async function reviewChunk(job: ActiveJob, index: number, objects: ObjectStore, reviewer: Reviewer, now: () => Date, signal?: AbortSignal): Promise<ReviewChunkArtifact> {
   const key = artifactKeys.reviewChunk(job.spec, index);
   const stored = reviewChunkArtifact.safeParse(await getJson(objects, key).catch(() => undefined));
   if (stored.success) return stored.data;
@@ -126,26 +228,22 @@ export async function reviewChunk(job: ActiveJob, index: number, objects: Object
   const from = chunk.startSample / rate;
   const to = chunk.endSample / rate;
   const segments = result.segments.filter((s) => s.start_time >= from - 1e-6 && s.start_time < to);
-  let answer: z.infer<typeof stage1Answer> = { corrections: [], notes: "no speech in this slice" };
-  if (segments.length > 0) {
-    answer = await askJson(
-      llm,
-      STAGE1_SYSTEM,
-      {
-        metadata: job.spec.metadata ?? {},
-        language: result.metadata.language,
-        slice: { index, start_time: from, end_time: to },
-        segments: segments.map((s) => ({ segment_id: s.id, start_time: s.start_time, end_time: s.end_time, text: s.text })),
-      },
-      stage1Answer,
-      signal,
-    );
-  }
+  const answer = await reviewer.reviewSlice(
+    {
+      metadata: job.spec.metadata ?? {},
+      prompt: job.spec.prompt,
+      language: result.metadata.language,
+      slice: { index, start_time: from, end_time: to },
+      segments,
+    },
+    signal,
+  );
   const ids = new Set(segments.map((s) => s.id));
   const artifact: ReviewChunkArtifact = {
     index,
-    model: llm.model,
+    model: reviewer.model,
     corrections: answer.corrections.filter((c) => ids.has(c.segment_id)),
+    ...(answer.annotations ? { annotations: answer.annotations.filter((a) => ids.has(a.segment_id)) } : {}),
     notes: answer.notes,
     reviewed_at: now().toISOString(),
   };
@@ -154,25 +252,16 @@ export async function reviewChunk(job: ActiveJob, index: number, objects: Object
 }
 
 /** Stage 2: the final corrected transcript, written to reviewed_result.json. */
-export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, llm: ReviewLlm, now: () => Date, signal?: AbortSignal): Promise<ReviewedResult> {
+export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, reviewer: Reviewer, now: () => Date, signal?: AbortSignal): Promise<ReviewedResult> {
   const result = await loadResult(job, objects);
-  const annotations: ReviewChunkArtifact[] = [];
+  const slices: ReviewChunkArtifact[] = [];
   for (const chunk of job.chunks ?? []) {
     const parsed = reviewChunkArtifact.safeParse(await getJson(objects, artifactKeys.reviewChunk(job.spec, chunk.index)));
     if (!parsed.success) throw new AppError("unavailable", "checkpoint_missing", `review_chunk_${chunk.index}.json is missing`);
-    annotations.push(parsed.data);
+    slices.push(parsed.data);
   }
-  const answer = await askJson(
-    llm,
-    STAGE2_SYSTEM,
-    {
-      metadata: job.spec.metadata ?? {},
-      language: result.metadata.language,
-      segments: result.segments.map((s) => ({ id: s.id, start_time: s.start_time, end_time: s.end_time, text: s.text })),
-      proposed_corrections: annotations.flatMap((a) => a.corrections),
-      slice_notes: annotations.map((a) => a.notes).filter(Boolean),
-    },
-    stage2Answer,
+  const answer = await reviewer.reviewTranscript(
+    { metadata: job.spec.metadata ?? {}, prompt: job.spec.prompt, language: result.metadata.language, segments: result.segments, slices },
     signal,
   );
   const corrected = new Map(answer.segments.map((s) => [s.id, s.text.trim()]));
@@ -187,7 +276,7 @@ export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, llm
     ...result,
     text: segments.map((s) => s.text).join(" "),
     segments,
-    review: { model: llm.model, corrected_segments: changed, notes: answer.notes, reviewed_at: now().toISOString() },
+    review: { reviewer: reviewer.kind, model: reviewer.model, corrected_segments: changed, notes: answer.notes, reviewed_at: now().toISOString() },
   };
   await putJson(objects, artifactKeys.reviewed(job.spec), reviewed);
   return reviewed;

@@ -5,7 +5,7 @@ import { fetchAudio } from "./fetch-audio";
 import { stepChunkIndex, type ActiveJob } from "./job";
 import { createJobStore, type JobStore } from "./job-store";
 import { startProcessManager } from "./process-manager";
-import { reviewChunk, reviewTranscript } from "./review";
+import { embeddedReviewer, llmReviewer, reviewChunk, reviewTranscript } from "./review";
 import { sliceAudio } from "./slice-audio";
 import { exponentialBackoff, startStepConsumer } from "./step-consumer";
 import { transcribeChunk } from "./transcribe-chunk";
@@ -20,7 +20,7 @@ import type { StepCommand, StepKind } from "../../schemas/jobs";
  * - jobs-slicer       silence-aware boundaries (job.cmd.slice)
  * - jobs-transcriber  one slice → worker router → chunk checkpoint (job.cmd.transcribe)
  * - jobs-aggregator   chunk checkpoints → result.json (job.cmd.aggregate)
- * - jobs-reviewer     the two LLM review stages (job.cmd.review)
+ * - jobs-reviewer     the two review stages, LLM or embedded (job.cmd.review)
  *
  * Webhook delivery is services/webhooks.
  */
@@ -41,7 +41,8 @@ export async function startJobManager(ctx: ServiceContext): Promise<RunningServi
     store: storeOf(ctx),
     logger: ctx.logger.child({ service: "jobs-manager" }),
     now: ctx.now,
-    reviewAvailable: ctx.config.jobs.review !== undefined,
+    // The embedded reviewer needs no model, so a review can always run.
+    reviewAvailable: true,
     db: ctx.db,
     stallAfterMs: Math.max(10 * 60_000, 20 * ctx.config.jobs.stepAckWaitMs),
   });
@@ -106,13 +107,13 @@ export const startJobAggregator = stepService("jobs-aggregator", "aggregate", ()
 
 export const startJobReviewer = stepService("jobs-reviewer", "review", () => 4, (ctx, store) => async (job, command, signal) => {
   const llm = ctx.config.jobs.review;
-  if (!llm) throw new AppError("unavailable", "review_unavailable", "no review model is configured (REVIEW_LLM_URL)", { retryable: false });
+  const reviewer = llm ? llmReviewer(llm) : embeddedReviewer;
   const index = stepChunkIndex(command.step);
   if (index !== undefined) {
-    await reviewChunk(job, index, ctx.objects, llm, ctx.now, signal);
+    await reviewChunk(job, index, ctx.objects, reviewer, ctx.now, signal);
     await store.execute(command.workflowId, { type: "RecordChunkReviewed", index, now: nowIso(ctx) });
   } else {
-    await reviewTranscript(job, ctx.objects, llm, ctx.now, signal);
+    await reviewTranscript(job, ctx.objects, reviewer, ctx.now, signal);
     await store.execute(command.workflowId, { type: "RecordTranscriptReviewed", now: nowIso(ctx) });
   }
 });
