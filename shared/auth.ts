@@ -7,7 +7,8 @@ import { planLimits, type Limits } from "./plans";
 /**
  * Authentication shared by the HTTP and realtime gateways: API keys (Bearer `sk-…`,
  * looked up by SHA-256 in the api_keys read model), browser session tokens (`rt_…`,
- * HMAC-SHA256, 60 s, bound to the issuing key) and the operator's admin token.
+ * HMAC-SHA256, 60 s, single use, bound to the issuing key) and the operator's admin
+ * token.
  */
 export interface Principal {
   keyId: string;
@@ -147,11 +148,10 @@ export function issueSessionToken(secret: string | undefined, principal: Princip
   return { token: `${SESSION_TOKEN_PREFIX}${payload}.${sig}`, expiresIn: SESSION_TOKEN_TTL_SECONDS };
 }
 
-/**
- * Verifies an `rt_` token and resolves the key it is bound to: a token of a key
- * revoked or expired since issue is refused.
- */
-export async function verifySessionToken(db: Db, secret: string | undefined, token: string, now: Date): Promise<Principal> {
+const tokenIdPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Checks an `rt_` token's signature, shape and expiry (no I/O); returns its claims. */
+function readSessionToken(secret: string | undefined, token: string, now: Date): SessionClaims {
   const key = requireSecret(secret);
   const invalid = () => unauthorized("invalid_session_token", "Invalid or expired session token.");
   if (!token.startsWith(SESSION_TOKEN_PREFIX)) throw invalid();
@@ -165,9 +165,44 @@ export async function verifySessionToken(db: Db, secret: string | undefined, tok
   } catch {
     throw invalid();
   }
-  if (typeof claims.exp !== "number" || typeof claims.kid !== "string") throw invalid();
+  if (claims === null || typeof claims !== "object" || typeof claims.exp !== "number" || typeof claims.kid !== "string") throw invalid();
+  // Every token this service issued carries a UUID jti; it names the token's spent marker.
+  if (typeof claims.jti !== "string" || !tokenIdPattern.test(claims.jti)) throw invalid();
   if (claims.exp <= Math.floor(now.getTime() / 1000)) throw invalid();
+  return claims;
+}
+
+/**
+ * Verifies an `rt_` token and resolves the key it is bound to: a token of a key
+ * revoked or expired since issue is refused. Does not spend the token (see
+ * redeemSessionToken, which the realtime upgrade uses).
+ */
+export async function verifySessionToken(db: Db, secret: string | undefined, token: string, now: Date): Promise<Principal> {
+  const claims = readSessionToken(secret, token, now);
   return principalForKeyId(db, claims.kid, now);
+}
+
+/**
+ * Marks a session token as spent, atomically for every gateway sharing the store, and
+ * keeps the mark at least until `expiresAt` (epoch seconds), after which the token is
+ * refused as expired anyway. Resolves false when the token was already spent.
+ */
+export type SpendSessionToken = (tokenId: string, expiresAt: number) => Promise<boolean>;
+
+/**
+ * Verifies an `rt_` token like verifySessionToken and spends it: a token opens one
+ * connection. A second presentation (replayed, leaked from a URL, or simply reused)
+ * is 401 `invalid_session_token`, the spec's code for an invalid token (7.1). The
+ * token is spent once it has verified, before the later admission checks, so an
+ * upgrade refused for another reason (rate, concurrency) also uses it up.
+ */
+export async function redeemSessionToken(db: Db, secret: string | undefined, token: string, now: Date, spend: SpendSessionToken): Promise<Principal> {
+  const claims = readSessionToken(secret, token, now);
+  const principal = await principalForKeyId(db, claims.kid, now);
+  if (!(await spend(claims.jti, claims.exp))) {
+    throw unauthorized("invalid_session_token", "This session token was already used; a session token opens one connection, request a new one.");
+  }
+  return principal;
 }
 
 /** Checks the operator token (constant time); throws admin_unauthorized. */

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHmac } from "node:crypto";
 import { redeemSessionToken, verifySessionToken } from "../shared/auth";
 import { startStack, type Stack } from "./support/stack";
+import { spendTokensInLeases } from "../services/realtime-gateway/spent-tokens";
 
 let stack: Stack;
 beforeAll(async () => {
@@ -109,9 +110,8 @@ describe("session tokens (spec 4.5, 5.2)", () => {
     await expect(verifySessionToken(stack.db, stack.sessionSecret, sign({ ...noJti, jti: "conn.x>" }), new Date())).rejects.toMatchObject({ code: "invalid_session_token" });
     await expect(verifySessionToken(stack.db, stack.sessionSecret, sign(null), new Date())).rejects.toMatchObject({ code: "invalid_session_token" });
 
-    // redeeming spends it: the spender decides, and a spent token is refused with the same code
-    const spent = new Set<string>();
-    const spend = async (tokenId: string) => !spent.has(tokenId) && Boolean(spent.add(tokenId));
+    // redeeming spends it in the shared leases bucket; a spent token is refused with the same code
+    const spend = spendTokensInLeases(stack.nats);
     await expect(redeemSessionToken(stack.db, stack.sessionSecret, body.token, new Date(), spend)).resolves.toMatchObject({ keyId: id });
     await expect(redeemSessionToken(stack.db, stack.sessionSecret, body.token, new Date(), spend)).rejects.toMatchObject({ code: "invalid_session_token", status: 401 });
 

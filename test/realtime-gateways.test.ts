@@ -21,6 +21,63 @@ afterAll(async () => {
   await stack?.stop();
 });
 
+describe("session tokens across two gateway processes", () => {
+  it("an rt_ token opens one connection: a second upgrade with it is refused on either gateway, also when both race", async () => {
+    const tokenChild = await startServiceProcess(stack, "realtime-gateway");
+    try {
+      const other = `http://127.0.0.1:${tokenChild.port}`;
+      const { key } = await stack.issueKey("pro", "tenant-tokens");
+      const newToken = async () => {
+        const res = await stack.fetch("/v1/audio/transcriptions/session-token", { method: "POST", headers: { authorization: `Bearer ${key}` } });
+        expect(res.status).toBe(200);
+        return ((await res.json()) as { token: string }).token;
+      };
+
+      // First use on gateway A opens a session; the same token is refused on B and on A.
+      const token = await newToken();
+      const first = await connectRt(wsUrl(stack.baseUrl, `access_token=${encodeURIComponent(token)}`));
+      expect((await first.next("session.created")).plan).toBe("pro");
+      for (const [base, param] of [[other, "access_token"], [stack.baseUrl, "token"]] as const) {
+        const again = await refusal(wsUrl(base, `${param}=${encodeURIComponent(token)}`));
+        expect(again.body).toMatchObject({ error: { code: "invalid_session_token" } });
+        expect(again.status).toBe(401);
+        expect(again.body.error.code).toBe("invalid_session_token");
+      }
+      // As a Bearer header too: the token is spent, whatever the transport.
+      const asHeader = await refusal(wsUrl(other), { authorization: `Bearer ${token}` });
+      expect(asHeader.status).toBe(401);
+      expect(asHeader.body.error.code).toBe("invalid_session_token");
+      first.ws.close();
+      await first.closed;
+
+      // Closing the session does not give the token back.
+      expect((await refusal(wsUrl(stack.baseUrl, `access_token=${encodeURIComponent(token)}`))).status).toBe(401);
+
+      // One fresh token presented to both gateways at the same moment: exactly one wins.
+      for (let round = 0; round < 5; round++) {
+        const raced = await newToken();
+        const outcomes = await Promise.allSettled([stack.baseUrl, other].map((base) => connectRt(wsUrl(base, `access_token=${encodeURIComponent(raced)}`))));
+        const won = outcomes.filter((o) => o.status === "fulfilled");
+        const lost = outcomes.filter((o): o is PromiseRejectedResult => o.status === "rejected");
+        expect(won).toHaveLength(1);
+        expect(lost[0]!.reason).toMatchObject({ status: 401, body: { error: { code: "invalid_session_token" } } });
+        const c = (won[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof connectRt>>>).value;
+        await c.next("session.created");
+        c.ws.close();
+        await c.closed;
+      }
+
+      // A new token still works on B: tokens are spent one by one, not per key.
+      const fresh = await connectRt(wsUrl(other, `access_token=${encodeURIComponent(await newToken())}`));
+      expect((await fresh.next("session.created")).plan).toBe("pro");
+      fresh.ws.close();
+      await fresh.closed;
+    } finally {
+      await tokenChild.kill();
+    }
+  });
+});
+
 describe("admission across two gateway processes", () => {
   it("holds the free plan's one connection across gateways; a killed gateway's lease frees within its TTL", async () => {
     child = await startServiceProcess(stack, "realtime-gateway", { RT_LEASE_TTL_MS: String(LEASE_TTL_MS) });

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { INTERNAL_SAMPLE_RATE, SUPPORTED_SAMPLE_RATES } from "../../schemas/realtime";
-import { authenticateApiKey, bearerCredential, refuseKeysInUrl, SESSION_TOKEN_PREFIX, verifySessionToken, type Principal } from "../../shared/auth";
+import { authenticateApiKey, bearerCredential, redeemSessionToken, refuseKeysInUrl, SESSION_TOKEN_PREFIX, type Principal } from "../../shared/auth";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import { AppError, unauthorized, validationError } from "../../shared/errors";
@@ -11,6 +11,7 @@ import { remainingAudioSeconds } from "../../shared/usage";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { GatewayFlag } from "./gateway-flag";
 import type { Leases } from "./leases";
+import { spendTokensInLeases } from "./spent-tokens";
 
 /**
  * The upgrade decision (spec 3.3, 5.3, 7.2, 8): gateway switch, authentication, upstream
@@ -52,18 +53,24 @@ export function newSessionId(): string {
   return `sess_${randomBytes(12).toString("hex")}`;
 }
 
-export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config">, req: UpgradeRequest, now: Date): Promise<Principal> {
+/**
+ * Who is upgrading: an `sk-` key (header) or an `rt_` session token (header or query).
+ * A session token is single use: the first upgrade that presents it spends it in the
+ * shared `leases` bucket (spent-tokens.ts), so a second one, on any gateway, is 401.
+ */
+export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats">, req: UpgradeRequest, now: Date): Promise<Principal> {
   const url = new URL(`http://x/?${req.query}`);
   refuseKeysInUrl(url);
   const queryToken = url.searchParams.get("access_token") ?? url.searchParams.get("token");
+  const redeem = (token: string) => redeemSessionToken(deps.db, deps.config.auth.sessionTokenSecret, token, now, spendTokensInLeases(deps.nats));
   if (req.authorization.trim() !== "") {
     const credential = bearerCredential(req.authorization);
-    if (credential.startsWith(SESSION_TOKEN_PREFIX)) return verifySessionToken(deps.db, deps.config.auth.sessionTokenSecret, credential, now);
+    if (credential.startsWith(SESSION_TOKEN_PREFIX)) return redeem(credential);
     return authenticateApiKey(deps.db, req.authorization, now);
   }
   if (queryToken !== null && queryToken !== "") {
     if (!queryToken.startsWith(SESSION_TOKEN_PREFIX)) throw unauthorized("invalid_session_token", "Invalid or expired session token.");
-    return verifySessionToken(deps.db, deps.config.auth.sessionTokenSecret, queryToken, now);
+    return redeem(queryToken);
   }
   throw unauthorized("missing_api_key", "Missing credentials: send 'Authorization: Bearer sk-…' or a session token as ?access_token=rt_….");
 }
