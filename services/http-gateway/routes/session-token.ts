@@ -6,7 +6,7 @@ import type { GatewayDeps } from "../deps";
 
 export const STREAM_PATH = "/v1/audio/transcriptions/stream";
 
-/** POST /v1/audio/transcriptions/session-token (spec 4.5): a 60 s `rt_` token for browsers. */
+/** POST /v1/audio/transcriptions/session-token (spec 4.5): a 60 s, single-use `rt_` token for browsers. */
 export function registerSessionTokenRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
   const path = "/v1/audio/transcriptions/session-token";
   app.use(path, requireApiKey(deps));
@@ -17,7 +17,7 @@ export function registerSessionTokenRoutes(app: OpenAPIHono<GatewayEnv>, deps: G
       tags: ["realtime"],
       summary: "Issue a short-lived browser session token",
       description:
-        "The customer backend calls this with its sk- key and hands the token to a browser, which opens the realtime WebSocket with `?access_token=<token>` (alias `?token=`). The token is valid 60 seconds, signed with HMAC-SHA256, and bound to the issuing key: revoking the key invalidates its tokens. Any request body is ignored.",
+        "The customer backend calls this with its sk- key and hands the token to a browser, which opens the realtime WebSocket with `?access_token=<token>` (alias `?token=`). The token is valid 60 seconds, signed with HMAC-SHA256, bound to the issuing key (revoking the key invalidates its tokens) and single use: it opens one WebSocket connection, and any later upgrade with it is 401 `invalid_session_token`; fetch a new token for every connection. Any request body is ignored.",
       security: [{ bearerAuth: [] }],
       responses: {
         200: { description: "the token", content: { "application/json": { schema: sessionToken } } },

@@ -20,14 +20,14 @@ export function registerStreamDoc(app: OpenAPIHono<GatewayEnv>): void {
       security: [{ bearerAuth: [] }],
       request: {
         query: z.object({
-          access_token: z.string().optional().describe("rt_ session token"),
+          access_token: z.string().optional().describe("rt_ session token (single use: opens one connection)"),
           token: z.string().optional().describe("alias of access_token"),
           sample_rate: z.enum(["8000", "16000", "24000", "48000"]).optional().describe("PCM sample rate of the frames you send; default 16000"),
         }),
       },
       responses: {
         101: { description: "switching protocols; the server sends session.created" },
-        401: { description: "authentication failed (missing_api_key, invalid_api_key, revoked_api_key, expired_api_key, invalid_session_token)", content: { "application/json": { schema: openAiError } } },
+        401: { description: "authentication failed (missing_api_key, invalid_api_key, revoked_api_key, expired_api_key, invalid_session_token, also for a session token already used)", content: { "application/json": { schema: openAiError } } },
         426: { description: "`websocket_required`: not a WebSocket upgrade", content: { "application/json": { schema: openAiError } } },
         429: { description: "connection quota refused (concurrent connections or connections per minute)", content: { "application/json": { schema: openAiError } } },
         503: { description: "`gateway_disabled`, or `upstream_unavailable` with Retry-After", content: { "application/json": { schema: openAiError } } },
