@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { limitsSchema } from "../shared/plans";
+import { safeString } from "./safe-string";
 
 /**
  * HTTP bodies and responses of the foundation routes (admin keys, plans, session
@@ -27,11 +28,15 @@ export const adminError = z
   })
   .openapi("AdminError");
 
+/**
+ * The fields of KeyIssued: every string is a safeString (schemas/safe-string.ts), so one
+ * that Postgres cannot store is refused with 400 `invalid_string` before it is appended.
+ */
 export const issueKeyBody = z
   .object({
-    owner_id: z.string().min(1).max(200).regex(/^[A-Za-z0-9._:@-]+$/, "letters, digits and . _ : @ -").default("default"),
-    plan: z.string().min(1).max(64).default("free"),
-    label: z.string().max(500).optional(),
+    owner_id: safeString(200).min(1).regex(/^[A-Za-z0-9._:@-]+$/, "letters, digits and . _ : @ -").default("default"),
+    plan: safeString(64).min(1).default("free"),
+    label: safeString(500).optional(),
     expires_at: z.iso.datetime({ offset: true }).optional(),
   })
   .openapi("IssueKeyRequest");
@@ -59,8 +64,9 @@ export const issuedKeyRecord = keyRecord.extend({ key: z.string().describe("Plai
 
 export const ok = <T extends z.ZodTypeAny>(data: T) => z.object({ ok: z.literal(true), data });
 
-export const listKeysQuery = z.object({ owner_id: z.string().optional() });
-export const keyIdParam = z.object({ id: z.string().min(1).openapi({ param: { name: "id", in: "path" } }) });
+// Read routes too: a NUL in a query would otherwise reach Postgres as a 500.
+export const listKeysQuery = z.object({ owner_id: safeString(200).optional() });
+export const keyIdParam = z.object({ id: safeString(128).min(1).openapi({ param: { name: "id", in: "path" } }) });
 
 export const planEntry = z.object({ plan: z.string(), limits }).openapi("Plan");
 

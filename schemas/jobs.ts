@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { envelopeOf } from "./envelope";
 import { legacyWorkflowIdFor } from "./job-ids";
+import { safeJsonObject, safeString, type FreeJsonLimits } from "./safe-string";
 
 /**
  * Batch jobs (spec 1, 2.4–2.7, 3.1, 4.3, 4.4, 6.2): the HTTP bodies, the job
@@ -12,11 +13,9 @@ import { legacyWorkflowIdFor } from "./job-ids";
 // ---------------------------------------------------------------- HTTP: submit
 
 const httpUrl = (field: string) =>
-  z
-    .string({ error: `${field} must be a string` })
+  safeString(4096, { error: `${field} must be a string` })
     .trim()
     .min(1, `${field} is required`)
-    .max(4096, `${field} is too long`)
     .refine((v) => {
       try {
         const u = new URL(v);
@@ -29,22 +28,31 @@ const httpUrl = (field: string) =>
 /** request_id doubles as an object-store prefix, so it is limited to a safe alphabet. */
 export const requestIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
+/**
+ * Bounds of `metadata`: it travels in the JobSubmitted event, is stored as `jsonb` in the
+ * read model and is forwarded to the review stage and the webhook (docs/jobs.md).
+ */
+export const metadataLimits: FreeJsonLimits = { maxBytes: 64 * 1024, maxDepth: 16, maxKeyChars: 256 };
+
+/**
+ * Every string of the body becomes part of the JobSubmitted event, so each one is a
+ * safeString: refused at the edge when Postgres could not store it (schemas/safe-string.ts).
+ */
 export const submitJobBody = z.object({
   audio_url: httpUrl("audio_url"),
-  request_id: z
-    .string({ error: "request_id must be a string" })
+  request_id: safeString(128, { error: "request_id must be a string" })
     .regex(requestIdPattern, "request_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-'")
     .optional(),
-  language: z.string().trim().min(1).max(32).optional(),
-  model: z.string().trim().min(1).max(128).optional(),
-  prompt: z.string().max(8000).optional(),
+  language: safeString(32).trim().min(1).optional(),
+  model: safeString(128).trim().min(1).optional(),
+  prompt: safeString(8000).optional(),
   segment_seconds: z.number({ error: "segment_seconds must be a number" }).gt(0, "segment_seconds must be > 0").finite().optional(),
   /** Accepted and ignored: every slice is transcribed as verbose_json (spec 4.3). */
-  response_format: z.string().optional(),
+  response_format: safeString(64).optional(),
   concurrency: z.number({ error: "concurrency must be a number" }).gt(0, "concurrency must be > 0").finite().optional(),
   webhook_url: httpUrl("webhook_url").optional(),
   review: z.boolean({ error: "review must be a boolean" }).optional(),
-  metadata: z.record(z.string(), z.unknown(), { error: "metadata must be an object" }).optional(),
+  metadata: safeJsonObject(metadataLimits, { error: "metadata must be an object" }).optional(),
 });
 export type SubmitJobBody = z.infer<typeof submitJobBody>;
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { envelopeOf } from "./envelope";
+import { safeString } from "./safe-string";
 import { transcriptWord } from "./transcription";
 
 /**
@@ -46,17 +47,25 @@ export const defaultTurnDetection: TurnDetection = {
 
 // ---------------------------------------------------------------- client messages
 
+/**
+ * A client's event_id is echoed in events the session records (rt.evt) and its
+ * transcription settings travel in audio control messages and utterance commands, so
+ * each is a safeString: NUL or a lone surrogate is answered with an `error` event
+ * `invalid_string` (schemas/safe-string.ts).
+ */
+const clientEventId = safeString(128).optional();
+
 const sessionUpdate = z.object({
   type: z.literal("session.update"),
-  event_id: z.string().max(128).optional(),
+  event_id: clientEventId,
   session: z
     .object({
       turn_detection: turnDetection.omit({ type: true }).partial().extend({ type: z.literal("server_vad").optional() }).optional(),
       input_audio_transcription: z
         .object({
-          language: z.string().min(2).max(16).optional(),
-          prompt: z.string().max(2000).optional(),
-          model: z.string().max(100).optional(),
+          language: safeString(16).min(2).optional(),
+          prompt: safeString(2000).optional(),
+          model: safeString(100).optional(),
         })
         .optional(),
     })
@@ -64,11 +73,11 @@ const sessionUpdate = z.object({
 });
 
 export const clientMessage = z.discriminatedUnion("type", [
-  z.object({ type: z.literal("input_audio_buffer.commit"), event_id: z.string().max(128).optional() }),
-  z.object({ type: z.literal("input_audio_buffer.clear"), event_id: z.string().max(128).optional() }),
+  z.object({ type: z.literal("input_audio_buffer.commit"), event_id: clientEventId }),
+  z.object({ type: z.literal("input_audio_buffer.clear"), event_id: clientEventId }),
   sessionUpdate,
   /** Graceful close: the server flushes the open utterance, delivers pending transcripts, then closes 1000. */
-  z.object({ type: z.literal("session.close"), event_id: z.string().max(128).optional() }),
+  z.object({ type: z.literal("session.close"), event_id: clientEventId }),
 ]);
 export type ClientMessage = z.infer<typeof clientMessage>;
 export type SessionUpdate = z.infer<typeof sessionUpdate>;

@@ -1,6 +1,7 @@
 import { z as zo } from "@hono/zod-openapi";
 import { z } from "zod";
 import { envelopeOf } from "./envelope";
+import { safeString } from "./safe-string";
 import { verboseTranscription } from "./transcription";
 
 /**
@@ -13,15 +14,18 @@ import { verboseTranscription } from "./transcription";
 
 export const segmentResponseFormat = z.enum(["verbose_json", "json", "text", "srt", "vtt"]);
 
-/** The text fields of the multipart form, parsed after the file is taken out. */
+/**
+ * The text fields of the multipart form, parsed after the file is taken out. `model`,
+ * `language` and `prompt` reach the SegmentTranscribed/SegmentFailed audit events and the
+ * workers, so they are safeStrings (400 `invalid_string`, schemas/safe-string.ts).
+ */
 export const segmentFields = z.object({
-  model: z.string().max(128).default("stt-1").describe("model name passed to workers"),
-  language: z
-    .string()
+  model: safeString(128).default("stt-1").describe("model name passed to workers"),
+  language: safeString(16)
     .regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})?$/, "an ISO-639-1 code such as `en`")
     .optional()
     .describe("ISO-639-1 hint"),
-  prompt: z.string().optional().describe("context prompt / vocabulary hint (first 4000 characters used)"),
+  prompt: safeString(16000).optional().describe("context prompt / vocabulary hint (at most 16000 characters; the first 4000 are used)"),
   response_format: segmentResponseFormat.default("verbose_json"),
   worker_id: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, "letters, digits, - and _").optional().describe("pin to a specific worker"),
 });

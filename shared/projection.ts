@@ -59,24 +59,87 @@ function toRecorded<E extends EventShape>(projection: Projection<E>, m: JsMsg): 
   };
 }
 
-/** Applies one message in its own transaction unless already applied. */
-async function applyOne<E extends EventShape>(db: Db, projection: Projection<E>, m: JsMsg): Promise<void> {
-  const recorded = toRecorded(projection, m);
-  await db.transaction().execute(async (trx) => {
-    const last = await readOffset(trx, projection.name, true);
-    if (recorded.seq <= last) return;
-    await projection.apply(trx, recorded);
-    await writeOffset(trx, projection.name, recorded.seq);
-  });
+/**
+ * SQLSTATE classes that say "this event's rows can never be written", whatever the
+ * retry: 22 data exception (22P05 untranslatable character, 22021 invalid byte
+ * sequence, 22P02 invalid text representation, 22001 value too long…), 23 integrity
+ * violation (every write of a projection is serialized by its offset row lock, so a
+ * constraint failure follows from the events themselves, not from a race) and 54
+ * program limit exceeded (a jsonb value too large or too deep). Anything else (a
+ * connection lost, 57P01 shutdown, 57014 statement timeout, 40001/40P01) may pass on
+ * retry and stays "cannot apply anything right now".
+ */
+const poisonSqlStateClasses = new Set(["22", "23", "54"]);
+
+/** True when `err` means this event cannot be applied, as opposed to "not now". */
+export function cannotApplyEvent(err: unknown): boolean {
+  if ((err as { name?: string })?.name === "ZodError" || err instanceof SyntaxError) return true;
+  const e = err as { code?: unknown; severity?: unknown };
+  // pg's DatabaseError carries a five-character SQLSTATE and a severity; Node's
+  // system errors (ECONNREFUSED…) carry neither.
+  return typeof e?.code === "string" && /^[0-9A-Z]{5}$/.test(e.code) && typeof e.severity === "string" && poisonSqlStateClasses.has(e.code.slice(0, 2));
+}
+
+function describeFailure(err: unknown): string {
+  const e = err as { code?: unknown; name?: string; message?: string };
+  const text = typeof e?.code === "string" ? `${e.code} ${e.message ?? ""}` : `${e?.name ?? "Error"}: ${e?.message ?? String(err)}`;
+  return text.slice(0, 1000);
+}
+
+interface DeadLetter {
+  projection: string;
+  seq: number;
+  subject: string;
+  error: string;
+}
+
+async function recordDeadLetter(trx: Transaction<Database>, letter: DeadLetter): Promise<void> {
+  await trx
+    .insertInto("projection_dead_letters")
+    .values({ ...letter, recorded_at: new Date() })
+    .onConflict((oc) => oc.columns(["projection", "seq"]).doUpdateSet({ subject: letter.subject, error: letter.error, recorded_at: new Date() }))
+    .execute();
+}
+
+/**
+ * Applies one message in its own transaction unless already applied. An event that
+ * cannot be applied (see cannotApplyEvent) is recorded in `projection_dead_letters`
+ * and its offset written, in a second transaction, so one bad event never wedges the
+ * read model; any other failure is thrown for the runner to back off and retry.
+ */
+async function applyOne<E extends EventShape>(db: Db, projection: Projection<E>, m: JsMsg, logger: Logger): Promise<void> {
+  try {
+    const recorded = toRecorded(projection, m);
+    await db.transaction().execute(async (trx) => {
+      const last = await readOffset(trx, projection.name, true);
+      if (recorded.seq <= last) return;
+      await projection.apply(trx, recorded);
+      await writeOffset(trx, projection.name, recorded.seq);
+    });
+  } catch (err) {
+    if (!cannotApplyEvent(err)) throw err;
+    const letter = { projection: projection.name, seq: m.seq, subject: m.subject, error: describeFailure(err) };
+    const recorded = await db.transaction().execute(async (trx) => {
+      if (m.seq <= (await readOffset(trx, projection.name, true))) return false;
+      await recordDeadLetter(trx, letter);
+      await writeOffset(trx, projection.name, m.seq);
+      return true;
+    });
+    if (recorded) logger.error("projection dead-lettered an event it cannot apply", letter);
+  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Runs a projection live: an ordered consumer from the stored offset + 1, one
- * transaction per event. On any failure (Postgres down, bad event) it backs off and
- * resumes from the stored offset; a malformed event is logged and skipped so one bad
- * message cannot wedge a read model.
+ * transaction per event. An event it cannot apply (malformed, or refused by Postgres)
+ * is dead-lettered and stepped over, so one bad message cannot wedge a read model; any
+ * other failure (Postgres down) backs off and resumes from the stored offset.
+ *
+ * After a NATS reconnect the ordered consumer (ephemeral: a restarted nats-server has
+ * forgotten it) is not trusted to resume by itself: the current one is closed and a new
+ * one starts from the stored offset, once the streams are declared again.
  */
 export async function startProjection<E extends EventShape>(
   nats: Nats,
@@ -99,16 +162,7 @@ export async function startProjection<E extends EventShape>(
     messages = await consumer.consume({ max_messages: 256 });
     for await (const m of messages) {
       if (stopped) break;
-      try {
-        await applyOne(db, projection, m);
-      } catch (err) {
-        if ((err as { name?: string })?.name === "ZodError" || err instanceof SyntaxError) {
-          logger.error("projection skipped a malformed event", { projection: projection.name, seq: m.seq, error: String(err) });
-          await db.transaction().execute((trx) => writeOffset(trx, projection.name, m.seq));
-        } else {
-          throw err;
-        }
-      }
+      await applyOne(db, projection, m, logger);
       applied = m.seq;
     }
   };
@@ -156,15 +210,25 @@ export async function waitForProjection(db: Db, name: string, seq: number, timeo
 /**
  * Drops a projection's rows and rebuilds them from the log, in one transaction that
  * holds the offset row's lock, so a live runner waits and then continues from the
- * rebuilt offset (it never re-applies or skips an event).
+ * rebuilt offset (it never re-applies or skips an event). Each event is applied under
+ * a savepoint: one that cannot be applied is rolled back alone and dead-lettered, as
+ * the live runner does (the projection's old dead letters are cleared first, so an
+ * event a fixed projection now applies is no longer listed).
  */
-export async function rebuildProjection<E extends EventShape>(nats: Nats, db: Db, projection: Projection<E>): Promise<{ applied: number; lastSeq: number }> {
+export async function rebuildProjection<E extends EventShape>(
+  nats: Nats,
+  db: Db,
+  projection: Projection<E>,
+  logger?: Logger,
+): Promise<{ applied: number; deadLettered: number; lastSeq: number }> {
   await ensureOffsetRow(db, projection.name);
   return db.transaction().execute(async (trx) => {
     await readOffset(trx, projection.name, true);
     for (const table of projection.tables) await sql`delete from ${sql.table(table)}`.execute(trx);
+    await trx.deleteFrom("projection_dead_letters").where("projection", "=", projection.name).execute();
     const consumer = await nats.js.consumers.get(projection.stream, { filter_subjects: projection.filterSubject, deliver_policy: DeliverPolicy.All });
     let applied = 0;
+    let deadLettered = 0;
     let lastSeq = 0;
     try {
       let pending = (await consumer.info(true)).num_pending;
@@ -173,11 +237,18 @@ export async function rebuildProjection<E extends EventShape>(nats: Nats, db: Db
         let got = 0;
         for await (const m of batch) {
           got++;
+          await sql`savepoint rebuild_event`.execute(trx);
           try {
             await projection.apply(trx, toRecorded(projection, m));
+            await sql`release savepoint rebuild_event`.execute(trx);
             applied++;
           } catch (err) {
-            if ((err as { name?: string })?.name !== "ZodError" && !(err instanceof SyntaxError)) throw err;
+            if (!cannotApplyEvent(err)) throw err;
+            await sql`rollback to savepoint rebuild_event`.execute(trx);
+            const letter = { projection: projection.name, seq: m.seq, subject: m.subject, error: describeFailure(err) };
+            await recordDeadLetter(trx, letter);
+            logger?.error("projection dead-lettered an event it cannot apply", letter);
+            deadLettered++;
           }
           lastSeq = m.seq;
           pending = m.info.pending;
@@ -188,6 +259,6 @@ export async function rebuildProjection<E extends EventShape>(nats: Nats, db: Db
       await consumer.delete().catch(() => undefined);
     }
     await writeOffset(trx, projection.name, lastSeq);
-    return { applied, lastSeq };
+    return { applied, deadLettered, lastSeq };
   });
 }

@@ -1,4 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
+import { issueErrorCode } from "../../schemas/safe-string";
 import { validationError } from "../../shared/errors";
 import type { GatewayEnv } from "./auth-middleware";
 import type { GatewayDeps } from "./deps";
@@ -21,7 +22,7 @@ export function createApp(deps: GatewayDeps): OpenAPIHono<GatewayEnv> {
       if (!result.success) {
         const issue = result.error.issues[0];
         const param = issue?.path.join(".") || undefined;
-        throw validationError("invalid_request", `${param ?? "request"}: ${issue?.message ?? "invalid"}`, { param });
+        throw validationError(issueErrorCode(issue, "invalid_request"), `${param ?? "request"}: ${issue?.message ?? "invalid"}`, { param });
       }
     },
   });

@@ -24,6 +24,7 @@ export async function checkReadiness(ctx: ServiceContext): Promise<Readiness> {
   if (checks.postgres.ok && checks.nats.ok) {
     const lags = await Promise.all(ctx.projections.map((p) => projectionLag(ctx, p.name, p.stream, p.filterSubject)));
     ctx.projections.forEach((p, i) => (checks[`projection:${p.name}`] = lags[i]!));
+    checks.dead_letters = await deadLetters(ctx);
   }
   checks.realtime = ctx.slots.realtimeStatus?.() ?? { ok: ctx.config.gateway.enabled, detail: ctx.config.gateway.enabled ? "accepting" : "gateway disabled" };
   const ready = Object.values(checks).every((c) => c.ok);
@@ -39,5 +40,20 @@ async function projectionLag(ctx: ServiceContext, name: string, stream: string, 
     return { ok: applied >= head, detail: `applied ${applied} of ${head}` };
   } catch (e) {
     return { ok: false, detail: (e as Error).message };
+  }
+}
+
+/**
+ * Events the projections stepped over because they cannot be applied
+ * (shared/projection.ts). Informational: a projection that moved past them is caught
+ * up, so this check never makes the service unready; the count is for the operator.
+ */
+async function deadLetters(ctx: ServiceContext): Promise<Check> {
+  try {
+    const rows = await ctx.db.selectFrom("projection_dead_letters").select(["projection", (eb) => eb.fn.countAll<number>().as("n")]).groupBy("projection").orderBy("projection").execute();
+    const total = rows.reduce((sum, r) => sum + Number(r.n), 0);
+    return { ok: true, detail: total === 0 ? "0" : `${total} (${rows.map((r) => `${r.projection}: ${r.n}`).join(", ")})` };
+  } catch (e) {
+    return { ok: true, detail: `unknown: ${(e as Error).message}` };
   }
 }

@@ -15,6 +15,7 @@ import {
   type SessionCreated,
   type TurnDetection,
 } from "../../schemas/realtime";
+import { issueErrorCode } from "../../schemas/safe-string";
 import { appendEvents } from "../../shared/event-store";
 import { createFrameAligner, createResampler } from "../../shared/audio/resample";
 import type { Logger } from "../../shared/logger";
@@ -266,7 +267,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
           return sendError("unknown_event_type", `Unknown client event type ${JSON.stringify(type ?? null)}; expected one of ${known.join(", ")}.`, clientEventId);
         }
         const issue = parsed.error.issues[0];
-        return sendError("invalid_event", `Invalid ${type}: ${issue?.path.join(".") || "event"}: ${issue?.message ?? "invalid"}.`, clientEventId);
+        // An unstorable string (NUL, lone surrogate) is `invalid_string`, as on the HTTP routes.
+        return sendError(issueErrorCode(issue, "invalid_event"), `Invalid ${type}: ${issue?.path.join(".") || "event"}: ${issue?.message ?? "invalid"}.`, clientEventId);
       }
       const message = parsed.data;
       switch (message.type) {

@@ -71,8 +71,8 @@ async function main(argv: string[]): Promise<number> {
         return 2;
       }
       for (const p of chosen) {
-        const result = await rebuildProjection(nats, db, p);
-        logger.info("rebuilt", { projection: p.name, events: result.applied, last_seq: result.lastSeq });
+        const result = await rebuildProjection(nats, db, p, logger);
+        logger.info("rebuilt", { projection: p.name, events: result.applied, dead_lettered: result.deadLettered, last_seq: result.lastSeq });
       }
       await nats.close();
       await db.destroy();

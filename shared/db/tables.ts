@@ -33,8 +33,20 @@ export interface UsageWindowsTable {
   updated_at: ColumnType<Date, Date | string, Date | string>;
 }
 
+/** An event a projection stepped over because it cannot be applied (shared/projection.ts). */
+export interface ProjectionDeadLettersTable {
+  projection: string;
+  /** Stream sequence of the event. */
+  seq: ColumnType<string | number, string | number, string | number>;
+  subject: string;
+  /** SQLSTATE and message, or the parse error. */
+  error: string;
+  recorded_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
 export interface Database {
   projection_offsets: ProjectionOffsetsTable;
+  projection_dead_letters: ProjectionDeadLettersTable;
   api_keys: ApiKeysTable;
   usage_windows: UsageWindowsTable;
   // Tables of other areas are declared in their own interfaces and merged here.

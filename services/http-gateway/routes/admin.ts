@@ -1,6 +1,7 @@
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { adminError, issueKeyBody, issuedKeyRecord, keyIdParam, keyRecord, listKeysQuery, ok, planEntry, type KeyRecord } from "../../../schemas/http";
 import { keyEventEnvelope, type KeyEvent } from "../../../schemas/keys";
+import { issueErrorCode } from "../../../schemas/safe-string";
 import { generateApiKey, newKeyId } from "../../../shared/auth";
 import { withStore } from "../../../shared/db/index";
 import { AppError, isAppError, notFound, validationError } from "../../../shared/errors";
@@ -251,7 +252,7 @@ function parseIssueBody(value: unknown) {
   const parsed = issueKeyBody.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    throw validationError("invalid_request", `${issue.path.join(".") || "body"}: ${issue.message}`, { param: issue.path.join(".") || undefined });
+    throw validationError(issueErrorCode(issue, "invalid_request"), `${issue.path.join(".") || "body"}: ${issue.message}`, { param: issue.path.join(".") || undefined });
   }
   return parsed.data;
 }

@@ -15,6 +15,7 @@ import {
   artifactKeys,
 } from "../../../schemas/jobs";
 import { legacyWorkflowIdFor, workflowIdFor } from "../../../schemas/job-ids";
+import { issueErrorCode } from "../../../schemas/safe-string";
 import type { Principal } from "../../../shared/auth";
 import { withStore } from "../../../shared/db/index";
 import { AppError, notFound, validationError } from "../../../shared/errors";
@@ -68,7 +69,11 @@ const storeOf = (deps: GatewayDeps) => {
 /** Largest submission body: the job's options travel in one JetStream event. */
 export const MAX_SUBMISSION_BYTES = 256 * 1024;
 
-/** Parses a raw body into a job submission: 400 `invalid_json` / `invalid_request`. */
+/**
+ * Parses a raw body into a job submission: 400 `invalid_json` / `invalid_request`, or
+ * `invalid_string` when a string (a `metadata` key or value included) holds something
+ * Postgres cannot store, so it never reaches the event log.
+ */
 export function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
   if (Buffer.byteLength(raw, "utf8") > MAX_SUBMISSION_BYTES) {
     throw new AppError("too_large", "request_too_large", `the request body is larger than ${MAX_SUBMISSION_BYTES} bytes`);
@@ -87,8 +92,10 @@ export function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
     const issue = parsed.error.issues[0]!;
     const param = issue.path.join(".") || undefined;
     const missing = issue.code === "invalid_type" && (json as Record<string, unknown>)[String(issue.path[0])] === undefined;
-    const message = missing ? `${param} is required` : issue.message;
-    throw validationError(param === "audio_url" ? (missing ? "missing_audio_url" : "invalid_audio_url") : "invalid_request", message, { param });
+    const message = missing ? `${param} is required` : param && !issue.message.includes(param) ? `${param}: ${issue.message}` : issue.message;
+    // A string Postgres cannot store is `invalid_string` on every field, audio_url included.
+    const fallback = param === "audio_url" ? (missing ? "missing_audio_url" : "invalid_audio_url") : "invalid_request";
+    throw validationError(issueErrorCode(issue, fallback), message, { param });
   }
   return parsed.data;
 }

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
+import { issueErrorCode } from "../../../schemas/safe-string";
 import { segmentEnvelope, segmentFields, segmentForm, type SegmentEvent } from "../../../schemas/segment";
 import { verboseTranscription } from "../../../schemas/transcription";
 import type { Principal } from "../../../shared/auth";
@@ -227,7 +228,7 @@ function parseFields(form: FormData): SegmentFields {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const param = issue.path.join(".");
-    throw validationError(param === "response_format" ? "invalid_response_format" : "invalid_request", `${param}: ${issue.message}`, { param });
+    throw validationError(issueErrorCode(issue, param === "response_format" ? "invalid_response_format" : "invalid_request"), `${param}: ${issue.message}`, { param });
   }
   const f = parsed.data;
   return {
