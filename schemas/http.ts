@@ -78,7 +78,14 @@ export const sessionToken = z
   })
   .openapi("SessionToken");
 
-export const health = z.object({ status: z.literal("ok"), uptime_seconds: z.number() }).openapi("Health");
+export const health = z
+  .object({
+    status: z.enum(["ok", "degraded"]).describe("`degraded` (with 503) once the process has failed to recover for longer than NATS_UNHEALTHY_LIVENESS_MS: restart it"),
+    uptime_seconds: z.number(),
+    reason: z.string().optional().describe("why the process is not healthy, also during a spell shorter than the bound"),
+    unhealthy_seconds: z.number().optional().describe("how long the current unhealthy spell has lasted"),
+  })
+  .openapi("Health");
 export const readiness = z
   .object({
     status: z.enum(["ready", "not_ready"]),
@@ -86,3 +93,4 @@ export const readiness = z
   })
   .openapi("Readiness");
 export type Readiness = z.infer<typeof readiness>;
+export type Health = z.infer<typeof health>;

@@ -33,6 +33,7 @@ const envSchema = z.object({
     .regex(/^[a-z][a-z0-9_]*$/, "lowercase letters, digits and underscores, starting with a letter")
     .default("stt"),
   NATS_REPLICAS: int.min(1).max(5).default(1),
+  NATS_UNHEALTHY_LIVENESS_MS: int.min(1000).default(60_000),
 
   // Postgres read models
   DATABASE_URL: z.string().default("postgres://postgres@127.0.0.1:5432/postgres"),
@@ -135,7 +136,7 @@ function build(env: Env) {
     services: env.STT_SERVICES.split(",").map((s) => s.trim()).filter(Boolean),
     dataDir: env.DATA_DIR,
     http: { host: env.HOST, port: env.PORT, publicBaseUrl: env.PUBLIC_BASE_URL },
-    nats: { url: env.NATS_URL, prefix: env.NATS_PREFIX, replicas: env.NATS_REPLICAS },
+    nats: { url: env.NATS_URL, prefix: env.NATS_PREFIX, replicas: env.NATS_REPLICAS, unhealthyLivenessMs: env.NATS_UNHEALTHY_LIVENESS_MS },
     db: {
       url: env.DATABASE_URL,
       schema: env.DATABASE_SCHEMA,

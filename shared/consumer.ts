@@ -1,4 +1,5 @@
-import type { JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { ConsumerConfig, ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { toAppError } from "./errors";
 import type { Logger } from "./logger";
 import { withSpanFromHeaders } from "./telemetry";
@@ -13,6 +14,13 @@ import { withSpanFromHeaders } from "./telemetry";
  *
  * `term()` is sent without a reason: nats-server 2.9 does not parse `+TERM <reason>`
  * and would leave the message pending; the reason goes to the log instead.
+ *
+ * NATS going away: nats.js resumes a `consume()` by itself after a reconnect when the
+ * durable still exists (file-backed streams keep it across a nats-server restart). When
+ * the durable or its stream is gone (a wiped store), `consume()` would only report
+ * `consumer_not_found` forever; the runner then stops that loop, re-adds the durable
+ * with the configuration it had at start, and consumes again, with backoff. The same
+ * happens if the message iterator ends for any other reason while not stopped.
  */
 export type Outcome =
   | { kind: "ack" }
@@ -52,12 +60,43 @@ export async function runConsumer(
   options: ConsumerRunOptions,
   handler: (msg: JsMsg) => Promise<Outcome>,
 ): Promise<RunningConsumer> {
-  const consumer = await js.consumers.get(options.stream, options.durable);
+  const jsm = await js.jetstreamManager();
+  const first = await js.consumers.get(options.stream, options.durable);
+  // What to re-add if the durable disappears (the service declared it before us).
+  const declared: Partial<ConsumerConfig> = (await first.info(true)).config;
   const backoff = options.backoffMs ?? defaultBackoff;
   const workingEvery = options.workingEveryMs ?? 10_000;
   const inFlight = new Set<Promise<void>>();
   let stopped = false;
-  const messages = await consumer.consume({ max_messages: Math.max(1, options.concurrency) });
+  let messages: ConsumerMessages | undefined;
+
+  // Acks sent while NATS is away are buffered by the client and flushed on reconnect,
+  // which can be before the restarted server has loaded JetStream: they are lost, and
+  // the message would wait out its ack_wait. So settlements made from a disconnect until
+  // JetStream answers again are kept and sent once more then (a repeated ack/nak/term
+  // is harmless).
+  const nc = (js as unknown as { nc: NatsConnection }).nc;
+  let jsReady = true;
+  let resent: Array<() => void> = [];
+  const send = (settle: () => void) => {
+    settle();
+    if (!jsReady) resent.push(settle);
+  };
+  const statuses = nc.status();
+  void (async () => {
+    for await (const s of statuses) {
+      if (s.type === "disconnect") jsReady = false;
+      if (s.type !== "reconnect") continue;
+      for (let delay = 100; !stopped && !nc.isClosed(); delay = Math.min(delay * 2, 2000)) {
+        if (await jsm.consumers.info(options.stream, options.durable).then(() => true, () => false)) break;
+        await sleep(delay);
+      }
+      jsReady = true;
+      const pendingSettlements = resent;
+      resent = [];
+      for (const settle of pendingSettlements) settle();
+    }
+  })().catch(() => undefined);
 
   const handle = async (msg: JsMsg) => {
     const heartbeat = setInterval(() => msg.working(), workingEvery);
@@ -69,10 +108,10 @@ export async function runConsumer(
       if (e.retryable || e.kind === "internal") {
         const attempt = msg.info.deliveryCount;
         options.logger.warn("handler failed, will retry", { durable: options.durable, subject: msg.subject, attempt, code: e.code, error: e.message });
-        msg.nak(backoff(attempt));
+        send(() => msg.nak(backoff(attempt)));
       } else {
         options.logger.error("handler failed permanently", { durable: options.durable, subject: msg.subject, code: e.code, error: e.message });
-        msg.term();
+        send(() => msg.term());
       }
     } finally {
       clearInterval(heartbeat);
@@ -82,14 +121,14 @@ export async function runConsumer(
   const settle = (msg: JsMsg, outcome: Outcome) => {
     switch (outcome.kind) {
       case "ack":
-        msg.ack();
+        send(() => msg.ack());
         return;
       case "retry":
-        msg.nak(outcome.delayMs);
+        send(() => msg.nak(outcome.delayMs));
         return;
       case "terminate":
         options.logger.warn("message terminated", { durable: options.durable, subject: msg.subject, reason: outcome.reason });
-        msg.term();
+        send(() => msg.term());
         return;
       default: {
         const never: never = outcome;
@@ -98,8 +137,12 @@ export async function runConsumer(
     }
   };
 
-  const done = (async () => {
-    for await (const msg of messages) {
+  /** One consume() session; returns when its iterator ends. */
+  const consumeOnce = async (consumer: typeof first) => {
+    const current = await consumer.consume({ max_messages: Math.max(1, options.concurrency) });
+    messages = current;
+    void watchForMissing(current);
+    for await (const msg of current) {
       if (stopped) {
         msg.nak();
         continue;
@@ -109,6 +152,51 @@ export async function runConsumer(
       const p = handle(msg).finally(() => inFlight.delete(p));
       inFlight.add(p);
     }
+  };
+
+  /** Ends the session when the durable or its stream is reported gone. */
+  const watchForMissing = async (current: ConsumerMessages) => {
+    for await (const s of current.status()) {
+      if (s.type === "consumer_not_found" || s.type === "stream_not_found" || s.type === "consumer_deleted") {
+        options.logger.warn("durable consumer missing; re-declaring it", { durable: options.durable, event: s.type });
+        current.stop();
+        return;
+      }
+    }
+  };
+
+  /** Re-adds the durable when it is missing (idempotent when it exists). */
+  const redeclare = async () => {
+    try {
+      await jsm.consumers.info(options.stream, options.durable);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      await jsm.consumers.add(options.stream, { ...declared, durable_name: options.durable });
+    }
+  };
+
+  const done = (async () => {
+    let consumer = first;
+    let delay = 250;
+    while (!stopped) {
+      try {
+        const started = Date.now();
+        await consumeOnce(consumer);
+        if (Date.now() - started > 30_000) delay = 250;
+      } catch (err) {
+        if (!stopped) options.logger.warn("consumer interrupted", { durable: options.durable, error: String((err as Error)?.message ?? err) });
+      }
+      // A closed connection (the process is shutting down) ends the runner too.
+      if (stopped || (js as unknown as { nc?: { isClosed(): boolean } }).nc?.isClosed()) break;
+      await sleep(delay);
+      delay = Math.min(delay * 2, 5000);
+      try {
+        await redeclare();
+        consumer = await js.consumers.get(options.stream, options.durable);
+      } catch (err) {
+        options.logger.warn("consumer not re-declared yet", { durable: options.durable, error: String((err as Error)?.message ?? err) });
+      }
+    }
     await Promise.all(inFlight);
   })();
 
@@ -116,8 +204,15 @@ export async function runConsumer(
     done,
     stop: async () => {
       stopped = true;
-      await messages.close();
+      (statuses as unknown as { stop?: () => void }).stop?.();
+      await messages?.close();
       await done.catch(() => undefined);
     },
   };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function isNotFound(err: unknown): boolean {
+  return /not found/i.test((err as Error)?.message ?? "");
 }

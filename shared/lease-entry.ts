@@ -20,11 +20,19 @@ export async function updateLeaseEntry<T>(kv: KV, key: string, empty: () => T, c
       if (entry) await kv.update(key, value, entry.revision);
       else await kv.create(key, value);
       return next;
-    } catch {
-      // another writer was first: read again
+    } catch (err) {
+      // Another writer was first: read again. Anything else (NATS down: 503
+      // nats_unavailable) is not contention and would not pass by looping.
+      if (!isCasConflict(err)) throw err;
     }
   }
   throw new AppError("unavailable", "lease_store_unavailable", "Could not update a shared lease table (too much contention); retry shortly.");
+}
+
+/** A compare-and-set write that lost: the entry's revision moved on (or it already exists). */
+export function isCasConflict(err: unknown): boolean {
+  const e = err as { message?: string; api_error?: { err_code?: number }; code?: unknown };
+  return /wrong last sequence|key exists/i.test(e?.message ?? "") || e?.api_error?.err_code === 10071 || e?.code === 10071;
 }
 
 /** The entries of a lease table whose expiry (`exp`, epoch ms) is still ahead. */

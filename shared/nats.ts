@@ -11,6 +11,7 @@ import {
   type JetStreamManager,
 } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
+import { AppError } from "./errors";
 
 /**
  * NATS adapter: the connection, the JetStream topology declared as data, and
@@ -25,8 +26,31 @@ export interface Nats {
   js: JetStreamClient;
   jsm: JetStreamManager;
   topology: Topology;
+  /**
+   * A bucket handle, created on first use. Operations that find the bucket gone (a
+   * nats-server restart drops the memory-backed ones) re-create it and retry once;
+   * when NATS itself does not answer they throw 503 `nats_unavailable`.
+   */
   kv(bucket: keyof Topology["buckets"]): Promise<KV>;
+  /**
+   * Registers `hook` to run after every reconnect, once the streams and the buckets
+   * opened so far are declared again: re-open watches, re-ensure consumers. A hook that
+   * throws makes the whole recovery retry with backoff (hooks must be idempotent).
+   * Returns the unregister function.
+   */
+  onReconnect(hook: () => Promise<void> | void): () => void;
+  /** Whether this connection is up with its resources declared; for /readyz and /health. */
+  health(): NatsHealth;
   close(): Promise<void>;
+}
+
+export interface NatsHealth {
+  /** Connected, and everything re-declared since the last reconnect. */
+  ok: boolean;
+  /** Epoch ms when the current unhealthy spell began (absent when ok). */
+  since?: number;
+  /** Why it is not ok. */
+  reason?: string;
 }
 
 export interface StreamSpec {
@@ -160,6 +184,23 @@ export async function ensureConsumer(jsm: JetStreamManager, spec: ConsumerSpec):
   }
 }
 
+/**
+ * Errors that mean a stream (or bucket) the operation needs is not there: after a
+ * nats-server restart a memory-backed bucket is gone, a publish to its subjects gets
+ * no responders (reported as "jetstream is not enabled") and an info "stream not found".
+ */
+export function isMissingResource(err: unknown): boolean {
+  const e = err as { name?: string; message?: string; cause?: { name?: string } };
+  const text = `${e?.name ?? ""} ${e?.message ?? ""} ${e?.cause?.name ?? ""}`;
+  return /stream not found|StreamNotFound|no responders|NoResponders|jetstream is not enabled|JetStreamNotEnabled/i.test(text);
+}
+
+/** A request that got no answer in time, or a connection that is down or closed. */
+export function isConnectionTrouble(err: unknown): boolean {
+  const e = err as { name?: string; message?: string; code?: unknown };
+  return /TimeoutError|ClosedConnection|Disconnect/i.test(e?.name ?? "") || /^timeout$|connection (closed|draining)|disconnected/i.test(e?.message ?? "");
+}
+
 export function isNotFound(err: unknown): boolean {
   const e = err as { code?: unknown; api_error?: { err_code?: number; code?: number }; message?: string };
   const code = e?.api_error?.code ?? e?.code;
@@ -175,7 +216,20 @@ export interface ConnectOptions {
   declare?: boolean;
 }
 
-/** Connects, declares the topology idempotently and returns the adapter. */
+/** Async KV operations that may need their bucket re-created (the rest are local). */
+const KV_OPERATIONS = new Set(["get", "put", "create", "update", "delete", "purge", "status", "watch", "keys", "history"]);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Connects, declares the topology idempotently and returns the adapter.
+ *
+ * A nats-server restart is healed here, not by restarting the process: the client
+ * reconnects forever (every 500 ms), and after each reconnect the streams and every
+ * bucket opened so far are declared again (memory-backed buckets such as `workers`,
+ * `rate` and `leases` come back empty), then the `onReconnect` hooks run (watches,
+ * consumers). Until that has succeeded `health()` says why not, and since when.
+ */
 export async function connectNats(options: ConnectOptions): Promise<Nats> {
   const nc = await connect({
     servers: options.url.split(","),
@@ -187,34 +241,122 @@ export async function connectNats(options: ConnectOptions): Promise<Nats> {
   const jsm = await jetstreamManager(nc);
   const top = topology(options.prefix);
   const replicas = options.replicas ?? 1;
-  if (options.declare !== false) await ensureStreams(jsm, Object.values(top.streams), replicas);
+  const declareStreams = () => ensureStreams(jsm, Object.values(top.streams), replicas);
+  if (options.declare !== false) await declareStreams();
   const kvm = new Kvm(nc);
+  const specByName = new Map<string, BucketSpec>(Object.values(top.buckets).map((b: BucketSpec) => [b.name, b]));
+  const createBucket = (spec: BucketSpec) =>
+    kvm.create(spec.name, {
+      ttl: spec.ttlMs,
+      history: spec.history,
+      storage: spec.storage === "file" ? StorageType.File : StorageType.Memory,
+      replicas,
+    });
+
+  let state: NatsHealth = { ok: true };
+  let connected = true;
+  const unhealthy = (reason: string) => (state = { ok: false, since: state.since ?? Date.now(), reason });
+
+  /**
+   * Runs `op`; when it fails because the bucket is gone, re-creates the bucket and runs
+   * it once more. A timeout is ambiguous (a direct get on a missing bucket times out
+   * too), so the bucket's existence is checked before deciding.
+   */
+  const healing = async <T>(spec: BucketSpec, what: string, op: () => Promise<T>): Promise<T> => {
+    // Fail fast while disconnected: the request would only wait out its 5 s timeout.
+    if (!connected) throw natsUnavailable(new Error("disconnected, reconnecting"), `${spec.name} ${what}`);
+    try {
+      return await op();
+    } catch (err) {
+      let missing = isMissingResource(err);
+      if (!missing && isConnectionTrouble(err) && !nc.isClosed()) {
+        missing = await jsm.streams.info(`KV_${spec.name}`).then(() => false, (e) => isNotFound(e));
+      }
+      if (!missing) throw isConnectionTrouble(err) ? natsUnavailable(err, `${spec.name} ${what}`) : err;
+      await createBucket(spec).catch((e) => {
+        throw natsUnavailable(e, `re-creating bucket ${spec.name}`);
+      });
+      return await op().catch((e) => {
+        throw natsUnavailable(e, `${spec.name} ${what}`);
+      });
+    }
+  };
+
   const opened = new Map<string, Promise<KV>>();
   const kv = (bucket: keyof Topology["buckets"]) => {
     const spec: BucketSpec = top.buckets[bucket];
     let p = opened.get(spec.name);
     if (!p) {
-      p = kvm.create(spec.name, {
-        ttl: spec.ttlMs,
-        history: spec.history,
-        storage: spec.storage === "file" ? StorageType.File : StorageType.Memory,
-        replicas,
-      });
+      p = createBucket(spec).then((handle) => selfHealing(handle, spec));
       p.catch(() => opened.delete(spec.name));
       opened.set(spec.name, p);
     }
     return p;
   };
+  const selfHealing = (handle: KV, spec: BucketSpec): KV =>
+    new Proxy(handle, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (typeof prop !== "string" || typeof value !== "function" || !KV_OPERATIONS.has(prop)) return value;
+        return (...args: unknown[]) => healing(spec, prop, () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+      },
+    });
+
+  const hooks = new Set<() => Promise<void> | void>();
+  let generation = 0;
+  /** Declares everything again after a reconnect, retrying with backoff until it holds. */
+  const recover = async () => {
+    const mine = ++generation;
+    let backoff = 250;
+    while (mine === generation && !nc.isClosed()) {
+      try {
+        if (options.declare !== false) await declareStreams();
+        for (const name of opened.keys()) await createBucket(specByName.get(name)!);
+        for (const hook of [...hooks]) await hook();
+        if (mine === generation) state = { ok: true };
+        return;
+      } catch (err) {
+        unhealthy(`re-declaring NATS resources after a reconnect failed: ${(err as Error)?.message ?? err}`);
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 5000);
+      }
+    }
+  };
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === "disconnect") {
+        connected = false;
+        generation++; // abandon a recovery in progress; the next reconnect starts one
+        unhealthy("disconnected from NATS, reconnecting");
+      } else if (s.type === "reconnect") {
+        connected = true;
+        unhealthy("reconnected to NATS, re-declaring streams and buckets");
+        void recover();
+      }
+    }
+  })().catch(() => undefined);
+
   return {
     nc,
     js,
     jsm,
     topology: top,
     kv,
+    onReconnect: (hook) => {
+      hooks.add(hook);
+      return () => void hooks.delete(hook);
+    },
+    health: () => (nc.isClosed() ? { ok: false, since: state.since ?? Date.now(), reason: "the NATS connection is closed" } : state),
     close: async () => {
+      generation++;
       await nc.drain().catch(() => nc.close());
     },
   };
+}
+
+function natsUnavailable(err: unknown, what: string): AppError {
+  if (err instanceof AppError) return err;
+  return new AppError("unavailable", "nats_unavailable", `NATS did not serve ${what}: ${(err as Error)?.message ?? String(err)}`, { cause: err });
 }
 
 /** Deletes every stream and bucket of a prefix: for tests cleaning up after themselves. */

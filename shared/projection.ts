@@ -167,6 +167,10 @@ export async function startProjection<E extends EventShape>(
     }
   };
 
+  const unhook = nats.onReconnect(() => {
+    void messages?.close().catch(() => undefined);
+  });
+
   const loop = (async () => {
     let backoff = 250;
     while (!stopped) {
@@ -188,6 +192,7 @@ export async function startProjection<E extends EventShape>(
     appliedSeq: () => applied,
     stop: async () => {
       stopped = true;
+      unhook();
       await messages?.close().catch(() => undefined);
       await loop;
     },

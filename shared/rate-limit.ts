@@ -1,4 +1,5 @@
 import { AppError } from "./errors";
+import { isCasConflict } from "./lease-entry";
 import type { Nats } from "./nats";
 
 /**
@@ -44,8 +45,10 @@ export async function consumeRate(nats: Nats, keyId: string, kind: "requests" | 
       else if (entry) await kv.update(k, "1", entry.revision);
       else await kv.create(k, "1");
       return { limit, remaining: limit - count - 1, resetSeconds };
-    } catch {
-      // lost the compare-and-set race to another gateway: read again
+    } catch (err) {
+      // lost the compare-and-set race to another gateway: read again (anything else,
+      // such as NATS being down, is thrown: looping would not help)
+      if (!isCasConflict(err)) throw err;
     }
   }
   throw new AppError("unavailable", "rate_limiter_unavailable", "Could not update the rate limiter; retry shortly.");

@@ -8,16 +8,22 @@ const timeout = <T>(p: Promise<T>, ms: number) =>
   Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms))]);
 
 /**
- * Ready when NATS answers, Postgres answers, every projection has caught up with its
+ * Ready when NATS answers with every resource declared again since its last reconnect,
+ * Postgres answers, every projection has caught up with its
  * stream, and the realtime gateway is enabled. "Caught up" compares each projection's
  * stored offset with the last sequence of its subjects in the stream, so it holds
  * whichever process runs the projector.
  */
 export async function checkReadiness(ctx: ServiceContext): Promise<Readiness> {
   const checks: Record<string, Check> = {};
-  checks.nats = await timeout(ctx.nats.nc.rtt(), 1000)
-    .then((ms) => ({ ok: true, detail: `rtt ${ms.toFixed(1)} ms` }))
-    .catch((e: Error) => ({ ok: false, detail: e.message }));
+  // A round trip alone is not enough: after a nats-server restart the connection is
+  // back before the streams, buckets and watches are (the adapter's health says which).
+  const natsHealth = ctx.nats.health();
+  checks.nats = natsHealth.ok
+    ? await timeout(ctx.nats.nc.rtt(), 1000)
+        .then((ms) => ({ ok: true, detail: `rtt ${ms.toFixed(1)} ms` }))
+        .catch((e: Error) => ({ ok: false, detail: e.message }))
+    : { ok: false, detail: `${natsHealth.reason ?? "unhealthy"} (for ${Math.round((Date.now() - (natsHealth.since ?? Date.now())) / 1000)} s)` };
   checks.postgres = await timeout(sql`select 1`.execute(ctx.db), 1000)
     .then(() => ({ ok: true }))
     .catch((e: Error) => ({ ok: false, detail: e.message }));

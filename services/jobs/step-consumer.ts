@@ -1,6 +1,6 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { ack, retry, runConsumer, terminate, type Outcome } from "../../shared/consumer";
-import { toAppError } from "../../shared/errors";
+import { toAppError, type AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import { stepCommand, type StepCommand, type StepKind } from "../../schemas/jobs";
@@ -19,7 +19,9 @@ import { createStepLeases, StepBusy } from "./step-lease";
  * StepAttemptFailed and redelivered with backoff until `maxAttempts`; a permanent one
  * (or the last attempt) is recorded as final, which fails the job (the webhook's
  * excepted). Delivery is at-least-once, so steps are idempotent: each writes its
- * artifact before its event and checks for it first.
+ * artifact before its event and checks for it first. A retryable error that carries
+ * `Retry-After` (a transient routing failure: no worker reachable right now) is retried
+ * no sooner than that.
  */
 export interface StepConsumerOptions {
   nats: Nats;
@@ -122,7 +124,7 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
         final,
         now: options.now().toISOString(),
       });
-      return final ? ack() : retry(options.backoffMs(delivery), e.code);
+      return final ? ack() : retry(Math.max(options.backoffMs(delivery), retryAfterMs(e)), e.code);
     } finally {
       await lease.release();
     }
@@ -149,6 +151,12 @@ function safeJson(msg: JsMsg): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** The least delay a retryable error asks for with its Retry-After header (seconds), else 0. */
+export function retryAfterMs(e: AppError): number {
+  const seconds = Number(e.headers["Retry-After"]);
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 0;
 }
 
 /** Exponential backoff with a cap: base, 2·base, 4·base, … */

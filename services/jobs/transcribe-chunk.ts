@@ -1,5 +1,6 @@
 import { AppError } from "../../shared/errors";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
+import { isTransientRoutingFailure } from "../../shared/workers/router";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { VerboseTranscription } from "../../schemas/transcription";
 import { artifactKeys, chunkArtifact, type ChunkArtifact, type ChunkPlan, type JobSegment } from "../../schemas/jobs";
@@ -38,6 +39,14 @@ const round3 = (x: number) => Math.round(x * 1000) / 1000;
 export const chunkTimeoutMs = (seconds: number, concurrency = 1) =>
   Math.min(30 * 60_000, Math.max(120_000, Math.ceil(seconds * 2000 * Math.max(1, concurrency))));
 
+/**
+ * How long a slice waits before trying again when no worker could take it (none warm,
+ * no responders, timed out, NATS reconnecting): long enough for a restarted worker or
+ * NATS to announce itself again (workers re-announce at once after a reconnect, and
+ * every WORKER_HEARTBEAT_MS), so a job's attempts are not all spent inside one outage.
+ */
+export const ROUTING_RETRY_AFTER_SECONDS = 10;
+
 export async function transcribeChunk(job: ActiveJob, index: number, deps: TranscribeChunkDeps): Promise<ChunkOutcome> {
   const chunk = job.chunks?.[index];
   const audio = job.audio;
@@ -60,6 +69,12 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     prompt: job.spec.prompt,
     signal: deps.signal,
     timeoutMs: chunkTimeoutMs((chunk.endSample - chunk.startSample) / audio.sampleRate, job.spec.concurrency),
+  }).catch((err: unknown) => {
+    // A transient routing failure stays a retryable attempt, retried after a pause
+    // (Retry-After, honoured by the step consumer as the least backoff).
+    if (!isTransientRoutingFailure(err)) throw err;
+    const e = err as AppError;
+    throw new AppError(e.kind, e.code, e.message, { retryable: true, type: e.type, headers: { "Retry-After": String(ROUTING_RETRY_AFTER_SECONDS) }, cause: err });
   });
   const segments = toAbsoluteSegments(result.result, startTime, endTime);
   const artifact: ChunkArtifact = {

@@ -13,7 +13,10 @@ import type { TranscriptionEngine } from "../../shared/workers/types";
  * workerAny subject in a queue group, so more worker processes on more hosts simply
  * join. It announces itself in the workers KV bucket (id, kind, models, warm/cold,
  * in-flight, concurrency, real-time factor) on every heartbeat and deletes its entry
- * on stop; a crashed worker's entry goes stale, then expires with the bucket TTL.
+ * first thing on stop (SIGTERM), so routers stop picking it before it unsubscribes; a
+ * crashed worker's entry goes stale, then expires with the bucket TTL (routers that
+ * meet its "no responders" drop it sooner). After a NATS reconnect it announces itself
+ * at once: a restarted nats-server comes back with an empty registry bucket.
  *
  * Requests whose router deadline has already passed are answered with an error
  * instead of being transcribed: nobody is waiting for them.
@@ -100,9 +103,13 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
   ];
   await nats.nc.flush();
   await announce();
-  const timer = setInterval(() => {
-    announce().catch((err) => logger.warn("worker heartbeat failed", { workerId: id, error: String(err) }));
-  }, options.heartbeatMs);
+  let announcing: Promise<void> = Promise.resolve();
+  const heartbeat = () =>
+    (announcing = announce().catch((err) => logger.warn("worker heartbeat failed", { workerId: id, error: String(err) })));
+  const timer = setInterval(() => void heartbeat(), options.heartbeatMs);
+  const unhook = nats.onReconnect(() => {
+    if (!stopped) void heartbeat();
+  });
   logger.info("worker started", { workerId: id, kind: engine.kind, models: engine.models });
 
   return {
@@ -111,7 +118,10 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     async stop() {
       stopped = true;
       clearInterval(timer);
-      await kv.delete(id).catch(() => undefined);
+      unhook();
+      await announcing; // a heartbeat landing after the delete would resurrect the entry
+      await kv.delete(id).catch((err) => logger.warn("worker registry entry not deleted; it expires with its heartbeat", { workerId: id, error: String(err) }));
+      // A router that has not seen the delete yet gets "no responders" and moves on.
       for (const s of subs) s.unsubscribe();
       await engine.close();
     },

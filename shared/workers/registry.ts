@@ -1,53 +1,100 @@
 import type { KV } from "@nats-io/kv";
 import { workerAnnouncement, type WorkerAnnouncement } from "../../schemas/segment";
 import type { Logger } from "../logger";
+import type { Nats } from "../nats";
 
 /**
  * Live view of the worker registry bucket (topology.buckets.workers): one key per
  * worker, refreshed by its heartbeats, deleted when it stops, expired by the bucket's
  * TTL when it dies. An entry whose heartbeat is older than `staleMs` counts as gone
  * even before the bucket expires it.
+ *
+ * The watch is re-opened after every NATS reconnect (a restarted nats-server has lost
+ * the memory-backed bucket and the watch's ephemeral consumer with it); the new watch's
+ * snapshot replaces the view once it has arrived, so the view never empties meanwhile.
+ *
+ * `markDead` is the router's evidence that a worker is gone before its entry is: a
+ * request to it found no responders. The worker is left out of the view until it
+ * announces itself again with a newer heartbeat.
  */
 export interface WorkerRegistry {
   /** Workers with a fresh heartbeat. */
   list(): WorkerAnnouncement[];
   get(id: string): WorkerAnnouncement | undefined;
+  /** Leaves `id` out until a heartbeat newer than its current one arrives. */
+  markDead(id: string): void;
   stop(): Promise<void>;
 }
 
-export async function watchWorkerRegistry(kv: KV, options: { staleMs: number; now?: () => number; logger?: Logger }): Promise<WorkerRegistry> {
+type Watch = Awaited<ReturnType<KV["watch"]>>;
+
+export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number; now?: () => number; logger?: Logger }): Promise<WorkerRegistry> {
   const now = options.now ?? Date.now;
-  const workers = new Map<string, WorkerAnnouncement>();
-  const iter = await kv.watch({ key: ">" });
-  let initialised: () => void = () => undefined;
-  const ready = new Promise<void>((r) => (initialised = r));
-  const timer = setTimeout(() => initialised(), 1000);
-  (async () => {
-    for await (const e of iter) {
-      if (e.operation === "PUT") {
-        const parsed = workerAnnouncement.safeParse(safeJson(e.string()));
-        if (parsed.success) workers.set(e.key, parsed.data);
-        else options.logger?.warn("ignoring malformed worker announcement", { key: e.key });
-      } else {
-        workers.delete(e.key);
+  let workers = new Map<string, WorkerAnnouncement>();
+  /** Worker id → the heartbeat time (`at`) of the announcement that was found dead. */
+  const dead = new Map<string, number>();
+  let current: Watch | undefined;
+  let stopped = false;
+
+  /** Opens a watch; resolves once its snapshot is in the view (or after a short grace). */
+  const open = async (): Promise<void> => {
+    const kv: KV = await nats.kv("workers");
+    const iter: Watch = await kv.watch({ key: ">" });
+    const previous = current;
+    current = iter;
+    previous?.stop();
+    const snapshot = new Map<string, WorkerAnnouncement>();
+    let live = false;
+    let initialised: () => void = () => undefined;
+    const ready = new Promise<void>((r) => (initialised = r));
+    const goLive = () => {
+      if (live || current !== iter) return;
+      live = true;
+      workers = snapshot;
+      initialised();
+    };
+    (async () => {
+      for await (const e of iter) {
+        if (e.operation === "PUT") {
+          const parsed = workerAnnouncement.safeParse(safeJson(e.string()));
+          if (parsed.success) snapshot.set(e.key, parsed.data);
+          else options.logger?.warn("ignoring malformed worker announcement", { key: e.key });
+        } else {
+          snapshot.delete(e.key);
+        }
+        if (e.delta === 0) goLive();
       }
-      if (e.delta === 0) initialised();
-    }
-  })().catch((err) => options.logger?.warn("worker registry watch ended", { error: String(err) }));
-  // An empty bucket sends nothing; don't wait on it past a short grace.
-  const status = await kv.status().catch(() => undefined);
-  if (!status || status.values === 0) initialised();
-  await ready;
-  clearTimeout(timer);
-  const fresh = (w: WorkerAnnouncement) => now() - w.at <= options.staleMs;
+    })().catch((err) => options.logger?.warn("worker registry watch ended", { error: String(err) }));
+    // An empty bucket sends nothing; don't wait on it past a short grace.
+    const timer = setTimeout(goLive, 1000);
+    const status = await kv.status().catch(() => undefined);
+    if (!status || status.values === 0) goLive();
+    await ready;
+    clearTimeout(timer);
+  };
+
+  await open();
+  const unhook = nats.onReconnect(async () => {
+    if (!stopped) await open();
+  });
+
+  const fresh = (w: WorkerAnnouncement) => now() - w.at <= options.staleMs && !(w.at <= (dead.get(w.id) ?? -Infinity));
   return {
     list: () => [...workers.values()].filter(fresh),
     get: (id) => {
       const w = workers.get(id);
       return w && fresh(w) ? w : undefined;
     },
+    markDead: (id) => {
+      const w = workers.get(id);
+      if (w) dead.set(id, w.at);
+      // forget marks of workers that are gone for good
+      for (const [k] of dead) if (!workers.has(k)) dead.delete(k);
+    },
     stop: async () => {
-      iter.stop();
+      stopped = true;
+      unhook();
+      current?.stop();
     },
   };
 }

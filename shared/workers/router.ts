@@ -23,6 +23,18 @@ import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types"
  * 3. At most those two attempts; no retry beyond them. Both failing (or no fallback
  *    configured) → 502 `transcription_failed` naming the timeout in ms.
  *
+ * "No responders" is not an attempt: NATS answers it at once when nothing subscribes
+ * to the worker's subject, so no worker received the clip (it died, or stopped before
+ * its registry entry went). The router marks that worker dead (left out until a newer
+ * heartbeat) and picks the next warm worker; only a worker that received the clip
+ * counts as the primary attempt. A pinned worker has no next one.
+ *
+ * A failure where no engine answered at all (nothing warm, no responders, timed out,
+ * NATS connection lost) is a `TranscriptionFailed` with `transient` set: the batch
+ * plane retries those later instead of spending its attempts at once. A request in
+ * flight when the NATS connection drops is failed at once (its reply could be lost),
+ * not left to wait out its timeout.
+ *
  * Per-attempt timeout: `max(budgetMs, clipSeconds × realTimeFactor × 1.5 × 1000 + 250)`.
  * The 800 ms budget is the spec's for GPU-class workers and short client-VAD clips;
  * each worker declares its real-time factor, so a CPU engine gets the time the clip
@@ -63,14 +75,39 @@ export function attemptTimeoutMs(budgetMs: number, clipSeconds: number, realTime
   return Math.max(budgetMs, Math.ceil(clipSeconds * realTimeFactor * TIMEOUT_MARGIN * 1000 + TRANSPORT_MS));
 }
 
+/**
+ * The router's 502 `transcription_failed`. `transient` when no engine answered (nothing
+ * warm, no responders, a timeout, the NATS connection lost): trying again later may
+ * well succeed, whereas an engine's own error would repeat.
+ */
+export class TranscriptionFailed extends AppError {
+  readonly transient: boolean;
+  constructor(message: string, transient: boolean) {
+    super("upstream", "transcription_failed", message, { type: "invalid_request_error" });
+    this.transient = transient;
+  }
+}
+
+export const isTransientRoutingFailure = (err: unknown): boolean => err instanceof TranscriptionFailed && err.transient;
+
 export async function createWorkerRouter(options: RouterOptions): Promise<RunningRouter> {
   const now = options.now ?? Date.now;
   const { nats } = options;
-  const registry: WorkerRegistry = await watchWorkerRegistry(await nats.kv("workers"), {
+  const registry: WorkerRegistry = await watchWorkerRegistry(nats, {
     staleMs: options.staleMs,
     now,
     logger: options.logger,
   });
+  // Worker requests in flight, failed at once when the connection drops.
+  const pending = new Set<AbortController>();
+  let closed = false;
+  void (async () => {
+    for await (const s of nats.nc.status()) {
+      if (closed) break;
+      if (s.type !== "disconnect") continue;
+      for (const c of pending) c.abort(new ConnectionLost());
+    }
+  })().catch(() => undefined);
   const localInFlight = new Map<string, number>();
   const threshold = options.breakerThreshold ?? 5;
   const openMs = options.breakerOpenMs ?? 10_000;
@@ -79,15 +116,15 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
 
   const load = (w: WorkerAnnouncement) => (localInFlight.get(w.id) ?? 0) / Math.max(1, w.concurrency);
 
-  const pickPrimary = (request: TranscribeRequest): { worker?: WorkerAnnouncement; reason?: string } => {
+  const pickPrimary = (request: TranscribeRequest, skipped: ReadonlySet<string>): { worker?: WorkerAnnouncement; reason?: string } => {
     if (request.workerId) {
       const w = registry.get(request.workerId);
       if (!w) return { reason: `worker ${request.workerId} is not registered` };
       if (!w.warm) return { reason: `worker ${request.workerId} is cold` };
       return { worker: w };
     }
-    const warm = registry.list().filter((w) => w.warm);
-    if (warm.length === 0) return { reason: "no warm worker is registered" };
+    const warm = registry.list().filter((w) => w.warm && !skipped.has(w.id));
+    if (warm.length === 0) return { reason: skipped.size ? "no other warm worker is registered" : "no warm worker is registered" };
     // Preferences, not requirements: any warm worker beats none.
     const prefer = (pool: WorkerAnnouncement[], ok: (w: WorkerAnnouncement) => boolean) => {
       const better = pool.filter(ok);
@@ -124,15 +161,18 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       payload = encodeWorkerRequest({ ...header, pullSubject });
     }
     localInFlight.set(worker.id, (localInFlight.get(worker.id) ?? 0) + 1);
+    const lost = new AbortController();
+    pending.add(lost);
     try {
       const reply = await withSignal(
-        nc.request(nats.topology.subjects.workerRequest(worker.id), payload, { timeout: timeoutMs }),
+        withSignal(nc.request(nats.topology.subjects.workerRequest(worker.id), payload, { timeout: timeoutMs }), lost.signal),
         request.signal,
       );
       const parsed = workerReply.parse(reply.json());
       if (!parsed.ok) throw new AppError("upstream", parsed.code, `worker ${worker.id}: ${parsed.message}`);
       return parsed.result;
     } finally {
+      pending.delete(lost);
       stopServing?.();
       localInFlight.set(worker.id, Math.max(0, (localInFlight.get(worker.id) ?? 1) - 1));
     }
@@ -154,10 +194,10 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     }
   };
 
-  const fail = (message: string): never => {
+  const fail = (message: string, transient: boolean): never => {
     consecutiveFailures++;
     if (consecutiveFailures >= threshold) openUntil = now() + openMs;
-    throw new AppError("upstream", "transcription_failed", message, { type: "invalid_request_error" });
+    throw new TranscriptionFailed(message, transient);
   };
 
   return {
@@ -167,10 +207,21 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     async transcribe(request) {
       const clipSeconds = request.pcm.length / 16_000;
       const started = performance.now();
-      const { worker, reason } = pickPrimary(request);
       const failures: string[] = [];
+      const skipped = new Set<string>();
       let primaryTimeout = 0;
-      if (worker) {
+      let worker: WorkerAnnouncement | undefined;
+      // Whether an engine answered (with an error): a repeat would likely fail alike.
+      let engineAnswered = false;
+      // Workers that turn out to have no responders are skipped (not attempts); the
+      // loop ends with a result, a real attempt, or nobody left to try.
+      while (true) {
+        const pick = pickPrimary(request, skipped);
+        worker = pick.worker;
+        if (!worker) {
+          failures.push(`primary not posted: ${pick.reason}`);
+          break;
+        }
         // Clips already queued at that worker run first: scale the engine's share.
         const ahead = Math.max(localInFlight.get(worker.id) ?? 0, worker.inFlight);
         const queueFactor = 1 + Math.floor(ahead / Math.max(1, worker.concurrency));
@@ -182,13 +233,21 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
         } catch (err) {
           if (request.signal?.aborted) throw err;
           failures.push(describe(worker.id, err, primaryTimeout));
+          if (isNoResponders(err)) {
+            registry.markDead(worker.id);
+            skipped.add(worker.id);
+            options.logger?.warn("worker has no responders; marked dead until its next heartbeat", { workerId: worker.id });
+            if (request.workerId) break;
+            continue;
+          }
+          engineAnswered = err instanceof AppError && err.kind === "upstream" && !TRANSIENT_WORKER_CODES.has(err.code);
           options.logger?.warn("primary worker attempt failed", { workerId: worker.id, error: failures.at(-1) });
+          break;
         }
-      } else {
-        failures.push(`primary not posted: ${reason}`);
       }
+      if (worker && skipped.has(worker.id)) worker = undefined; // no clip was delivered: not an attempt
       if (!options.fallback) {
-        return fail(`transcription failed: ${failures.join("; ")}; no fallback provider is configured (per-attempt timeout ${primaryTimeout || options.budgetMs} ms)`);
+        return fail(`transcription failed: ${failures.join("; ")}; no fallback provider is configured (per-attempt timeout ${primaryTimeout || options.budgetMs} ms)`, !engineAnswered);
       }
       const fallbackTimeout = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, clipSeconds, options.fallback.realTimeFactor ?? 0.1);
       const fallbackStarted = performance.now();
@@ -200,21 +259,44 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
         if (request.signal?.aborted) throw err;
         failures.push(describe("fallback", err, fallbackTimeout));
         const timeouts = [primaryTimeout, fallbackTimeout].filter(Boolean).join(" ms and ");
-        return fail(`transcription failed after ${worker ? 2 : 1} attempt(s) (per-attempt timeout ${timeouts} ms): ${failures.join("; ")}`);
+        // The fallback is an HTTP provider: it answering with an error is not transient.
+        return fail(`transcription failed after ${worker ? 2 : 1} attempt(s) (per-attempt timeout ${timeouts} ms): ${failures.join("; ")}`, !engineAnswered && (isTimeout(err) || (err instanceof AppError && TRANSIENT_WORKER_CODES.has(err.code))));
       }
     },
     async stop() {
+      closed = true;
       await registry.stop();
     },
   };
 }
 
-function describe(who: string, err: unknown, timeoutMs: number): string {
-  const e = err as { code?: string; name?: string; message?: string };
-  if (e?.name === "TimeoutError" || /timeout|timed out/i.test(e?.message ?? "") || e?.code === "TIMEOUT") {
-    return `${who} timed out after ${timeoutMs} ms`;
+/** Engine answers that say "not now" rather than "this clip fails": cold, too late, unreachable. */
+const TRANSIENT_WORKER_CODES = new Set(["worker_cold", "deadline_passed", "worker_unreachable"]);
+
+/** The reason a request in flight was abandoned when the NATS connection dropped. */
+class ConnectionLost extends Error {
+  constructor() {
+    super("the NATS connection was lost while waiting for the reply");
+    this.name = "ConnectionLost";
   }
-  if (/no responders/i.test(e?.message ?? "") || e?.code === "503") return `${who} has no responders`;
+}
+
+/** NATS answered that nothing subscribes to the subject: no worker received the clip. */
+function isNoResponders(err: unknown): boolean {
+  const e = err as { code?: string; name?: string; message?: string; cause?: { name?: string }; isNoResponders?: () => boolean };
+  return e?.isNoResponders?.() === true || e?.cause?.name === "NoResponders" || e?.name === "NoResponders" || /no responders/i.test(e?.message ?? "") || e?.code === "503";
+}
+
+function isTimeout(err: unknown): boolean {
+  const e = err as { code?: string; name?: string; message?: string };
+  return e?.name === "TimeoutError" || /timeout|timed out/i.test(e?.message ?? "") || e?.code === "TIMEOUT";
+}
+
+function describe(who: string, err: unknown, timeoutMs: number): string {
+  if (err instanceof ConnectionLost) return `${who}: ${err.message}`;
+  if (isTimeout(err)) return `${who} timed out after ${timeoutMs} ms`;
+  if (isNoResponders(err)) return `${who} has no responders`;
+  const e = err as { message?: string };
   return `${who} failed: ${(e?.message ?? String(err)).slice(0, 200)}`;
 }
 

@@ -2,11 +2,30 @@ import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
-import { health, readiness } from "../../../schemas/http";
+import { health, readiness, type Health } from "../../../schemas/http";
+import type { NatsHealth } from "../../../shared/nats";
 import type { GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
 
 const started = Date.now();
+
+/**
+ * Liveness from the NATS adapter's health. A short outage (a nats-server restart heals
+ * itself within seconds) keeps 200 and only names the reason, so an orchestrator does
+ * not restart every replica during a blip; past `boundMs` the process is deemed unable
+ * to heal and answers 503 `degraded`.
+ */
+export function livenessReport(nats: NatsHealth, boundMs: number, nowMs: number, startedMs: number): Health {
+  const uptime_seconds = Math.round((nowMs - startedMs) / 1000);
+  if (nats.ok) return { status: "ok", uptime_seconds };
+  const forMs = Math.max(0, nowMs - (nats.since ?? nowMs));
+  return {
+    status: forMs > boundMs ? "degraded" : "ok",
+    uptime_seconds,
+    reason: `${nats.reason ?? "NATS unhealthy"} (for ${Math.round(forMs / 1000)} s; degraded after ${Math.round(boundMs / 1000)} s)`,
+    unhealthy_seconds: Math.round(forMs / 1000),
+  };
+}
 
 /** Liveness, readiness, the OpenAPI document and the interactive docs page. */
 export function registerMetaRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
@@ -15,10 +34,16 @@ export function registerMetaRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDe
       method: "get",
       path: "/health",
       tags: ["health"],
-      summary: "Liveness: the process is up",
-      responses: { 200: { description: "alive", content: { "application/json": { schema: health } } } },
+      summary: "Liveness: the process is up, or has been able to recover from a NATS outage within the bound",
+      responses: {
+        200: { description: "alive (a shorter outage is named in `reason`)", content: { "application/json": { schema: health } } },
+        503: { description: "degraded: NATS unreachable or not re-declared for longer than NATS_UNHEALTHY_LIVENESS_MS", content: { "application/json": { schema: health } } },
+      },
     }),
-    (c) => c.json({ status: "ok" as const, uptime_seconds: Math.round((Date.now() - started) / 1000) }, 200),
+    (c) => {
+      const report = livenessReport(deps.nats.health(), deps.config.nats.unhealthyLivenessMs, Date.now(), started);
+      return c.json(report, report.status === "ok" ? 200 : 503);
+    },
   );
 
   app.openapi(

@@ -1,0 +1,272 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createConnection, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { JobView } from "../schemas/jobs";
+import { loadConfig } from "../shared/config";
+import { createDb, dropSchema } from "../shared/db/index";
+import { fixturePath } from "./support/fixtures";
+import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
+import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
+
+/**
+ * A nats-server restart heals by itself. This test runs its OWN nats-server (its own
+ * port and store directory, so the shared one is untouched) and the whole service as
+ * a child `stt serve`, then stops the server (SIGTERM, then SIGKILL), starts it again on
+ * the same port and store, and checks that segment, batch jobs and realtime work again
+ * within 30 s without restarting the service, that a job submitted before the restart
+ * completes, and that /readyz and /health tell the truth meanwhile.
+ */
+
+const NATS_SERVER = "/usr/sbin/nats-server";
+const HEAL_MS = 30_000;
+const JFK = readFileSync(fixturePath("jfk.wav"));
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const srv = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createConnection({ port, host: "127.0.0.1" });
+    s.once("connect", () => (s.destroy(), resolve(true)));
+    s.once("error", () => resolve(false));
+  });
+}
+
+interface NatsServer {
+  proc: ChildProcess;
+  stop(signal: NodeJS.Signals): Promise<void>;
+}
+
+async function startNatsServer(port: number, storeDir: string): Promise<NatsServer> {
+  const proc = spawn(NATS_SERVER, ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", storeDir], { stdio: "ignore" });
+  const exited = new Promise<void>((r) => proc.once("exit", () => r()));
+  await waitFor(() => accepts(port), { timeoutMs: 10_000, everyMs: 50, what: "nats-server to listen" });
+  return {
+    proc,
+    stop: async (signal) => {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      await Promise.race([exited, sleep(15_000).then(() => proc.kill("SIGKILL"))]);
+      await exited;
+    },
+  };
+}
+
+describe("nats-server restart", () => {
+  let natsPort: number;
+  let storeDir: string;
+  let dataDir: string;
+  let nats: NatsServer;
+  let service: ChildProcess;
+  let serviceLog = "";
+  let baseUrl: string;
+  let audio: LocalHttp;
+  let key: string;
+  const adminToken = `admin-${randomHex(8)}`;
+  const prefix = `t${randomHex(5)}`;
+  const schema = `t_${randomHex(5)}`;
+  const dbUrl = loadConfig(process.env).db.url;
+
+  beforeAll(async () => {
+    storeDir = mkdtempSync(join(tmpdir(), "stt-natsrestart-js-"));
+    dataDir = mkdtempSync(join(tmpdir(), "stt-natsrestart-data-"));
+    natsPort = await freePort();
+    nats = await startNatsServer(natsPort, storeDir);
+    audio = await startHttp((req, res) => {
+      res.writeHead(200, { "content-type": "audio/wav", "content-length": JFK.length });
+      res.end(JFK);
+    });
+    service = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "serve"], {
+      cwd: process.cwd(),
+      env: {
+        ...process.env,
+        STT_SERVICES: "all",
+        HOST: "127.0.0.1",
+        PORT: "0",
+        LOG_LEVEL: "info",
+        NATS_URL: `nats://127.0.0.1:${natsPort}`,
+        NATS_PREFIX: prefix,
+        DATABASE_URL: dbUrl,
+        DATABASE_SCHEMA: schema,
+        DATABASE_POOL_MAX: "5",
+        DATA_DIR: dataDir,
+        GATEWAY_ADMIN_TOKEN: adminToken,
+        GATEWAY_SESSION_TOKEN_SECRET: `secret-${randomHex(8)}`,
+        JOB_ALLOW_PRIVATE_URLS: "true",
+        POCKETSPHINX_PROCESSES: "2",
+        // a short liveness bound, so the test can see /health turn degraded
+        NATS_UNHEALTHY_LIVENESS_MS: "4000",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const up = await new Promise<RegExpExecArray>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`stt serve did not start:\n${serviceLog}`)), 90_000);
+      const onData = (chunk: Buffer) => {
+        serviceLog += chunk.toString();
+        const m = /"msg":"stt is up"[^\n]*"port":(\d+)/.exec(serviceLog);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m);
+        }
+      };
+      service.stdout!.on("data", onData);
+      service.stderr!.on("data", onData);
+      service.once("exit", (code) => reject(new Error(`stt serve exited ${code}:\n${serviceLog}`)));
+    });
+    baseUrl = `http://127.0.0.1:${up[1]}`;
+    const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ plan: "pro", owner_id: "nats-restart" }),
+    });
+    key = ((await res.json()) as { data: { key: string } }).data.key;
+    expect(key).toMatch(/^sk-/);
+  }, 180_000);
+
+  afterAll(async () => {
+    if (service && service.exitCode === null) {
+      const exited = new Promise((r) => service.once("exit", r));
+      service.kill("SIGTERM");
+      await Promise.race([exited, sleep(20_000).then(() => service.kill("SIGKILL"))]);
+    }
+    await nats?.stop("SIGKILL").catch(() => undefined);
+    await audio?.stop();
+    const db = createDb({ ...loadConfig(process.env).db, url: dbUrl, schema });
+    await dropSchema(db, schema).catch(() => undefined);
+    await db.destroy();
+    for (const d of [storeDir, dataDir]) if (d) rmSync(d, { recursive: true, force: true });
+  }, 60_000);
+
+  const auth = () => ({ authorization: `Bearer ${key}` });
+  const segment = async () => {
+    const form = new FormData();
+    form.set("file", new Blob([new Uint8Array(JFK)]), "jfk.wav");
+    form.set("response_format", "json");
+    const res = await fetch(`${baseUrl}/v1/audio/transcriptions`, { method: "POST", headers: auth(), body: form, signal: AbortSignal.timeout(20_000) });
+    return { status: res.status, body: (await res.json().catch(() => null)) as any };
+  };
+  const submitJob = async (label: string) => {
+    const res = await fetch(`${baseUrl}/v1/audio/transcriptions/jobs`, {
+      method: "POST",
+      headers: { ...auth(), "content-type": "application/json" },
+      body: JSON.stringify({ audio_url: `${audio.url}/jfk.wav`, request_id: `${label}-${randomHex()}`, segment_seconds: 4, concurrency: 2, language: "en" }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    return { status: res.status, body: (await res.json().catch(() => null)) as any };
+  };
+  const poll = async (id: string) => {
+    const res = await fetch(`${baseUrl}/v1/audio/transcriptions/jobs/${id}`, { headers: auth(), signal: AbortSignal.timeout(10_000) });
+    return res.status === 200 ? ((await res.json()) as JobView) : undefined;
+  };
+  const getJson = async (path: string) => {
+    const res = await fetch(`${baseUrl}${path}`, { signal: AbortSignal.timeout(10_000) });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const realtimeWorks = async () => {
+    const c = await connectRt(wsUrl(baseUrl), auth());
+    try {
+      await c.next("session.created", 10_000);
+      await streamPcm(c, fixture("jfk.wav"), { speed: 8, chunkBytes: 3200 });
+      await streamPcm(c, silence(1.5), { speed: 8, chunkBytes: 3200 });
+      const done = await c.next("conversation.item.input_audio_transcription.completed", 25_000);
+      return String(done.transcript ?? "");
+    } finally {
+      c.ws.close();
+    }
+  };
+
+  const restartCase = (signal: NodeJS.Signals) => async () => {
+    // Before: everything works.
+    const before = await segment();
+    expect(before.status, JSON.stringify(before.body)).toBe(200);
+    expect(before.body.text.toLowerCase()).toContain("country");
+    const early = await submitJob(`early-${signal}`);
+    expect(early.status, JSON.stringify(early.body)).toBe(202);
+    // (readiness includes the projections catching up with that submission)
+    await waitFor(async () => (await getJson("/readyz")).status === 200, { timeoutMs: 15_000, everyMs: 100, what: "/readyz 200 before the restart" });
+
+    // Outage.
+    await nats.stop(signal);
+    const down = Date.now();
+    const readyDown = await waitFor(
+      async () => {
+        const r = await getJson("/readyz");
+        return r.status === 503 ? r : undefined;
+      },
+      { timeoutMs: 10_000, everyMs: 200, what: "/readyz to say not ready" },
+    );
+    expect(readyDown.body.checks.nats).toMatchObject({ ok: false, detail: expect.stringMatching(/disconnected|reconnect/i) });
+    // A short outage: alive, and saying why it is not healthy.
+    const healthShort = await getJson("/health");
+    expect(healthShort.status).toBe(200);
+    expect(healthShort.body).toMatchObject({ status: "ok", reason: expect.stringMatching(/NATS/i) });
+    // The segment plane answers 503 in the envelope, not a 500 timeout.
+    const segDown = await segment();
+    expect(segDown.status, JSON.stringify(segDown.body)).toBe(503);
+    expect(segDown.body.error).toMatchObject({ message: expect.any(String), type: expect.any(String) });
+    // Past NATS_UNHEALTHY_LIVENESS_MS (4 s here) liveness says degraded, with 503.
+    await sleep(Math.max(0, 5000 - (Date.now() - down)));
+    const healthLong = await getJson("/health");
+    expect(healthLong.status).toBe(503);
+    expect(healthLong.body).toMatchObject({ status: "degraded", reason: expect.stringMatching(/NATS/i) });
+
+    // Back on the same port and store.
+    nats = await startNatsServer(natsPort, storeDir);
+    const back = Date.now();
+    const late = await waitFor(
+      async () => {
+        const r = await submitJob(`late-${signal}`);
+        if (process.env.DEBUG_RESTART) console.log(Date.now() - back, "submit", r.status, JSON.stringify(r.body).slice(0, 200));
+        return r.status === 202 ? r : undefined;
+      },
+      { timeoutMs: HEAL_MS, everyMs: 250, what: "a job submission after the restart" },
+    );
+    await waitFor(async () => (await getJson("/readyz")).status === 200, { timeoutMs: HEAL_MS, everyMs: 250, what: "/readyz 200 after the restart" });
+    const readyMs = Date.now() - back;
+    const seg = await waitFor(
+      async () => {
+        const r = await segment();
+        if (process.env.DEBUG_RESTART) console.log(Date.now() - back, "segment", r.status, JSON.stringify(r.body).slice(0, 300));
+        return r.status === 200 ? r : undefined;
+      },
+      { timeoutMs: HEAL_MS, everyMs: 250, what: "a segment request after the restart" },
+    );
+    expect(seg.body.text.toLowerCase()).toContain("country");
+    const segmentMs = Date.now() - back;
+    const transcript = await realtimeWorks();
+    if (process.env.DEBUG_RESTART) console.log(Date.now() - back, "realtime", transcript);
+    expect(transcript.toLowerCase()).toMatch(/[a-z]{3}/); // PocketSphinx's words vary with the utterance split
+    for (const job of [early.body, late.body]) {
+      const view = await waitFor(
+        async () => {
+          const v = await poll(job.workflow_id);
+          if (process.env.DEBUG_RESTART && v) console.log(Date.now() - back, job.request_id, v.status, v.steps.map((st: any) => `${st.name}:${st.status}`).join(" "));
+          return v && (v.status === "complete" || v.status === "errored") ? v : undefined;
+        },
+        { timeoutMs: 90_000, everyMs: 1000, what: `job ${job.workflow_id}` },
+      );
+      if (process.env.DEBUG_RESTART) console.log(Date.now() - back, "job", JSON.stringify(view.steps.filter((st: any) => st.error || st.attempt > 1)).slice(0, 1500));
+      expect(view.status, JSON.stringify(view.error)).toBe("complete");
+    }
+    const health = await getJson("/health");
+    expect(health.status).toBe(200);
+    expect(health.body.status).toBe("ok");
+    expect(health.body.reason).toBeUndefined();
+    if (process.env.DEBUG_RESTART) console.log(serviceLog.split("\n").filter((l) => /warn|error/.test(l)).slice(-60).join("\n"));
+    console.log(`nats ${signal}: /readyz 200 ${readyMs} ms, segment 200 ${segmentMs} ms after the server was back; all planes within ${Date.now() - back} ms`);
+    expect(Date.now() - back).toBeLessThan(HEAL_MS + 60_000);
+  };
+
+  it("SIGTERM: every plane works again without restarting the service", { timeout: 240_000 }, restartCase("SIGTERM"));
+  it("SIGKILL: every plane works again without restarting the service", { timeout: 240_000 }, restartCase("SIGKILL"));
+});
