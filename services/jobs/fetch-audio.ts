@@ -1,8 +1,16 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { UNTRUSTED_INPUT_ARGS } from "../../shared/audio/decode";
+import {
+  DECODER_DATA_BYTES,
+  decodeCpuSeconds,
+  decodeOutputBytes,
+  ffmpegDecodeArgs,
+  PROBE_TIMEOUT_MS,
+  probeAudioFile,
+  runLimited,
+} from "../../shared/audio/decode";
+import { assertProbeFits } from "../../shared/audio/probe";
 import { AppError, validationError } from "../../shared/errors";
 import type { ObjectStore } from "../../shared/objects/index";
 import { safeDownload } from "../../shared/net/safe-fetch";
@@ -15,9 +23,12 @@ import type { ActiveJob, AudioInfo } from "./job";
  * to file, so long recordings never sit in memory), and store the PCM as `audio.pcm`
  * in the job's artifact folder (`artifactPrefix`) for the slicer and the transcribers.
  *
- * Decoding stops one second past the plan's per-request limit: a longer file is then
- * known to be too long (the aggregate fails the job with `audio_too_long`) without
- * decoding hours of it.
+ * The file is probed before it is decoded (RIFF header, else ffprobe): a sample rate
+ * outside 8–384 kHz fails the job with `unsupported_audio`, a stated length over the
+ * plan's per-request limit with `audio_too_long`, both permanent and without decoding.
+ * A length that is unknown or lies is bounded by the decode: it stops one second past
+ * the limit (the aggregate then fails the job with `audio_too_long`), under the CPU,
+ * heap and output-size limits of shared/audio/decode.ts.
  */
 export interface FetchAudioOptions {
   objects: ObjectStore;
@@ -47,8 +58,11 @@ export async function fetchAudio(job: ActiveJob, options: FetchAudioOptions): Pr
       throw validationError("unsupported_media_type", `audio_url returned ${contentType}, not audio`);
     }
     if (res.bytes === 0) throw validationError("undecodable_audio", "audio_url returned an empty body");
+    const probed = await probeAudioFile(source, { timeoutMs: Math.min(PROBE_TIMEOUT_MS, options.timeoutMs), signal: options.signal });
+    if ("unreadable" in probed) throw validationError("undecodable_audio", `the audio could not be decoded (${probed.unreadable})`);
+    assertProbeFits(probed.probe, job.spec.maxAudioSeconds);
     const pcmPath = join(dir, "audio.pcm");
-    await decodeFileToPcm(source, pcmPath, { maxSeconds: job.spec.maxAudioSeconds + 1, timeoutMs: options.timeoutMs, signal: options.signal });
+    await decodeFileToPcm(source, pcmPath, { maxSeconds: job.spec.maxAudioSeconds, timeoutMs: options.timeoutMs, signal: options.signal });
     const { size } = await stat(pcmPath);
     const samples = Math.floor(size / 2);
     const audioKey = artifactKeys.audio(job.spec);
@@ -66,39 +80,32 @@ export async function fetchAudio(job: ActiveJob, options: FetchAudioOptions): Pr
   }
 }
 
-/** ffmpeg: any container/codec → raw 16 kHz mono s16le file. Throws `undecodable_audio`. */
+/**
+ * ffmpeg: any container/codec → raw 16 kHz mono s16le file, at most maxSeconds + 1 s of
+ * it, under prlimit's CPU, heap and file-size limits. Throws `undecodable_audio`, or
+ * `unsupported_audio` for a file that needs more CPU than any real one.
+ */
 export async function decodeFileToPcm(
   input: string,
   output: string,
   options: { maxSeconds?: number; timeoutMs: number; signal?: AbortSignal },
 ): Promise<void> {
-  // The fetched file is untrusted: no playlists that make ffmpeg fetch URLs (SSRF) or read files.
-  const args = ["-nostdin", "-hide_banner", "-loglevel", "error", ...UNTRUSTED_INPUT_ARGS, "-i", input, "-vn", "-sn", "-dn"];
-  if (options.maxSeconds !== undefined) args.push("-t", String(options.maxSeconds));
-  args.push("-ac", "1", "-ar", String(SAMPLE_RATE), "-f", "s16le", "-acodec", "pcm_s16le", "-y", output);
-  const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
-    const child = spawn("ffmpeg", args, { stdio: ["ignore", "ignore", "pipe"] });
-    let err = "";
-    child.stderr.on("data", (d: Buffer) => {
-      if (err.length < 4000) err += d.toString();
-    });
-    const kill = () => child.kill("SIGKILL");
-    const timer = setTimeout(kill, options.timeoutMs);
-    options.signal?.addEventListener("abort", kill, { once: true });
-    child.on("error", (e) => {
-      clearTimeout(timer);
-      reject(new AppError("unavailable", "decoder_unavailable", "ffmpeg could not be started", { cause: e }));
-    });
-    child.on("close", (c) => {
-      clearTimeout(timer);
-      options.signal?.removeEventListener("abort", kill);
-      resolve({ code: c, stderr: err });
-    });
+  const run = await runLimited("ffmpeg", ffmpegDecodeArgs(input, output, options.maxSeconds), {
+    timeoutMs: options.timeoutMs,
+    cpuSeconds: decodeCpuSeconds(options.maxSeconds),
+    dataBytes: DECODER_DATA_BYTES,
+    ...(options.maxSeconds === undefined ? {} : { fileBytes: decodeOutputBytes(options.maxSeconds) }),
+    signal: options.signal,
   });
-  if (options.signal?.aborted) throw new AppError("unavailable", "aborted", "decoding was interrupted");
-  if (code === null) throw new AppError("upstream", "decode_timeout", `decoding did not finish within ${options.timeoutMs} ms`, { retryable: true });
-  if (code !== 0) {
-    const reason = stderr.split("\n").map((l) => l.replace(/\/\S*stt-job-\S*/g, "<audio>").trim()).filter(Boolean).at(-1) ?? "unknown format";
+  if (run.stop === "aborted") throw new AppError("unavailable", "aborted", "decoding was interrupted");
+  if (run.stop === "timeout") throw new AppError("upstream", "decode_timeout", `decoding did not finish within ${options.timeoutMs} ms`, { retryable: true });
+  if (run.stop === "cpu") {
+    throw new AppError("unsupported", "unsupported_audio", `decoding the audio needed more than ${decodeCpuSeconds(options.maxSeconds)} s of CPU time`);
+  }
+  // -t keeps a real decode under the cap; passing it means ffmpeg did not stop where told.
+  if (run.stop === "file_size") throw new AppError("too_large", "audio_too_long", `the decoded audio passed the ${options.maxSeconds} s limit`);
+  if (run.code !== 0) {
+    const reason = run.stderr.split("\n").map((l) => l.replace(/\/\S*stt-job-\S*/g, "<audio>").trim()).filter(Boolean).at(-1) ?? "unknown format";
     throw validationError("undecodable_audio", `the audio could not be decoded (${reason.slice(0, 200)})`);
   }
 }

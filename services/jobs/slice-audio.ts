@@ -1,3 +1,4 @@
+import { audioTooLong } from "../../shared/audio/probe";
 import { AppError } from "../../shared/errors";
 import type { ObjectStore } from "../../shared/objects/index";
 import type { ChunkPlan } from "../../schemas/jobs";
@@ -9,6 +10,10 @@ import { boundaryWindows, quietestPoint, slicesFromCuts } from "./slicing";
  * only the few seconds around each target from the stored PCM. Chunks are sample
  * ranges of `audio.pcm`; the transcribers read their range directly, so slicing
  * copies no audio.
+ *
+ * The stored PCM is checked against the job before any of it is read: the fetch step
+ * only stores 16 kHz audio within the plan's limit, so anything else was not made by
+ * it and fails the job for good rather than being sliced.
  */
 export async function sliceAudio(job: ActiveJob, objects: ObjectStore): Promise<ChunkPlan[]> {
   const audio = job.audio;
@@ -16,6 +21,7 @@ export async function sliceAudio(job: ActiveJob, objects: ObjectStore): Promise<
   const head = await objects.head(audio.audioKey);
   if (!head) throw new AppError("unavailable", "audio_missing", "the fetched audio is not in object storage yet");
   const total = Math.floor(head.size / 2);
+  assertStoredAudioFits(job, total);
   const cuts: number[] = [];
   for (const window of boundaryWindows(total, audio.sampleRate, job.spec.segmentSeconds)) {
     const bytes = await objects.getRange(audio.audioKey, window.startSample * 2, window.endSample * 2);
@@ -24,6 +30,18 @@ export async function sliceAudio(job: ActiveJob, objects: ObjectStore): Promise<
   }
   return slicesFromCuts(total, cuts);
 }
+
+/** Permanent failures for stored audio the fetch step could not have written. */
+export function assertStoredAudioFits(job: ActiveJob, samples: number): void {
+  const { sampleRate } = job.audio!;
+  if (sampleRate !== SLICE_SAMPLE_RATE) {
+    throw new AppError("unsupported", "unsupported_audio", `the stored audio is ${sampleRate} Hz; the job steps read 16 kHz PCM only`);
+  }
+  const seconds = samples / sampleRate;
+  if (seconds > job.spec.maxAudioSeconds) throw audioTooLong(job.spec.maxAudioSeconds, seconds);
+}
+
+const SLICE_SAMPLE_RATE = 16_000;
 
 /** Copies little-endian PCM16 bytes into an aligned Int16Array (hosts are little-endian). */
 export function toPcm(bytes: Buffer): Int16Array {

@@ -6,7 +6,8 @@ import { issueErrorCode } from "../../../schemas/safe-string";
 import { segmentEnvelope, segmentFields, segmentForm, type SegmentEvent } from "../../../schemas/segment";
 import { verboseTranscription } from "../../../schemas/transcription";
 import type { Principal } from "../../../shared/auth";
-import { decodeAudio } from "../../../shared/audio/decode";
+import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
+import { assertProbeFits, trustedDuration } from "../../../shared/audio/probe";
 import { AppError, toAppError, validationError } from "../../../shared/errors";
 import { appendEvents } from "../../../shared/event-store";
 import { recordUsage, remainingAudioSeconds } from "../../../shared/usage";
@@ -24,9 +25,12 @@ import { JOBS_PATH, submitJob } from "./jobs";
  * 3. Anything else must be multipart/form-data (400 `invalid_content_type`), at most
  *    SEGMENT_MAX_UPLOAD_BYTES of file plus 64 KiB of form fields (413
  *    `file_too_large`), with a `file` part (400 `missing_file`).
- * 4. Decode with ffmpeg to 16 kHz mono PCM16 (415 `unsupported_audio`); clips longer
- *    than the plan's maxAudioSecondsPerRequest are 413 `audio_too_long`; a key whose
- *    billing-window budget cannot cover the clip is 429 `audio_quota_exhausted`.
+ * 4. Probe the file (RIFF header, else ffprobe): not audio, or a sample rate outside
+ *    8–384 kHz, is 415 `unsupported_audio`; a clip longer than the plan's
+ *    maxAudioSecondsPerRequest is 413 `audio_too_long`; a key whose billing-window
+ *    budget cannot cover it is 429 `audio_quota_exhausted`: all before decoding. Then
+ *    decode with ffmpeg to 16 kHz mono PCM16, bounded to what the plan and the budget
+ *    allow (shared/audio/decode.ts), and check both again on the decoded length.
  *    Silence, empty and low-energy clips are transcribed and billed like any other.
  * 5. The worker router transcribes (warm primary, fallback, 502 `transcription_failed`).
  * 6. Usage (plane "segment", the clip's audio seconds) and a SegmentTranscribed audit
@@ -76,7 +80,7 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
         400: { description: "`invalid_content_type`, `missing_file`, `invalid_request`", content: { "application/json": { schema: openAiError } } },
         401: { description: "authentication failed", content: { "application/json": { schema: openAiError } } },
         413: { description: "`file_too_large` or `audio_too_long`", content: { "application/json": { schema: openAiError } } },
-        415: { description: "`unsupported_audio`: the file is not decodable audio", content: { "application/json": { schema: openAiError } } },
+        415: { description: "`unsupported_audio`: the file is not decodable audio, or declares a sample rate outside 8–384 kHz", content: { "application/json": { schema: openAiError } } },
         429: { description: "rate limit or `audio_quota_exhausted`", content: { "application/json": { schema: openAiError } } },
         502: { description: "`transcription_failed`: every worker attempt failed; the message names the timeout in ms", content: { "application/json": { schema: openAiError } } },
       },
@@ -112,11 +116,33 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
     const fields = parseFields(form);
     const bytes = new Uint8Array(await fields.file.arrayBuffer());
     Object.assign(audit, { model: fields.model, responseFormat: fields.responseFormat, bytes: bytes.byteLength });
+    // Probe → limits → quota → decode: a clip is refused on what its header shows before
+    // any decoding is paid for (a 7 KB WAV claiming 1 Hz would decode to an hour).
+    const maxSeconds = principal.limits.maxAudioSecondsPerRequest;
+    const probeStarted = performance.now();
+    let probeMs = 0;
+    const probe = await probeAudio(bytes).finally(() => {
+      probeMs = performance.now() - probeStarted;
+      c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}`);
+    });
+    audit.audioSeconds = trustedDuration(probe) ?? 0;
+    assertProbeFits(probe, maxSeconds);
+    const remaining = await remainingBudget(deps, principal);
+    assertWithinBudget(remaining, trustedDuration(probe) ?? 0);
+    // A clip whose length is only guessed is decoded no further than the key can pay for.
     const decodeStarted = performance.now();
-    const audio = await decodeAudio(bytes, { maxSeconds: principal.limits.maxAudioSecondsPerRequest });
-    const decodeMs = performance.now() - decodeStarted;
+    let decodeMs = 0;
+    const audio = await decodeAudio(bytes, { maxSeconds: Math.min(maxSeconds, remaining), probe })
+      .catch((err: unknown) => {
+        throw remaining < maxSeconds && toAppError(err).code === "audio_too_long" ? quotaExhausted(remaining) : err;
+      })
+      .finally(() => {
+        decodeMs = performance.now() - decodeStarted;
+        // On a refusal too: what the request cost in decoding.
+        c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}`);
+      });
     audit.audioSeconds = audio.durationSeconds;
-    await checkQuota(deps, principal, audio.durationSeconds);
+    assertWithinBudget(remaining, audio.durationSeconds);
     if (!deps.router) throw new AppError("unavailable", "no_workers", "no transcription workers are configured in this process");
     const out = await deps.router.transcribe({
       pcm: audio.pcm,
@@ -156,7 +182,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
     c.header("X-Worker-Id", out.workerId);
     c.header("X-Fallback-Used", out.fallbackUsed ? "1" : "0");
     // Where the time went (bench/segment.ts reads it): decode, worker(s), whole handler.
-    c.header("Server-Timing", `decode;dur=${decodeMs.toFixed(2)}, worker;dur=${out.workerMs.toFixed(2)}, total;dur=${(performance.now() - started).toFixed(2)}`);
+    c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}, worker;dur=${out.workerMs.toFixed(2)}, total;dur=${(performance.now() - started).toFixed(2)}`);
     return c.body(rendered.body, 200);
   } catch (err) {
     const e = toAppError(err);
@@ -188,14 +214,21 @@ async function appendAudit(deps: GatewayDeps, keyId: string, event: SegmentEvent
   ]);
 }
 
-async function checkQuota(deps: GatewayDeps, principal: Principal, seconds: number): Promise<void> {
-  if (principal.limits.maxAudioSecondsPerWindow <= 0) return;
-  const remaining = await remainingAudioSeconds(deps.db, principal, deps.now(), deps.config.usage.windowSeconds);
-  if (remaining <= 0 || seconds > remaining) {
-    throw new AppError("rate_limited", "audio_quota_exhausted", `the audio budget of this key's billing window has ${remaining} s left; this clip is ${seconds.toFixed(1)} s`, {
-      retryable: true,
-    });
-  }
+/** Audio seconds left in the key's billing window (Infinity when the plan sets no window budget). */
+async function remainingBudget(deps: GatewayDeps, principal: Principal): Promise<number> {
+  if (principal.limits.maxAudioSecondsPerWindow <= 0) return Number.POSITIVE_INFINITY;
+  return remainingAudioSeconds(deps.db, principal, deps.now(), deps.config.usage.windowSeconds);
+}
+
+function assertWithinBudget(remaining: number, seconds: number): void {
+  if (remaining <= 0 || seconds > remaining) throw quotaExhausted(remaining, seconds);
+}
+
+function quotaExhausted(remaining: number, seconds?: number): AppError {
+  const clip = seconds === undefined ? "longer" : `${seconds.toFixed(1)} s`;
+  return new AppError("rate_limited", "audio_quota_exhausted", `the audio budget of this key's billing window has ${remaining} s left; this clip is ${clip}`, {
+    retryable: true,
+  });
 }
 
 interface SegmentFields {
