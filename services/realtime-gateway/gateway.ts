@@ -79,6 +79,15 @@ export function writeRefusal(res: HttpResponse, e: AppError): void {
   res.end(JSON.stringify({ error: { message: e.message, type: openAiType(e), code: e.code } }), true);
 }
 
+/** Closes a socket that may already be closed (uWS throws on a closed one). */
+function endQuietly(ws: WebSocket<SocketData>, code: number, reason: string): void {
+  try {
+    ws.end(code, reason);
+  } catch {
+    // already closed
+  }
+}
+
 export const websocketRequired = () =>
   new AppError("validation", "websocket_required", `${REALTIME_PATH} is a WebSocket endpoint: send an HTTP/1.1 upgrade request (Connection: Upgrade, Upgrade: websocket).`, {
     status: 426,
@@ -163,12 +172,23 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
             void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
             return;
           }
-          res.upgrade<SocketData>({ admission }, key, protocol, extensions, context);
+          try {
+            res.upgrade<SocketData>({ admission }, key, protocol, extensions, context);
+          } catch (err) {
+            // the socket went away between the check and the upgrade
+            log.warn("upgrade could not complete", { error: (err as Error).message });
+            void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
+          }
         },
         (err) => {
           const e = toAppError(err);
           if (e.status >= 500 && e.kind === "internal") log.error("upgrade failed", { error: e.message });
-          if (!aborted) res.cork(() => writeRefusal(res, e));
+          if (aborted) return;
+          try {
+            res.cork(() => writeRefusal(res, e.status >= 500 && e.kind === "internal" ? new AppError("internal", "internal_error", "internal error") : e));
+          } catch {
+            // aborted meanwhile
+          }
         },
       );
     },
@@ -179,7 +199,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         openSocketSession(ws, data);
       } catch (err) {
         log.error("session open failed", { error: (err as Error).message });
-        ws.end(CLOSE.clientError.code, CLOSE.clientError.reason);
+        endQuietly(ws, CLOSE.clientError.code, CLOSE.clientError.reason);
       }
     },
     message: (ws, message, isBinary) => {
@@ -190,7 +210,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         else session.onText(message);
       } catch (err) {
         log.error("session error", { error: (err as Error).message });
-        ws.end(CLOSE.clientError.code, CLOSE.clientError.reason);
+        endQuietly(ws, CLOSE.clientError.code, CLOSE.clientError.reason);
       }
     },
     close: (ws, code, message) => {
@@ -202,15 +222,27 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     },
   });
 
+  const onHandlerError = (err: unknown) => log.error("http handler failed", { error: (err as Error)?.message ?? String(err), stack: (err as Error)?.stack });
   app.any("/*", (res, req) => {
-    const url = req.getUrl();
-    if (url === REALTIME_PATH) return void writeRefusal(res, websocketRequired());
-    if (handleDemoRoutes(res, req, { config, db: ctx.db, now })) return;
-    if (!options.fetch) {
-      res.writeStatus("404 Not Found").writeHeader("content-type", "application/json");
-      return void res.end(JSON.stringify({ error: { message: `No route for ${req.getMethod().toUpperCase()} ${url}`, type: "invalid_request_error", code: "not_found" } }));
+    // A throw out of a uWS handler ends the process: every path is guarded.
+    try {
+      const url = req.getUrl();
+      if (url === REALTIME_PATH) return void writeRefusal(res, websocketRequired());
+      if (handleDemoRoutes(res, req, { config, db: ctx.db, now })) return;
+      if (!options.fetch) {
+        res.writeStatus("404 Not Found").writeHeader("content-type", "application/json");
+        return void res.end(JSON.stringify({ error: { message: `No route for ${req.getMethod().toUpperCase()} ${url}`, type: "invalid_request_error", code: "not_found" } }));
+      }
+      bridgeToFetch(options.fetch, res, req, onHandlerError);
+    } catch (err) {
+      onHandlerError(err);
+      try {
+        res.writeStatus("500 Internal Server Error").writeHeader("content-type", "application/json");
+        res.end(JSON.stringify({ error: { message: "internal error", type: "server_error", code: "internal_error", param: null } }), true);
+      } catch {
+        // already answered or aborted
+      }
     }
-    bridgeToFetch(options.fetch, res, req);
   });
 
   const host = options.host ?? config.http.host;

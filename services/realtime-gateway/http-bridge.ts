@@ -1,3 +1,4 @@
+import { STATUS_CODES } from "node:http";
 import type { HttpRequest, HttpResponse } from "@trufflesuite/uws-js-unofficial";
 
 export type FetchHandler = (request: Request) => Response | Promise<Response>;
@@ -5,65 +6,223 @@ export type FetchHandler = (request: Request) => Response | Promise<Response>;
 /** Responses up to this size are sent in one write with a Content-Length. */
 const SINGLE_WRITE_BYTES = 256 * 1024;
 
+/** Methods the API serves; anything else is answered here, before the fetch API sees it. */
+const SERVED_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+/** Methods HTTP defines that the fetch API refuses to construct (`new Request` throws). */
+const REFUSED_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
+
+/**
+ * A Host header we can put in a URL: a DNS name, IPv4 or bracketed IPv6 literal, with
+ * an optional port. Anything else (`a b`, `[::1`, `user@host`, `x:99999`, a path) is
+ * refused, never parsed: the Host only names the authority, and the route comes from
+ * the request line alone.
+ */
+const HOST_PATTERN = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})?)*\.?|\[[0-9A-Fa-f:.]{2,45}\])(?::(\d{1,5}))?$/;
+
+export interface BridgeRequestParts {
+  method: string;
+  /** The request line's path, as sent. */
+  path: string;
+  /** The request line's query, without `?`. */
+  query: string;
+  headers: [string, string][];
+}
+
+export type BridgeDecision =
+  | { kind: "fetch"; url: string; method: string }
+  | { kind: "refuse"; status: 400 | 405 | 501; code: string; message: string; headers?: Record<string, string> };
+
+/**
+ * What the bridge does with a request line and Host, decided before any fetch-API
+ * object is built (those throw on hostile input, and a throw inside a uWS handler ends
+ * the process). Pure, so every hostile case is a unit test.
+ */
+export function decideBridge(parts: BridgeRequestParts): BridgeDecision {
+  const method = parts.method.toUpperCase();
+  if (REFUSED_METHODS.has(method)) {
+    return { kind: "refuse", status: 405, code: "method_not_allowed", message: `${method} is not allowed on this server`, headers: { Allow: [...SERVED_METHODS].join(", ") } };
+  }
+  if (!SERVED_METHODS.has(method)) {
+    return { kind: "refuse", status: 501, code: "method_not_implemented", message: `this server does not implement the ${JSON.stringify(method.slice(0, 32))} method` };
+  }
+  if (!parts.path.startsWith("/")) {
+    return { kind: "refuse", status: 400, code: "invalid_request_target", message: "the request target must be a path starting with /" };
+  }
+  const hosts = parts.headers.filter(([k]) => k === "host");
+  if (hosts.length > 1) return { kind: "refuse", status: 400, code: "invalid_host", message: "the request has more than one Host header" };
+  const host = hosts[0]?.[1] || "localhost";
+  const m = HOST_PATTERN.exec(host);
+  if (!m || (m[1] !== undefined && Number(m[1]) > 65535)) {
+    return { kind: "refuse", status: 400, code: "invalid_host", message: "the Host header is not a valid host[:port]" };
+  }
+  // `#` and `\` would be read by the URL parser as a fragment and a separator: keep them
+  // as path characters so the route is exactly the request line's path.
+  const path = parts.path.replace(/[#\\]/g, (ch) => encodeURIComponent(ch));
+  const url = `http://${host}${path}${parts.query ? `?${parts.query.replace(/#/g, "%23")}` : ""}`;
+  try {
+    new URL(url);
+  } catch {
+    return { kind: "refuse", status: 400, code: "invalid_request_target", message: "the request target is not a valid URL path" };
+  }
+  return { kind: "fetch", url, method };
+}
+
+const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? "Unknown"}`;
+
+/**
+ * The envelope of an answer the bridge gives itself. Admin paths use the admin shape,
+ * every other path OpenAI's, like the hono app's own errors.
+ */
+export function bridgeErrorBody(path: string, status: number, code: string, message: string): string {
+  if (path.startsWith("/v1/external-transcription")) return JSON.stringify({ ok: false, error: { code, message, retryable: false } });
+  return JSON.stringify({ error: { message, type: status >= 500 ? "server_error" : "invalid_request_error", code, param: null } });
+}
+
 /**
  * The one-port bridge: a plain HTTP request arriving on the uWS listener becomes a
  * WHATWG Request for the hono app's `fetch`, and its Response is written back. The
  * request body streams in (uWS hands chunks that must be copied), the response body
  * streams out honouring uWS backpressure, and a client abort cancels both.
+ *
+ * Nothing here may throw out of a uWS callback (that ends the process): hostile
+ * request lines are refused by `decideBridge`, and every write goes through
+ * `whileOpen`, which checks that the response is still ours.
  */
-export function bridgeToFetch(fetch: FetchHandler, res: HttpResponse, req: HttpRequest): void {
+export function bridgeToFetch(fetch: FetchHandler, res: HttpResponse, req: HttpRequest, onError?: (err: unknown) => void): void {
   const controller = new AbortController();
-  let aborted = false;
+  const state: ResponseState = { aborted: false, ended: false, bodyDone: true };
   res.onAborted(() => {
-    aborted = true;
+    state.aborted = true;
     controller.abort();
   });
 
   // HttpRequest is only valid synchronously: read everything now.
-  const method = req.getMethod().toUpperCase();
-  const query = req.getQuery();
-  const headers = new Headers();
-  req.forEach((k, v) => headers.append(k, v));
-  const url = `http://${headers.get("host") || "localhost"}${req.getUrl()}${query ? `?${query}` : ""}`;
+  const path = req.getUrl();
+  const headerList: [string, string][] = [];
+  req.forEach((k, v) => headerList.push([k, v]));
+  const decision = decideBridge({ method: req.getMethod(), path, query: req.getQuery() ?? "", headers: headerList });
 
-  let body: ReadableStream<Uint8Array> | undefined;
-  if (method !== "GET" && method !== "HEAD") {
-    body = new ReadableStream<Uint8Array>({
-      start(stream) {
-        res.onData((chunk, isLast) => {
-          if (chunk.byteLength > 0) stream.enqueue(new Uint8Array(chunk.slice(0)));
-          if (isLast) stream.close();
-        });
-      },
-      cancel() {
-        if (!aborted) res.close();
-      },
+  // An upload still arriving when the answer is written (a refusal here, a 401 or 413
+  // before the body was read) is read and discarded, not cut off: a client still
+  // writing into a closed connection gets a reset (EPIPE) instead of the answer. Past
+  // DRAIN_MAX_BYTES or DRAIN_MAX_MS of discarding, the connection is closed after all.
+  const bodyExpected = headerList.some(([k, v]) => (k === "content-length" && v.trim() !== "0") || k === "transfer-encoding");
+  state.bodyDone = !bodyExpected;
+  let sink: ReadableStreamDefaultController<Uint8Array> | undefined;
+  let reading = true;
+  if (bodyExpected) {
+    let discarded = 0;
+    res.onData((chunk, isLast) => {
+      if (isLast) state.bodyDone = true;
+      if (!sink || !reading || state.ended) {
+        discarded += chunk.byteLength;
+        if (!isLast && state.ended && discarded > DRAIN_MAX_BYTES) closeQuietly(res, state);
+        return;
+      }
+      // A throw here would end the process: enqueue fails once the reader is gone.
+      try {
+        if (chunk.byteLength > 0) sink.enqueue(new Uint8Array(chunk.slice(0)));
+        if (isLast) sink.close();
+      } catch {
+        reading = false;
+      }
     });
   }
 
-  const request = new Request(url, { method, headers, body, signal: controller.signal, duplex: "half" } as RequestInit);
+  if (decision.kind === "refuse") {
+    answerError(res, state, decision.status, bridgeErrorBody(path, decision.status, decision.code, decision.message), decision.headers);
+    return;
+  }
+  let request: Request;
+  try {
+    const headers = new Headers();
+    for (const [k, v] of headerList) headers.append(k, v);
+    const body =
+      bodyExpected && decision.method !== "GET" && decision.method !== "HEAD"
+        ? new ReadableStream<Uint8Array>({ start: (stream) => void (sink = stream), cancel: () => void (reading = false) })
+        : undefined;
+    request = new Request(decision.url, { method: decision.method, headers, body, signal: controller.signal, duplex: "half" } as RequestInit);
+  } catch {
+    answerError(res, state, 400, bridgeErrorBody(path, 400, "invalid_request", "the request could not be read (invalid header name or value)"));
+    return;
+  }
+
   Promise.resolve()
     .then(() => fetch(request))
-    .then((response) => writeResponse(res, response, method === "HEAD", () => aborted))
-    .catch(() => {
-      if (!aborted) res.cork(() => res.writeStatus("500 Internal Server Error").end('{"error":{"message":"internal error","type":"server_error","code":"internal_error"}}'));
+    .then((response) => writeResponse(res, response, decision.method === "HEAD", state))
+    .catch((err) => {
+      onError?.(err);
+      answerError(res, state, 500, bridgeErrorBody(path, 500, "internal_error", "internal error"));
     });
 }
 
-async function writeResponse(res: HttpResponse, response: Response, head: boolean, isAborted: () => boolean): Promise<void> {
-  if (isAborted()) return void response.body?.cancel().catch(() => undefined);
+/** How much of an unwanted upload is read and discarded before the connection is closed. */
+const DRAIN_MAX_BYTES = 32 * 1024 * 1024;
+const DRAIN_MAX_MS = 10_000;
+
+function closeQuietly(res: HttpResponse, state: ResponseState): void {
+  state.aborted = true;
+  try {
+    res.close();
+  } catch {
+    // already gone
+  }
+}
+
+interface ResponseState {
+  aborted: boolean;
+  ended: boolean;
+  /** The request body has arrived whole (or there was none). */
+  bodyDone: boolean;
+}
+
+/** Runs uWS writes unless the response is gone; reports whether they ran. */
+function whileOpen(res: HttpResponse, state: ResponseState, write: () => void): boolean {
+  if (state.aborted || state.ended) return false;
+  try {
+    res.cork(write);
+    return true;
+  } catch {
+    // uWS throws on a response it has already discarded: nothing left to write to.
+    state.aborted = true;
+    return false;
+  }
+}
+
+function answerError(res: HttpResponse, state: ResponseState, status: number, body: string, headers: Record<string, string> = {}): void {
+  whileOpen(res, state, () => {
+    res.writeStatus(statusLine(status));
+    res.writeHeader("content-type", "application/json");
+    for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
+    state.ended = true;
+    res.end(body);
+  });
+  drainBounded(res, state);
+}
+
+/** After an answer given before the upload ended: stop draining it after DRAIN_MAX_MS. */
+function drainBounded(res: HttpResponse, state: ResponseState): void {
+  if (!state.bodyDone) setTimeout(() => !state.bodyDone && closeQuietly(res, state), DRAIN_MAX_MS).unref();
+}
+
+async function writeResponse(res: HttpResponse, response: Response, head: boolean, state: ResponseState): Promise<void> {
+  const gone = () => state.aborted || state.ended;
+  if (gone()) return void response.body?.cancel().catch(() => undefined);
+  const closeAfter = response.headers.get("connection")?.toLowerCase() === "close";
+  drainBounded(res, state);
   const writeHead = () => {
-    res.writeStatus(`${response.status} ${response.statusText || "OK"}`);
+    res.writeStatus(response.statusText ? `${response.status} ${response.statusText}` : statusLine(response.status));
     response.headers.forEach((value, name) => {
-      if (name === "content-length" || name === "transfer-encoding" || name === "set-cookie") return;
+      if (name === "content-length" || name === "transfer-encoding" || name === "set-cookie" || name === "connection") return;
       res.writeHeader(name, value);
     });
     for (const cookie of response.headers.getSetCookie()) res.writeHeader("set-cookie", cookie);
   };
   if (!response.body || head) {
-    res.cork(() => {
+    whileOpen(res, state, () => {
       writeHead();
-      res.end();
+      state.ended = true;
+      res.end(undefined, closeAfter);
     });
     return;
   }
@@ -80,31 +239,35 @@ async function writeResponse(res: HttpResponse, response: Response, head: boolea
     buffered.push(next.value);
     size += next.value.byteLength;
   }
-  if (isAborted()) return void reader.cancel().catch(() => undefined);
+  if (gone()) return void reader.cancel().catch(() => undefined);
   if (done) {
-    res.cork(() => {
+    whileOpen(res, state, () => {
       writeHead();
-      res.end(concat(buffered, size));
+      state.ended = true;
+      res.end(concat(buffered, size), closeAfter);
     });
     return;
   }
   // Large or endless body: chunked transfer, waiting for drain when uWS buffers.
   let ok = true;
-  res.cork(() => {
+  whileOpen(res, state, () => {
     writeHead();
     ok = res.write(concat(buffered, size));
   });
   while (true) {
-    if (!ok) await new Promise<void>((resolve) => res.onWritable(() => (resolve(), true)));
-    if (isAborted()) return void reader.cancel().catch(() => undefined);
+    if (!ok && !gone()) await new Promise<void>((resolve) => res.onWritable(() => (resolve(), true)));
+    if (gone()) return void reader.cancel().catch(() => undefined);
     const next = await reader.read();
-    if (isAborted()) return void reader.cancel().catch(() => undefined);
+    if (gone()) return void reader.cancel().catch(() => undefined);
     if (next.done) break;
-    res.cork(() => {
+    whileOpen(res, state, () => {
       ok = res.write(next.value);
     });
   }
-  res.cork(() => res.end());
+  whileOpen(res, state, () => {
+    state.ended = true;
+    res.end(undefined, closeAfter);
+  });
 }
 
 function concat(chunks: Uint8Array[], size: number): Uint8Array {
