@@ -1,13 +1,14 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { issueErrorCode } from "../../schemas/safe-string";
 import { validationError } from "../../shared/errors";
-import type { GatewayEnv } from "./auth-middleware";
+import { assignRequestId, type GatewayEnv } from "./auth-middleware";
+import { limitBody, MAX_JSON_BODY_BYTES } from "./body-limit";
 import type { GatewayDeps } from "./deps";
 import { notFound, onError } from "./errors";
 import { registerAdminRoutes } from "./routes/admin";
 import { registerJobPollAliases, registerJobsRoutes } from "./routes/jobs";
 import { registerDocsRoutes, registerMetaRoutes } from "./routes/meta";
-import { registerSegmentRoutes } from "./routes/segment";
+import { registerSegmentRoutes, SEGMENT_PATH } from "./routes/segment";
 import { registerSessionTokenRoutes } from "./routes/session-token";
 import { registerStreamDoc } from "./routes/stream-doc";
 
@@ -28,6 +29,18 @@ export function createApp(deps: GatewayDeps): OpenAPIHono<GatewayEnv> {
   });
   app.onError(onError(deps.logger));
   app.notFound(notFound);
+  app.use("*", assignRequestId());
+  // Every body is bounded while it streams in; the segment upload streams its own
+  // (larger) multipart limit in the route.
+  app.use(
+    "*",
+    limitBody({
+      limitFor: (request) => {
+        const multipart = /^multipart\/form-data\b/i.test(request.headers.get("content-type") ?? "");
+        return multipart && new URL(request.url).pathname === SEGMENT_PATH ? undefined : MAX_JSON_BODY_BYTES;
+      },
+    }),
+  );
 
   registerMetaRoutes(app, deps);
   registerDocsRoutes(app, deps);

@@ -1,10 +1,26 @@
+import { randomUUID } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import { authenticateApiKey, refuseKeysInUrl, verifyAdminToken, type Principal } from "../../shared/auth";
 import { noteKeyUse } from "../../shared/key-use";
 import { consumeRate, rateHeaders } from "../../shared/rate-limit";
 import type { GatewayDeps } from "./deps";
 
-export type GatewayEnv = { Variables: { principal: Principal } };
+export type GatewayEnv = { Variables: { principal: Principal; requestId: string } };
+
+/**
+ * Gives every request an id (`X-Request-Id`), quoted in 5xx answers and in the log
+ * line that records them, so an operator can find what a client reports without the
+ * answer itself carrying internal detail. A route may replace it with its own (the
+ * segment plane's `seg_…` audit id).
+ */
+export function assignRequestId(): MiddlewareHandler<GatewayEnv> {
+  return async function assignRequestIdMiddleware(c, next) {
+    const id = `req_${randomUUID().replace(/-/g, "")}`;
+    c.set("requestId", id);
+    c.header("X-Request-Id", id);
+    await next();
+  };
+}
 
 /** Authenticates `Authorization: Bearer sk-…` and sets `principal`. */
 export function requireApiKey(deps: GatewayDeps): MiddlewareHandler<GatewayEnv> {

@@ -36,8 +36,12 @@ export function onError(logger: Logger) {
       return errorResponse(c, new AppError(kind, code, err.message || "Bad request", { status: err.status }));
     }
     const e = toAppError(err);
-    if (e.status >= 500 && e.kind === "internal") logger.error("unhandled error", { path: c.req.path, error: err.message, stack: err.stack });
-    return errorResponse(c, e);
+    if (e.kind !== "internal") return errorResponse(c, e);
+    // Internal failures (a Postgres message, a NATS timeout) stay in the log: the
+    // client gets a generic answer with the request id that finds the log line.
+    const requestId = (c.get("requestId") as string | undefined) ?? "unknown";
+    logger.error("unhandled error", { request_id: requestId, method: c.req.method, path: c.req.path, error: err.message, stack: err.stack });
+    return errorResponse(c, new AppError("internal", "internal_error", `Internal server error. Quote request id ${requestId} when reporting it.`));
   };
 }
 

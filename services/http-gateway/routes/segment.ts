@@ -12,6 +12,7 @@ import { AppError, toAppError, validationError } from "../../../shared/errors";
 import { appendEvents } from "../../../shared/event-store";
 import { recordUsage, remainingAudioSeconds } from "../../../shared/usage";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
+import { readBounded } from "../body-limit";
 import type { GatewayDeps } from "../deps";
 import { renderTranscription, type ResponseFormat } from "../segment-formats";
 import { JOBS_PATH, submitJob } from "./jobs";
@@ -93,8 +94,8 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
   const principal = c.get("principal");
   const contentType = c.req.header("content-type") ?? "";
   if (!/^multipart\/form-data\b/i.test(contentType)) {
-    const raw = await readLimited(c.req.raw, FORM_FIELDS_ALLOWANCE * 4).catch(() => undefined);
-    const text = raw ? new TextDecoder().decode(raw).trim() : "";
+    // Bounded to MAX_JSON_BODY_BYTES by the app's body limit before this runs.
+    const text = (await c.req.text()).trim();
     if (/json/i.test(contentType) || text.startsWith("{")) {
       const body = await submitJob(deps, principal, text);
       c.header("Deprecation", "true");
@@ -109,6 +110,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
 
   const started = performance.now();
   const requestId = `seg_${randomUUID().replace(/-/g, "")}`;
+  c.set("requestId", requestId);
   c.header("X-Request-Id", requestId);
   const audit: SegmentAudit = { requestId, principal, model: "stt-1", audioSeconds: 0, bytes: 0, responseFormat: "verbose_json", started };
   try {
@@ -279,7 +281,8 @@ async function readForm(request: Request, contentType: string, maxFileBytes: num
   const limit = maxFileBytes + FORM_FIELDS_ALLOWANCE;
   const declared = Number(request.headers.get("content-length") ?? "NaN");
   if (Number.isFinite(declared) && declared > limit) throw fileTooLarge(maxFileBytes);
-  const body = await readLimited(request, limit);
+  const body = request.body ? await readBounded(request.body, limit) : new Uint8Array(0);
+  if (body === undefined) throw fileTooLarge(maxFileBytes);
   let form: FormData;
   try {
     form = await new Response(body as Uint8Array<ArrayBuffer>, { headers: { "content-type": contentType } }).formData();
@@ -296,28 +299,4 @@ function fileTooLarge(maxFileBytes: number): AppError {
     param: "file",
     type: "invalid_request_error",
   });
-}
-
-async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
-  if (!request.body) return new Uint8Array(0);
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > limit) {
-      await reader.cancel().catch(() => undefined);
-      throw fileTooLarge(limit - FORM_FIELDS_ALLOWANCE);
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const ch of chunks) {
-    out.set(ch, offset);
-    offset += ch.byteLength;
-  }
-  return out;
 }
