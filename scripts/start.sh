@@ -5,4 +5,5 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/setup.sh"
 cd "$ROOT"
-exec bin/stt serve
+# `stt supervise` restarts the service if it ever stops on a fatal error.
+exec bin/stt supervise

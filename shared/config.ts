@@ -20,6 +20,9 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
   STT_SERVICES: z.string().default("all"),
   DATA_DIR: z.string().default(".data"),
+  // `stt supervise`: restart backoff and when to give up
+  SUPERVISE_INITIAL_DELAY_MS: int.min(0).default(1000),
+  SUPERVISE_MAX_CRASHES: int.min(1).default(10),
 
   // HTTP/WebSocket listener (one base URL)
   HOST: z.string().default("0.0.0.0"),
@@ -135,6 +138,7 @@ function build(env: Env) {
     logLevel: env.LOG_LEVEL,
     services: env.STT_SERVICES.split(",").map((s) => s.trim()).filter(Boolean),
     dataDir: env.DATA_DIR,
+    supervise: { initialDelayMs: env.SUPERVISE_INITIAL_DELAY_MS, maxCrashes: env.SUPERVISE_MAX_CRASHES },
     http: { host: env.HOST, port: env.PORT, publicBaseUrl: env.PUBLIC_BASE_URL },
     nats: { url: env.NATS_URL, prefix: env.NATS_PREFIX, replicas: env.NATS_REPLICAS, unhealthyLivenessMs: env.NATS_UNHEALTHY_LIVENESS_MS },
     db: {

@@ -7,14 +7,17 @@ import { allProjections } from "../projector/projections";
 import { embeddedSecrets, startEmbedded } from "./embedded";
 import { startRuntime } from "./runtime";
 import { startTelemetry, stopTelemetry } from "../../shared/telemetry";
+import { installProcessGuard } from "../../shared/process-guard";
+import { supervise } from "./supervise";
 
 /**
  * `stt` — the one CLI.
  *   stt serve              run the services of STT_SERVICES (default: all, one process)
+ *   stt supervise [-- cmd] run `stt serve` (or cmd) and restart it when it crashes
  *   stt migrate            declare the JetStream streams and run the Postgres migrations
  *   stt rebuild <name|all> drop a read model and rebuild it from the log
  */
-const usage = "usage: stt serve | stt migrate | stt rebuild <projection|all>";
+const usage = "usage: stt serve | stt supervise [-- command…] | stt migrate | stt rebuild <projection|all>";
 
 async function main(argv: string[]): Promise<number> {
   const [command = "serve", arg] = argv;
@@ -34,7 +37,16 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case "serve": {
       await startTelemetry(config.telemetry);
+      let stopAll = async () => {
+        await embedded?.stop();
+      };
+      installProcessGuard({ logger, stop: () => stopAll() });
       const runtime = await startRuntime(config, logger);
+      stopAll = async () => {
+        await runtime.stop();
+        await embedded?.stop();
+        await stopTelemetry();
+      };
       logger.info("stt is up", { services: [...runtime.ctx.running], port: runtime.ctx.slots.port, base_url: `http://127.0.0.1:${runtime.ctx.slots.port}` });
       await new Promise<void>((resolve) => {
         const shutdown = (signal: string) => {
@@ -43,11 +55,20 @@ async function main(argv: string[]): Promise<number> {
         };
         process.once("SIGINT", () => shutdown("SIGINT"));
         process.once("SIGTERM", () => shutdown("SIGTERM"));
+        // Under `stt supervise`: a supervisor that died leaves no orphan behind.
+        process.once("disconnect", () => shutdown("supervisor gone"));
       });
-      await runtime.stop();
-      await embedded?.stop();
-      await stopTelemetry();
+      await stopAll();
       return 0;
+    }
+    case "supervise": {
+      const rest = argv.slice(1);
+      const command = rest[0] === "--" ? rest.slice(1) : [process.execPath, ...process.execArgv, process.argv[1]!, "serve"];
+      if (command.length === 0) {
+        process.stderr.write(`${usage}\n`);
+        return 2;
+      }
+      return supervise({ command, logger: bootLogger, initialDelayMs: boot.supervise.initialDelayMs, maxCrashes: boot.supervise.maxCrashes });
     }
     case "migrate": {
       const nats = await connectNats({ url: config.nats.url, prefix: config.nats.prefix, replicas: config.nats.replicas });

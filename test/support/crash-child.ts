@@ -1,0 +1,24 @@
+import { appendFileSync } from "node:fs";
+import { createLogger } from "../../shared/logger";
+import { installProcessGuard } from "../../shared/process-guard";
+
+/**
+ * A process with the real guard of `stt serve` that fails the way argv[2] says, for
+ * test/process-guard.test.ts: `rejection` (a promise nobody awaits), `exception` (a
+ * throw from a timer callback), `ok` (exits 0). Each run appends a line to argv[3], so
+ * the test counts how often a supervisor started it.
+ */
+const [how = "ok", runs] = process.argv.slice(2);
+if (runs) appendFileSync(runs, `${process.pid}\n`);
+installProcessGuard({
+  logger: createLogger("info", { svc: "crash-child" }),
+  stop: async () => {
+    process.stderr.write("stopped cleanly\n");
+  },
+});
+setTimeout(() => {
+  if (how === "rejection") void Promise.reject(new Error("nobody awaited this"));
+  else if (how === "exception") throw new Error("thrown from a timer");
+  else process.exit(0);
+}, 50);
+setTimeout(() => undefined, 10_000);
