@@ -1,4 +1,5 @@
 import type { MiddlewareHandler } from "hono";
+import { concatBytes } from "../../shared/bytes";
 import { AppError } from "../../shared/errors";
 
 /** JSON bodies (job submissions, admin calls, legacy segment JSON): the largest accepted. */
@@ -52,12 +53,5 @@ export async function readBounded(stream: ReadableStream<Uint8Array>, limit: num
     }
     chunks.push(value);
   }
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const ch of chunks) {
-    out.set(ch, offset);
-    offset += ch.byteLength;
-  }
-  return out;
+  return concatBytes(chunks, total);
 }

@@ -1,5 +1,6 @@
 import { STATUS_CODES } from "node:http";
 import type { HttpRequest, HttpResponse } from "@trufflesuite/uws-js-unofficial";
+import { concatBytes } from "../../shared/bytes";
 
 export type FetchHandler = (request: Request) => Response | Promise<Response>;
 
@@ -244,7 +245,7 @@ async function writeResponse(res: HttpResponse, response: Response, head: boolea
     whileOpen(res, state, () => {
       writeHead();
       state.ended = true;
-      res.end(concat(buffered, size), closeAfter);
+      res.end(concatBytes(buffered, size), closeAfter);
     });
     return;
   }
@@ -252,7 +253,7 @@ async function writeResponse(res: HttpResponse, response: Response, head: boolea
   let ok = true;
   whileOpen(res, state, () => {
     writeHead();
-    ok = res.write(concat(buffered, size));
+    ok = res.write(concatBytes(buffered, size));
   });
   while (true) {
     if (!ok && !gone()) await new Promise<void>((resolve) => res.onWritable(() => (resolve(), true)));
@@ -268,15 +269,4 @@ async function writeResponse(res: HttpResponse, response: Response, head: boolea
     state.ended = true;
     res.end(undefined, closeAfter);
   });
-}
-
-function concat(chunks: Uint8Array[], size: number): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(size);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.byteLength;
-  }
-  return out;
 }
