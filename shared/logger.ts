@@ -1,10 +1,16 @@
+import pino from "pino";
+
 /**
- * Minimal structured logger: one JSON line per record on stderr. Callers pass fields,
- * never secrets (keys, tokens, Authorization headers); `redact` strips the obvious ones
- * anyway as a second line of defence.
+ * The structured logger: pino, one JSON line per record on stderr, written
+ * synchronously (a fatal error's last line is not lost to a buffer when the process
+ * exits). Records read `{"t":…,"level":"info","msg":…,…fields}`.
+ *
+ * Callers pass fields, never secrets (keys, tokens, Authorization headers). Two lines
+ * of defence anyway: pino's path redaction for secret-named fields at the top level
+ * and one level down (`req.headers.authorization`), and `redact` below, which also
+ * masks `sk-…` / `rt_…` values inside any string field.
  */
 export type LogLevel = "debug" | "info" | "warn" | "error";
-const order: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
 export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
@@ -14,32 +20,53 @@ export interface Logger {
   child(fields: Record<string, unknown>): Logger;
 }
 
-const secretField = /(authorization|token|secret|password|api_?key|^key$)/i;
-const secretValue = /\b(sk-|rt_)[A-Za-z0-9._-]{6,}/g;
+const secretField = /(authorization|token|secret|password|api_?key|^key$|signature|cookie)/i;
+const secretValue = /\b(sk-|rt_|whsec_)[A-Za-z0-9._-]{6,}/g;
+const SECRET_NAMES = ["authorization", "token", "secret", "password", "apiKey", "api_key", "key", "signature", "cookie", "adminToken", "sessionToken", "access_token"];
 
-export function redact(fields: Record<string, unknown>): Record<string, unknown> {
+/** Masks secret-named fields and key/token-shaped values (nested objects included). */
+export function redact(fields: Record<string, unknown>, depth = 0): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(fields)) {
-    if (secretField.test(k)) out[k] = "[redacted]";
-    else if (typeof v === "string") out[k] = v.replace(secretValue, "$1[redacted]");
-    else if (v instanceof Error) out[k] = { name: v.name, message: v.message.replace(secretValue, "$1[redacted]") };
-    else out[k] = v;
-  }
+  for (const [k, v] of Object.entries(fields)) out[k] = secretField.test(k) ? "[redacted]" : redactValue(v, depth);
   return out;
 }
 
-export function createLogger(level: LogLevel = "info", base: Record<string, unknown> = {}): Logger {
-  const min = order[level];
-  const write = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>) => {
-    if (order[lvl] < min) return;
-    const record = { t: new Date().toISOString(), level: lvl, msg, ...redact({ ...base, ...fields }) };
-    process.stderr.write(JSON.stringify(record) + "\n");
+function redactValue(v: unknown, depth: number): unknown {
+  if (typeof v === "string") return v.replace(secretValue, "$1[redacted]");
+  if (v instanceof Error) return { name: v.name, message: v.message.replace(secretValue, "$1[redacted]") };
+  if (depth < 4 && Array.isArray(v)) return v.map((x) => redactValue(x, depth + 1));
+  if (depth < 4 && v && typeof v === "object") return redact(v as Record<string, unknown>, depth + 1);
+  return v;
+}
+
+const destination = pino.destination({ dest: 2, sync: true });
+
+function wrap(p: pino.Logger): Logger {
+  const write = (lvl: LogLevel) => (msg: string, fields?: Record<string, unknown>) => {
+    if (!p.isLevelEnabled(lvl)) return;
+    if (fields) p[lvl](redact(fields), msg);
+    else p[lvl](msg);
   };
   return {
-    debug: (m, f) => write("debug", m, f),
-    info: (m, f) => write("info", m, f),
-    warn: (m, f) => write("warn", m, f),
-    error: (m, f) => write("error", m, f),
-    child: (fields) => createLogger(level, { ...base, ...fields }),
+    debug: write("debug"),
+    info: write("info"),
+    warn: write("warn"),
+    error: write("error"),
+    child: (fields) => wrap(p.child(redact(fields))),
   };
+}
+
+export function createLogger(level: LogLevel = "info", base: Record<string, unknown> = {}): Logger {
+  const root = pino(
+    {
+      level,
+      base: null,
+      messageKey: "msg",
+      timestamp: () => `,"t":"${new Date().toISOString()}"`,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: { paths: [...SECRET_NAMES, ...SECRET_NAMES.map((n) => `*.${n}`), 'req.headers["x-api-key"]'], censor: "[redacted]" },
+    },
+    destination,
+  );
+  return wrap(Object.keys(base).length ? root.child(redact(base)) : root);
 }

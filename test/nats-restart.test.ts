@@ -113,7 +113,7 @@ describe("nats-server restart", () => {
       const timer = setTimeout(() => reject(new Error(`stt serve did not start:\n${serviceLog}`)), 90_000);
       const onData = (chunk: Buffer) => {
         serviceLog += chunk.toString();
-        const m = /"msg":"stt is up"[^\n]*"port":(\d+)/.exec(serviceLog);
+        const m = /"port":(\d+)[^\n]*"msg":"stt is up"|"msg":"stt is up"[^\n]*"port":(\d+)/.exec(serviceLog);
         if (m) {
           clearTimeout(timer);
           resolve(m);
@@ -123,7 +123,7 @@ describe("nats-server restart", () => {
       service.stderr!.on("data", onData);
       service.once("exit", (code) => reject(new Error(`stt serve exited ${code}:\n${serviceLog}`)));
     });
-    baseUrl = `http://127.0.0.1:${up[1]}`;
+    baseUrl = `http://127.0.0.1:${up[1] ?? up[2]}`;
     const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
       method: "POST",
       headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },

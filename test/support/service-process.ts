@@ -43,7 +43,7 @@ export function startServiceProcess(stack: Stack, services: string, env: Record<
     const timer = setTimeout(() => reject(new Error(`${services} process did not start:\n${log}`)), 60_000);
     const onData = (chunk: Buffer) => {
       log += chunk.toString();
-      const up = /"msg":"stt is up"[^\n]*/.exec(log);
+      const up = /[^\n]*"msg":"stt is up"[^\n]*/.exec(log);
       if (!up) return;
       clearTimeout(timer);
       const port = /"port":(\d+)/.exec(up[0]);
