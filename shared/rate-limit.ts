@@ -14,8 +14,16 @@ export interface RateState {
   resetSeconds: number;
 }
 
+/**
+ * OpenAI's names (what its SDKs and dashboards read: `x-ratelimit-reset-requests` is a
+ * duration such as `12s`), plus the earlier `X-RateLimit-*` trio kept for clients that
+ * read those.
+ */
 export function rateHeaders(state: RateState): Record<string, string> {
   return {
+    "x-ratelimit-limit-requests": String(state.limit),
+    "x-ratelimit-remaining-requests": String(state.remaining),
+    "x-ratelimit-reset-requests": `${state.resetSeconds}s`,
     "X-RateLimit-Limit": String(state.limit),
     "X-RateLimit-Remaining": String(state.remaining),
     "X-RateLimit-Reset": String(state.resetSeconds),

@@ -1,7 +1,7 @@
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { openAiError, sessionToken } from "../../../schemas/http";
 import { issueSessionToken } from "../../../shared/auth";
-import { requireApiKey, type GatewayEnv } from "../auth-middleware";
+import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
 
 export const STREAM_PATH = "/v1/audio/transcriptions/stream";
@@ -9,7 +9,8 @@ export const STREAM_PATH = "/v1/audio/transcriptions/stream";
 /** POST /v1/audio/transcriptions/session-token (spec 4.5): a 60 s, single-use `rt_` token for browsers. */
 export function registerSessionTokenRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
   const path = "/v1/audio/transcriptions/session-token";
-  app.use(path, requireApiKey(deps));
+  // counted like the other request routes: one token per call against maxRequestsPerMinute
+  app.use(path, requireApiKey(deps), limitRequests(deps));
   app.openapi(
     createRoute({
       method: "post",
@@ -22,6 +23,7 @@ export function registerSessionTokenRoutes(app: OpenAPIHono<GatewayEnv>, deps: G
       responses: {
         200: { description: "the token", content: { "application/json": { schema: sessionToken } } },
         401: { description: "authentication failed", content: { "application/json": { schema: openAiError } } },
+        429: { description: "`rate_limit_exceeded`: the key's maxRequestsPerMinute is used up (`Retry-After`)", content: { "application/json": { schema: openAiError } } },
         503: { description: "`token_issuer_unavailable`: GATEWAY_SESSION_TOKEN_SECRET is not set", content: { "application/json": { schema: openAiError } } },
       },
     }),
