@@ -6,6 +6,8 @@ import type { Db } from "../../shared/db/index";
 import { AppError, unauthorized, validationError } from "../../shared/errors";
 import type { Limits } from "../../shared/plans";
 import type { Nats } from "../../shared/nats";
+import { noteKeyUse } from "../../shared/key-use";
+import type { Logger } from "../../shared/logger";
 import { consumeRate } from "../../shared/rate-limit";
 import { remainingAudioSeconds } from "../../shared/usage";
 import type { WorkerRouter } from "../../shared/workers/types";
@@ -47,6 +49,7 @@ export interface AdmitDeps {
   leases: Leases;
   limitsFor: (principal: Principal) => Limits;
   now: () => Date;
+  logger: Logger;
 }
 
 export function newSessionId(): string {
@@ -98,6 +101,8 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
   }
   const now = deps.now();
   const principal = await authenticateUpgrade(deps, req, now);
+  // lastUsedAt counts WebSocket use too (throttled to one KeyUsed per key per minute)
+  noteKeyUse(deps.nats, principal, now, deps.logger);
   if (deps.router && !deps.router.available()) {
     const retryAfter = Math.max(1, Math.ceil(deps.router.retryAfterSeconds()));
     throw new AppError("unavailable", "upstream_unavailable", "Transcription workers are unavailable (circuit breaker open); retry later.", {
