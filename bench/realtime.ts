@@ -71,8 +71,8 @@ function startServer(): Promise<{ proc: ChildProcess; port: number }> {
     const onData = (c: Buffer) => {
       log += c.toString();
       if (process.env.BENCH_DEBUG) for (const line of c.toString().split("\n")) if (/"level":"(warn|error)"/.test(line)) console.log("server:", line.slice(0, 300));
-      const m = /"msg":"stt is up".*?"port":(\d+)/.exec(log);
-      if (m) resolve({ proc, port: Number(m[1]) });
+      const m = /"port":(\d+)[^\n]*"msg":"stt is up"|"msg":"stt is up"[^\n]*"port":(\d+)/.exec(log);
+      if (m) resolve({ proc, port: Number(m[1] ?? m[2]) });
       if (log.length > 1e6) log = log.slice(-1e5);
     };
     proc.stdout!.on("data", onData);
