@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { limitsSchema } from "../shared/plans";
+import { limitOverridesSchema, limitsSchema } from "../shared/plans";
 import { safeString } from "./safe-string";
 
 /**
@@ -38,6 +38,9 @@ export const issueKeyBody = z
     plan: safeString(64).min(1).default("free"),
     label: safeString(500).optional(),
     expires_at: z.iso.datetime({ offset: true }).optional(),
+    limits: limitOverridesSchema
+      .optional()
+      .describe("This key's own overrides of its plan's limits, e.g. {\"maxRequestsPerMinute\": 5000}; the rest come from the plan."),
   })
   .openapi("IssueKeyRequest");
 export type IssueKeyBody = z.infer<typeof issueKeyBody>;
@@ -55,7 +58,8 @@ export const keyRecord = z
     revokedAt: z.string().nullable(),
     lastUsedAt: z.string().nullable(),
     createdAt: z.string(),
-    limits: limits,
+    limits: limits.describe("The limits the key works under: its plan's, with its overrides applied."),
+    limitOverrides: limitOverridesSchema.nullable().describe("The key's own overrides (null: none)."),
   })
   .openapi("ApiKey");
 export type KeyRecord = z.infer<typeof keyRecord>;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { envelopeOf } from "./envelope";
+import { limitOverridesSchema, type LimitOverrides } from "../shared/plans";
 
 /** Events of the ApiKey aggregate (subject `<prefix>.key.evt.<keyId>`). */
 export const keyIssued = z.object({
@@ -15,6 +16,8 @@ export const keyIssued = z.object({
     label: z.string().nullable(),
     expiresAt: z.string().nullable(),
     issuedAt: z.string(),
+    /** Added later: the key's own overrides of its plan's limits; absent = none. */
+    limits: limitOverridesSchema.optional(),
   }),
 });
 export const keyRevoked = z.object({
@@ -43,6 +46,7 @@ export type KeyCommand =
         plan: string;
         label: string | null;
         expiresAt: string | null;
+        limits?: LimitOverrides;
         now: string;
       };
     }

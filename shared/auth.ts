@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from
 import type { Db } from "./db/index";
 import { withStore } from "./db/index";
 import { AppError, unauthorized } from "./errors";
-import { planLimits, type Limits } from "./plans";
+import { defaultPlanCatalog, resolveLimits, type LimitOverrides, type Limits, type PlanCatalog } from "./plans";
 
 /**
  * Authentication shared by the HTTP and realtime gateways: API keys (Bearer `sk-…`,
@@ -86,18 +86,19 @@ interface KeyRow {
   expires_at: Date | null;
   revoked_at: Date | null;
   last_used_at: Date | null;
+  limit_overrides: LimitOverrides | null;
 }
 
-function principalFromRow(row: KeyRow, now: Date, via: Principal["via"]): Principal {
+function principalFromRow(row: KeyRow, now: Date, via: Principal["via"], plans: PlanCatalog): Principal {
   if (row.revoked_at) throw unauthorized("revoked_api_key", "This API key has been revoked.");
   if (row.expires_at && row.expires_at.getTime() <= now.getTime()) throw unauthorized("expired_api_key", "This API key has expired.");
-  return { keyId: row.id, ownerId: row.owner_id, plan: row.plan, limits: planLimits(row.plan), lastUsedAt: row.last_used_at, via };
+  return { keyId: row.id, ownerId: row.owner_id, plan: row.plan, limits: resolveLimits(plans, row.plan, row.limit_overrides), lastUsedAt: row.last_used_at, via };
 }
 
-const keyColumns = ["id", "owner_id", "key_hash", "plan", "expires_at", "revoked_at", "last_used_at"] as const;
+const keyColumns = ["id", "owner_id", "key_hash", "plan", "expires_at", "revoked_at", "last_used_at", "limit_overrides"] as const;
 
 /** Authenticates an `sk-` key from an Authorization header value. */
-export async function authenticateApiKey(db: Db, authorization: string | undefined | null, now: Date): Promise<Principal> {
+export async function authenticateApiKey(db: Db, authorization: string | undefined | null, now: Date, plans: PlanCatalog = defaultPlanCatalog): Promise<Principal> {
   const key = bearerCredential(authorization);
   if (!isWellFormedKey(key)) throw unauthorized("invalid_api_key", "Invalid API key format; keys start with 'sk-' and are at least 16 characters.");
   const hash = sha256Hex(key);
@@ -106,16 +107,16 @@ export async function authenticateApiKey(db: Db, authorization: string | undefin
   );
   // The lookup is by hash, so timing reveals nothing about the key; compare anyway.
   if (!row || !safeEqual(row.key_hash, hash)) throw unauthorized("invalid_api_key", "Invalid API key.");
-  return principalFromRow(row, now, "api_key");
+  return principalFromRow(row, now, "api_key", plans);
 }
 
 /** Looks up a key by id (session tokens); same status rules as a Bearer key. */
-export async function principalForKeyId(db: Db, keyId: string, now: Date): Promise<Principal> {
+export async function principalForKeyId(db: Db, keyId: string, now: Date, plans: PlanCatalog = defaultPlanCatalog): Promise<Principal> {
   const row = await withStore("auth_unavailable", () =>
     db.selectFrom("api_keys").select(keyColumns).where("id", "=", keyId).executeTakeFirst(),
   );
   if (!row) throw unauthorized("invalid_session_token", "The session token's key no longer exists.");
-  return principalFromRow(row, now, "session_token");
+  return principalFromRow(row, now, "session_token", plans);
 }
 
 interface SessionClaims {
@@ -177,9 +178,9 @@ function readSessionToken(secret: string | undefined, token: string, now: Date):
  * revoked or expired since issue is refused. Does not spend the token (see
  * redeemSessionToken, which the realtime upgrade uses).
  */
-export async function verifySessionToken(db: Db, secret: string | undefined, token: string, now: Date): Promise<Principal> {
+export async function verifySessionToken(db: Db, secret: string | undefined, token: string, now: Date, plans: PlanCatalog = defaultPlanCatalog): Promise<Principal> {
   const claims = readSessionToken(secret, token, now);
-  return principalForKeyId(db, claims.kid, now);
+  return principalForKeyId(db, claims.kid, now, plans);
 }
 
 /**
@@ -196,9 +197,16 @@ export type SpendSessionToken = (tokenId: string, expiresAt: number) => Promise<
  * token is spent once it has verified, before the later admission checks, so an
  * upgrade refused for another reason (rate, concurrency) also uses it up.
  */
-export async function redeemSessionToken(db: Db, secret: string | undefined, token: string, now: Date, spend: SpendSessionToken): Promise<Principal> {
+export async function redeemSessionToken(
+  db: Db,
+  secret: string | undefined,
+  token: string,
+  now: Date,
+  spend: SpendSessionToken,
+  plans: PlanCatalog = defaultPlanCatalog,
+): Promise<Principal> {
   const claims = readSessionToken(secret, token, now);
-  const principal = await principalForKeyId(db, claims.kid, now);
+  const principal = await principalForKeyId(db, claims.kid, now, plans);
   if (!(await spend(claims.jti, claims.exp))) {
     throw unauthorized("invalid_session_token", "This session token was already used; a session token opens one connection, request a new one.");
   }

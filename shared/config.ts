@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { loadPlanCatalog, type PlanCatalog } from "./plans";
 
 /**
  * The one configuration object of a process: parsed from the environment with zod,
@@ -20,6 +21,8 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
   STT_SERVICES: z.string().default("all"),
   DATA_DIR: z.string().default(".data"),
+  // plans beyond free and pro (JSON file, see docs/keys-and-auth.md)
+  PLANS_FILE: optionalString,
   // `stt supervise`: restart backoff and when to give up
   SUPERVISE_INITIAL_DELAY_MS: int.min(0).default(1000),
   SUPERVISE_MAX_CRASHES: int.min(1).default(10),
@@ -220,7 +223,7 @@ function build(env: Env) {
   };
 }
 
-export type Config = ReturnType<typeof build>;
+export type Config = ReturnType<typeof build> & { plans: PlanCatalog };
 
 export class ConfigError extends Error {
   constructor(readonly issues: string[]) {
@@ -242,5 +245,11 @@ export function loadConfig(
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`));
   }
-  return deepFreeze(build(parsed.data));
+  let plans: PlanCatalog;
+  try {
+    plans = loadPlanCatalog(parsed.data.PLANS_FILE);
+  } catch (err) {
+    throw new ConfigError([(err as Error).message]);
+  }
+  return deepFreeze({ ...build(parsed.data), plans });
 }

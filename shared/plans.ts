@@ -1,21 +1,27 @@
+import { readFileSync } from "node:fs";
 import { z } from "zod";
 
 /**
  * The plan catalog (spec 2.2 and 8). Free is the spec's; pro is ours: ten times the
- * throughput and a day of audio per window. Add a plan here and it appears in the
- * public catalog and becomes valid for keys.
+ * throughput and a day of audio per window. An operator adds plans (or changes these
+ * two) with PLANS_FILE (`loadPlanCatalog`), and a key can carry its own overrides of
+ * its plan's limits (`resolveLimits`).
  */
+const limit = z.number().int().min(0).max(1_000_000_000);
 export const limitsSchema = z.object({
-  maxConcurrentConnections: z.number().int(),
-  maxConcurrentUtterances: z.number().int(),
-  maxConnectionsPerMinute: z.number().int(),
-  maxRequestsPerMinute: z.number().int(),
-  maxAudioSecondsPerRequest: z.number().int(),
-  maxSessionSeconds: z.number().int(),
-  maxAudioSecondsPerSession: z.number().int(),
-  maxAudioSecondsPerWindow: z.number().int(),
-  idleTimeoutSeconds: z.number().int(),
+  maxConcurrentConnections: limit,
+  maxConcurrentUtterances: limit,
+  maxConnectionsPerMinute: limit,
+  maxRequestsPerMinute: limit,
+  maxAudioSecondsPerRequest: limit,
+  maxSessionSeconds: limit,
+  maxAudioSecondsPerSession: limit,
+  maxAudioSecondsPerWindow: limit,
+  idleTimeoutSeconds: limit,
 });
+/** Per-key overrides: any subset of the limits, nothing else. */
+export const limitOverridesSchema = limitsSchema.partial().strict();
+export type LimitOverrides = z.infer<typeof limitOverridesSchema>;
 export type Limits = z.infer<typeof limitsSchema>;
 
 export const plans = {
@@ -44,13 +50,45 @@ export const plans = {
 } as const satisfies Record<string, Limits>;
 
 export type PlanName = keyof typeof plans;
-export const planNames = Object.keys(plans) as PlanName[];
 
-export function isPlanName(name: string): name is PlanName {
-  return Object.hasOwn(plans, name);
+/** Plan name → limits. Always holds `free`. */
+export type PlanCatalog = Readonly<Record<string, Limits>>;
+export const defaultPlanCatalog: PlanCatalog = plans;
+
+const planName = z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/, "lowercase letters, digits, _ and -, starting with a letter");
+const plansFileSchema = z.object({ plans: z.record(planName, limitsSchema) }).strict();
+
+/**
+ * The catalog of a process: the built-in plans, with those of PLANS_FILE (JSON:
+ * `{"plans": {"team": {…all nine limits…}}}`) added or replacing them. Validated at
+ * start; a bad file stops the process with the problem named.
+ */
+export function loadPlanCatalog(file: string | undefined): PlanCatalog {
+  if (!file) return defaultPlanCatalog;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, "utf8"));
+  } catch (err) {
+    throw new Error(`PLANS_FILE ${file}: ${(err as Error).message}`);
+  }
+  const parsed = plansFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new Error(`PLANS_FILE ${file}: ${issue.path.join(".") || "file"}: ${issue.message}`);
+  }
+  return Object.freeze({ ...defaultPlanCatalog, ...parsed.data.plans });
 }
 
-/** Resolved limits of a plan; unknown names resolve to free (keys are validated at issue). */
-export function planLimits(name: string): Limits {
-  return { ...(isPlanName(name) ? plans[name] : plans.free) };
+export function planNamesOf(catalog: PlanCatalog): string[] {
+  return Object.keys(catalog);
+}
+
+/**
+ * The limits a key works under: its plan's (an unknown plan, e.g. one removed from
+ * PLANS_FILE since the key was issued, resolves to free), with the key's own
+ * overrides on top.
+ */
+export function resolveLimits(catalog: PlanCatalog, plan: string, overrides?: LimitOverrides | null): Limits {
+  const base = Object.hasOwn(catalog, plan) ? catalog[plan]! : catalog.free ?? plans.free;
+  return { ...base, ...(overrides ?? {}) };
 }

@@ -28,6 +28,7 @@ export function keysProjection(topology: Topology): Projection<KeyEvent> {
               revoked_at: null,
               last_used_at: null,
               created_at: d.issuedAt,
+              limit_overrides: d.limits ? JSON.stringify(d.limits) : null,
             })
             .onConflict((oc) => oc.column("id").doNothing())
             .execute();

@@ -65,11 +65,11 @@ export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" 
   const url = new URL(`http://x/?${req.query}`);
   refuseKeysInUrl(url);
   const queryToken = url.searchParams.get("access_token") ?? url.searchParams.get("token");
-  const redeem = (token: string) => redeemSessionToken(deps.db, deps.config.auth.sessionTokenSecret, token, now, spendTokensInLeases(deps.nats));
+  const redeem = (token: string) => redeemSessionToken(deps.db, deps.config.auth.sessionTokenSecret, token, now, spendTokensInLeases(deps.nats), deps.config.plans);
   if (req.authorization.trim() !== "") {
     const credential = bearerCredential(req.authorization);
     if (credential.startsWith(SESSION_TOKEN_PREFIX)) return redeem(credential);
-    return authenticateApiKey(deps.db, req.authorization, now);
+    return authenticateApiKey(deps.db, req.authorization, now, deps.config.plans);
   }
   if (queryToken !== null && queryToken !== "") {
     if (!queryToken.startsWith(SESSION_TOKEN_PREFIX)) throw unauthorized("invalid_session_token", "Invalid or expired session token.");

@@ -59,7 +59,7 @@ async function issueDemoToken(deps: DemoDeps) {
   const key = deps.config.realtime.demoApiKey;
   if (!key) throw new AppError("unavailable", "demo_disabled", "The demo is disabled: set RT_DEMO_API_KEY to an API key for the demo to use.");
   const now = deps.now();
-  const principal = await authenticateApiKey(deps.db, `Bearer ${key}`, now);
+  const principal = await authenticateApiKey(deps.db, `Bearer ${key}`, now, deps.config.plans);
   const { token, expiresIn } = issueSessionToken(deps.config.auth.sessionTokenSecret, principal, now);
   return { token, expires_in: expiresIn, endpoint: REALTIME_PATH };
 }

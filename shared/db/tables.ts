@@ -1,3 +1,4 @@
+import type { LimitOverrides } from "../plans";
 import type { ColumnType, Generated } from "kysely";
 
 /**
@@ -22,6 +23,8 @@ export interface ApiKeysTable {
   revoked_at: ColumnType<Date | null, Date | string | null, Date | string | null>;
   last_used_at: ColumnType<Date | null, Date | string | null, Date | string | null>;
   created_at: ColumnType<Date, Date | string, Date | string>;
+  /** The key's own overrides of its plan's limits (null: the plan's). */
+  limit_overrides: ColumnType<LimitOverrides | null, string | null | undefined, string | null>;
 }
 
 export interface UsageWindowsTable {

@@ -6,7 +6,7 @@ import { generateApiKey, newKeyId } from "../../../shared/auth";
 import { withStore } from "../../../shared/db/index";
 import { AppError, isAppError, notFound, validationError } from "../../../shared/errors";
 import { appendEvents, loadAggregate } from "../../../shared/event-store";
-import { isPlanName, planLimits, planNames } from "../../../shared/plans";
+import { planNamesOf, resolveLimits, type LimitOverrides, type PlanCatalog } from "../../../shared/plans";
 import { waitForProjection } from "../../../shared/projection";
 import { requireAdmin, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
@@ -37,9 +37,10 @@ interface KeyRow {
   revoked_at: Date | null;
   last_used_at: Date | null;
   created_at: Date;
+  limit_overrides: LimitOverrides | null;
 }
 
-export function toKeyRecord(row: KeyRow, now: Date): KeyRecord {
+export function toKeyRecord(row: KeyRow, now: Date, plans: PlanCatalog): KeyRecord {
   const status = row.revoked_at ? "revoked" : row.expires_at && row.expires_at.getTime() <= now.getTime() ? "expired" : "active";
   return {
     id: row.id,
@@ -53,7 +54,8 @@ export function toKeyRecord(row: KeyRow, now: Date): KeyRecord {
     revokedAt: row.revoked_at?.toISOString() ?? null,
     lastUsedAt: row.last_used_at?.toISOString() ?? null,
     createdAt: row.created_at.toISOString(),
-    limits: planLimits(row.plan),
+    limits: resolveLimits(plans, row.plan, row.limit_overrides),
+    limitOverrides: row.limit_overrides ?? null,
   };
 }
 
@@ -81,7 +83,7 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
       summary: "Plan catalog (public)",
       responses: { 200: { description: "every known plan", content: { "application/json": { schema: ok(planEntry.array()) } } } },
     }),
-    (c) => c.json({ ok: true as const, data: planNames.map((plan) => ({ plan, limits: planLimits(plan) })) }, 200),
+    (c) => c.json({ ok: true as const, data: planNamesOf(deps.config.plans).map((plan) => ({ plan, limits: resolveLimits(deps.config.plans, plan) })) }, 200),
   );
 
   // Documented with its body schema but parsed by hand: an empty body (curl -X POST)
@@ -101,7 +103,8 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
     KEYS_PATH,
     async (c) => {
       const body = parseIssueBody(await readOptionalJson(await c.req.text()));
-      if (!isPlanName(body.plan)) throw validationError("invalid_plan", `Unknown plan '${body.plan}'. Known plans: ${planNames.join(", ")}.`);
+      const known = planNamesOf(deps.config.plans);
+      if (!known.includes(body.plan)) throw validationError("invalid_plan", `Unknown plan '${body.plan}'. Known plans: ${known.join(", ")}.`);
       const now = deps.now();
       if (body.expires_at && new Date(body.expires_at).getTime() <= now.getTime()) {
         throw validationError("invalid_request", "expires_at must be in the future.");
@@ -120,6 +123,7 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
             plan: body.plan,
             label: body.label ?? null,
             expiresAt: body.expires_at ? new Date(body.expires_at).toISOString() : null,
+            ...(body.limits && Object.keys(body.limits).length ? { limits: body.limits } : {}),
             now: now.toISOString(),
           },
         },
@@ -148,8 +152,10 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
           revoked_at: null,
           last_used_at: null,
           created_at: now,
+          limit_overrides: issued.data.limits ?? null,
         },
         now,
+        deps.config.plans,
       );
       return c.json({ ok: true as const, data: { key: generated.key, ...record } }, 201);
     },
@@ -175,7 +181,7 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
         throw isAppError(err) && err.code === "store_unavailable" ? storeUnavailable(err) : err;
       });
       const now = deps.now();
-      return c.json({ ok: true as const, data: rows.map((r) => toKeyRecord(r, now)) }, 200);
+      return c.json({ ok: true as const, data: rows.map((r) => toKeyRecord(r, now, deps.config.plans)) }, 200);
     },
   );
 
@@ -196,7 +202,7 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
     async (c) => {
       const row = await readKey(deps, c.req.valid("param").id);
       if (!row) throw notFound("key_not_found", `No key with id '${c.req.valid("param").id}'.`);
-      return c.json({ ok: true as const, data: toKeyRecord(row, deps.now()) }, 200);
+      return c.json({ ok: true as const, data: toKeyRecord(row, deps.now(), deps.config.plans) }, 200);
     },
   );
 
@@ -233,7 +239,7 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
       await waitForProjection(deps.db, "api_keys", lastSeq, deps.config.auth.keyProjectionWaitMs).catch(() => false);
       const row = await readKey(deps, id);
       if (!row) throw notFound("key_not_found", `No key with id '${id}'.`);
-      return c.json({ ok: true as const, data: toKeyRecord(row, now) }, 200);
+      return c.json({ ok: true as const, data: toKeyRecord(row, now, deps.config.plans) }, 200);
     },
   );
 }
