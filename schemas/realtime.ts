@@ -55,6 +55,22 @@ export const defaultTurnDetection: TurnDetection = {
  */
 const clientEventId = safeString(128).optional();
 
+/**
+ * Streaming recognition (docs/realtime.md): how often the running hypothesis is read,
+ * in ms of new speech. Added to the version-1 events as optional fields: readers that
+ * do not know them are unaffected.
+ */
+export const partialIntervalMs = z.number().int().min(100).max(5000);
+export const DEFAULT_PARTIAL_INTERVAL_MS = 300;
+/** A session's streaming settings, as session.created / session.updated show them. */
+export const streamingSettings = z.object({
+  /** Utterances are decoded while spoken (partials, final at commit); false: commit → transcribe only. */
+  streaming: z.boolean(),
+  partial_interval_ms: partialIntervalMs,
+  interim_results: z.boolean(),
+});
+export type StreamingSettings = z.infer<typeof streamingSettings>;
+
 const sessionUpdate = z.object({
   type: z.literal("session.update"),
   event_id: clientEventId,
@@ -66,6 +82,10 @@ const sessionUpdate = z.object({
           language: safeString(16).min(2).optional(),
           prompt: safeString(2000).optional(),
           model: safeString(100).optional(),
+          /** Streaming sessions: read the running hypothesis every this many ms of new speech. */
+          partial_interval_ms: partialIntervalMs.optional(),
+          /** Streaming sessions: also send the replaceable full hypothesis (`...transcription.interim`). */
+          interim_results: z.boolean().optional(),
         })
         .optional(),
     })
@@ -102,6 +122,8 @@ export const sessionCreated = z.object({
     idle_timeout_seconds: z.number().int(),
     remaining_audio_seconds: z.number().int(),
   }),
+  /** Whether and how this session streams (an addition to spec 6.1's fields). */
+  input_audio_transcription: streamingSettings.optional(),
 });
 export type SessionCreated = z.infer<typeof sessionCreated>;
 
@@ -133,6 +155,17 @@ export const transcriptionDelta = z.object({
   ...itemBase,
   content_index: z.literal(0),
   delta: z.string(),
+});
+/**
+ * Opt-in (`input_audio_transcription.interim_results: true`): the decoder's whole running
+ * hypothesis of the open item, replacing the previous interim (like Deepgram's
+ * `is_final: false`). Unstable; `delta` (append-only) and `completed` are authoritative.
+ */
+export const transcriptionInterim = z.object({
+  type: z.literal("conversation.item.input_audio_transcription.interim"),
+  ...itemBase,
+  content_index: z.literal(0),
+  transcript: z.string(),
 });
 export const transcriptionCompleted = z.object({
   type: z.literal("conversation.item.input_audio_transcription.completed"),
@@ -173,7 +206,13 @@ export const sessionUpdated = z.object({
   event_id: z.string(),
   session: z.object({
     turn_detection: turnDetection,
-    input_audio_transcription: z.object({ language: z.string().nullable(), prompt: z.string().nullable(), model: z.string().nullable() }),
+    input_audio_transcription: z.object({
+      language: z.string().nullable(),
+      prompt: z.string().nullable(),
+      model: z.string().nullable(),
+      partial_interval_ms: partialIntervalMs.optional(),
+      interim_results: z.boolean().optional(),
+    }),
   }),
 });
 
@@ -185,6 +224,7 @@ export const serverEvent = z.discriminatedUnion("type", [
   committed,
   cleared,
   transcriptionDelta,
+  transcriptionInterim,
   transcriptionCompleted,
   transcriptionFailed,
   errorEvent,
@@ -237,6 +277,8 @@ export const audioControl = z.discriminatedUnion("kind", [
     model: z.string().nullable(),
     max_concurrent_utterances: z.number().int().positive(),
     key_id: z.string(),
+    partial_interval_ms: partialIntervalMs.optional(),
+    interim_results: z.boolean().optional(),
   }),
   z.object({
     kind: z.literal("update"),
@@ -244,6 +286,8 @@ export const audioControl = z.discriminatedUnion("kind", [
     language: z.string().nullable(),
     prompt: z.string().nullable(),
     model: z.string().nullable(),
+    partial_interval_ms: partialIntervalMs.optional(),
+    interim_results: z.boolean().optional(),
   }),
   z.object({ kind: z.literal("commit"), event_id: z.string().nullable() }),
   z.object({ kind: z.literal("clear"), event_id: z.string().nullable() }),
@@ -319,3 +363,25 @@ export const utteranceCommand = z.object({
   decided_at: z.number(),
 });
 export type UtteranceCommand = z.infer<typeof utteranceCommand>;
+
+// ---------------------------------------------------------------- core NATS: rt.backlog
+
+/**
+ * An rt-transcriber replica's backlog, published about every 500 ms on core subject
+ * `<prefix>.rt.backlog` (shared/realtime-backlog.ts). Gateways refuse upgrades while a
+ * fresh one is `saturated`; replicas split the engines' capacity by how many they see.
+ */
+export const transcriberBacklog = z.object({
+  replica: z.string(),
+  queued: z.number().int().nonnegative(),
+  local_in_flight: z.number().int().nonnegative(),
+  fallback_in_flight: z.number().int().nonnegative(),
+  capacity: z.number().int().nonnegative(),
+  oldest_wait_ms: z.number().nonnegative(),
+  max_wait_ms: z.number().int().positive(),
+  expired: z.number().int().nonnegative(),
+  saturated: z.boolean(),
+  /** ms since epoch of this report. */
+  at: z.number(),
+});
+export type TranscriberBacklog = z.infer<typeof transcriberBacklog>;

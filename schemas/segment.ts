@@ -90,6 +90,13 @@ export const workerAnnouncement = z.object({
   realTimeFactor: z.number().positive(),
   /** ISO-639-1 codes the engine transcribes; "*" = any. */
   languages: z.array(z.string()).default(["*"]),
+  /**
+   * What the worker carries (shared/workers/registry.ts `announcedCapacity`): `requests`
+   * clips at once, and `streams` real-time streams of continuous speech
+   * (concurrency ÷ real-time factor). Optional: older workers do not send it and
+   * readers derive it from concurrency and real-time factor.
+   */
+  capacity: z.object({ requests: z.number().int().nonnegative(), streams: z.number().nonnegative() }).optional(),
   host: z.string(),
   /** ms since epoch of this heartbeat. */
   at: z.number(),

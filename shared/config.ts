@@ -86,6 +86,7 @@ const envSchema = z.object({
   POCKETSPHINX_REAL_TIME_FACTOR: num.positive().default(2),
   WHISPER_REAL_TIME_FACTOR: num.positive().default(1),
   WORKER_OPENAI_REAL_TIME_FACTOR: num.positive().default(0.1),
+  WORKER_OPENAI_CONCURRENCY: int.min(1).default(8),
   FALLBACK_REAL_TIME_FACTOR: num.positive().default(0.1),
 
   // batch jobs
@@ -118,8 +119,11 @@ const envSchema = z.object({
   RT_MAX_CLIENT_BUFFER_BYTES: int.min(1).default(1024 * 1024),
   RT_LEASE_TTL_MS: int.min(1000).default(15_000),
   RT_VAD_LEASE_TTL_MS: int.min(600).default(6000),
-  RT_TRANSCRIBE_CONCURRENCY: int.min(1).default(2),
+  RT_TRANSCRIBE_CONCURRENCY: int.min(1).default(16),
+  RT_MAX_TRANSCRIPT_WAIT_MS: int.min(100).default(5000),
   RT_DEMO_API_KEY: optionalString,
+  /** Streaming PocketSphinx decoders per VAD process (0: no streaming, commit → transcribe only). */
+  RT_STREAM_DECODERS: int.min(0).max(256).default(12),
 
   // telemetry
   OTEL_EXPORTER_OTLP_ENDPOINT: optionalString,
@@ -175,7 +179,7 @@ function build(env: Env) {
       heartbeatMs: env.WORKER_HEARTBEAT_MS,
       whisperModelPath: env.WHISPER_MODEL_PATH,
       openai: env.WORKER_OPENAI_URL
-        ? { url: env.WORKER_OPENAI_URL, apiKey: env.WORKER_OPENAI_API_KEY, model: env.WORKER_OPENAI_MODEL, realTimeFactor: env.WORKER_OPENAI_REAL_TIME_FACTOR }
+        ? { url: env.WORKER_OPENAI_URL, apiKey: env.WORKER_OPENAI_API_KEY, model: env.WORKER_OPENAI_MODEL, realTimeFactor: env.WORKER_OPENAI_REAL_TIME_FACTOR, concurrency: env.WORKER_OPENAI_CONCURRENCY }
         : undefined,
       fallback: env.FALLBACK_OPENAI_URL
         ? { url: env.FALLBACK_OPENAI_URL, apiKey: env.FALLBACK_OPENAI_API_KEY, model: env.FALLBACK_OPENAI_MODEL, realTimeFactor: env.FALLBACK_REAL_TIME_FACTOR }
@@ -217,7 +221,11 @@ function build(env: Env) {
       leaseTtlMs: env.RT_LEASE_TTL_MS,
       vadLeaseTtlMs: env.RT_VAD_LEASE_TTL_MS,
       transcribeConcurrency: env.RT_TRANSCRIBE_CONCURRENCY,
+      maxTranscriptWaitMs: env.RT_MAX_TRANSCRIPT_WAIT_MS,
       demoApiKey: env.RT_DEMO_API_KEY,
+      streamDecoders: env.RT_STREAM_DECODERS,
+      /** Sessions stream only when the local engine is PocketSphinx and no other engine would transcribe them (docs/realtime.md). */
+      streaming: env.RT_STREAM_DECODERS > 0 && env.WORKER_EMBEDDED === "pocketsphinx" && !env.WHISPER_MODEL_PATH && !env.WORKER_OPENAI_URL,
     },
     telemetry: { otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: env.OTEL_SERVICE_NAME },
   };

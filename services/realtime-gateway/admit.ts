@@ -9,6 +9,7 @@ import type { Nats } from "../../shared/nats";
 import { noteKeyUse } from "../../shared/key-use";
 import type { Logger } from "../../shared/logger";
 import { consumeRate } from "../../shared/rate-limit";
+import { sharedBacklogView } from "../../shared/realtime-backlog";
 import { remainingAudioSeconds } from "../../shared/usage";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { GatewayFlag } from "./gateway-flag";
@@ -17,7 +18,7 @@ import { spendTokensInLeases } from "./spent-tokens";
 
 /**
  * The upgrade decision (spec 3.3, 5.3, 7.2, 8): gateway switch, authentication, upstream
- * breaker, handshake rate and concurrent-connection quota, audio parameters. Returns
+ * breaker, engine backlog (a saturated rt-transcriber: shared/realtime-backlog.ts), handshake rate and concurrent-connection quota, audio parameters. Returns
  * what the session needs, or throws the AppError the refusal is written from. The
  * concurrency lease is taken last, so nothing else can fail after it (except an abort,
  * which the caller turns into a release).
@@ -107,6 +108,14 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
     const retryAfter = Math.max(1, Math.ceil(deps.router.retryAfterSeconds()));
     throw new AppError("unavailable", "upstream_unavailable", "Transcription workers are unavailable (circuit breaker open); retry later.", {
       headers: { "Retry-After": String(retryAfter) },
+    });
+  }
+  const backlog = sharedBacklogView(deps.nats).saturated();
+  if (backlog) {
+    // The engines are not keeping up: a new session's speech would wait out
+    // RT_MAX_TRANSCRIPT_WAIT_MS and fail engine_overloaded (docs/realtime.md).
+    throw new AppError("unavailable", "upstream_unavailable", "Transcription capacity is saturated (utterances are waiting for an engine); retry later.", {
+      headers: { "Retry-After": String(Math.max(1, Math.ceil(backlog.max_wait_ms / 1000))) },
     });
   }
   const params = audioParams(req.query, deps.config.realtime.defaultSampleRate);

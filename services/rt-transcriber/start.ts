@@ -8,6 +8,7 @@ export async function startRtTranscriberService(ctx: ServiceContext): Promise<Ru
     logger: ctx.logger.child({ service: "rt-transcriber" }),
     router: () => ctx.router,
     concurrency: ctx.config.realtime.transcribeConcurrency,
+    maxWaitMs: ctx.config.realtime.maxTranscriptWaitMs,
   });
   return { name: "rt-transcriber", stop: () => consumer.stop() };
 }

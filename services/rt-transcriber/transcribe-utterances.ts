@@ -6,7 +6,11 @@ import { toAppError } from "../../shared/errors";
 import { appendEvents } from "../../shared/event-store";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
+import { BACKLOG_EVERY_MS, publishBacklog, watchBacklog } from "../../shared/realtime-backlog";
 import type { WorkerRouter } from "../../shared/workers/types";
+import { createFairScheduler, type Grant, type QueuedUtterance } from "./fair-scheduler";
+import { createOutcomeClaims } from "./outcome-claims";
+import { createSessionOwners } from "./session-owner";
 import { createUtteranceSlots } from "./utterance-slots";
 
 /**
@@ -16,26 +20,52 @@ import { createUtteranceSlots } from "./utterance-slots";
  * text followed by `completed` (with word timings moved onto the session timeline);
  * a router failure becomes `failed`, never a dropped item.
  *
- * maxConcurrentUtterances: at most that many utterances of one session are in the
- * router at once, across every transcriber replica (a KV slot table per session, see
- * utterance-slots.ts); more wait (nak with a short delay, so other sessions proceed).
- * If the slot table cannot be reached the utterance is transcribed anyway: a late
- * transcript is worse than one extra in flight.
+ * Capacity and fairness (docs/realtime.md): commands are pulled from the durable into
+ * a fair scheduler (fair-scheduler.ts; up to `PULL_BUFFER` held per replica, kept from
+ * redelivery by the consumer wrapper's `working()` heartbeats). It sends them to the
+ * engines round-robin across owners, at most `capacity()` at once: the warm workers'
+ * announced `capacity.requests` split over the rt-transcriber replicas seen on the
+ * backlog subject, capped by RT_TRANSCRIBE_CONCURRENCY. Overflow goes to the fallback
+ * provider when one is configured; otherwise an utterance not started within
+ * `maxWaitMs` of its commit gets `failed` `engine_overloaded`. One outcome per item:
+ * outcome-claims.ts.
+ *
+ * maxConcurrentUtterances: the scheduler keeps a session within it on this replica; a
+ * KV slot table per session (utterance-slots.ts) keeps it across replicas (a slot held
+ * elsewhere: nak with a short delay). If the slot table cannot be reached the
+ * utterance is transcribed anyway: a late transcript is worse than one extra in flight.
+ *
+ * Every ~500 ms the replica publishes its backlog (shared/realtime-backlog.ts); the
+ * realtime gateway refuses upgrades while one is saturated.
  */
 export interface RtTranscriberOptions {
   nats: Nats;
   logger: Logger;
   /** Read at message time: the router may be wired after this service starts. */
   router: () => WorkerRouter | undefined;
+  /** Most utterances in the local engines at once from this replica (RT_TRANSCRIBE_CONCURRENCY). */
   concurrency: number;
+  /** RT_MAX_TRANSCRIPT_WAIT_MS. */
+  maxWaitMs?: number;
+}
+
+export interface RunningRtTranscriber extends RunningConsumer {
+  /** This replica's backlog now (tests, bench). */
+  backlog(): ReturnType<ReturnType<typeof createFairScheduler>["stats"]>;
 }
 
 const WAIT_FOR_SLOT_MS = 150;
 /** Longer than any one transcription (the router's budget is seconds), shorter than the ack wait. */
 const SLOT_TTL_MS = 45_000;
+/**
+ * Commands one replica holds (queued or in flight). Under overload the queue is what
+ * arrives within maxWaitMs (the rest expire), so this only has to exceed that burst.
+ */
+const PULL_BUFFER = 500;
 
-export async function startRtTranscriber(options: RtTranscriberOptions): Promise<RunningConsumer> {
+export async function startRtTranscriber(options: RtTranscriberOptions): Promise<RunningRtTranscriber> {
   const { nats, logger } = options;
+  const maxWaitMs = options.maxWaitMs ?? 5000;
   const top = nats.topology;
   const durable = "rt_transcriber";
   await ensureConsumer(nats.jsm, {
@@ -44,28 +74,102 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
     filterSubject: `${top.prefix}.rt.cmd.>`,
     ackWaitMs: 60_000,
     maxDeliver: 400, // waiting for a per-session slot redelivers; see WAIT_FOR_SLOT_MS
-    maxAckPending: 1000,
+    maxAckPending: 2 * PULL_BUFFER,
     deliver: "new",
   });
-  const slots = createUtteranceSlots(await nats.kv("leases"), SLOT_TTL_MS);
+  const leases = await nats.kv("leases");
+  const slots = createUtteranceSlots(leases, SLOT_TTL_MS);
+  const claims = createOutcomeClaims(leases);
+  const owners = createSessionOwners(nats, logger);
+  const replica = `rtt-${randomUUID().slice(0, 8)}`;
+  const peers = watchBacklog(nats);
 
-  return runConsumer(nats.js, { stream: top.streams.rtEvents.name, durable, concurrency: options.concurrency, logger, workingEveryMs: 15_000 }, async (msg) => {
+  const capacity = () => {
+    const engines = options.router()?.capacity?.();
+    // No warm worker announced: the router answers at once (fallback or failure).
+    if (!engines || engines.workers === 0) return options.concurrency;
+    const replicas = Math.max(1, peers.reports().length);
+    return Math.min(options.concurrency, Math.max(1, Math.floor(engines.requests / replicas)));
+  };
+  const scheduler = createFairScheduler({ capacity, fallback: () => options.router()?.hasFallback?.() ?? false, maxWaitMs });
+  const report = () => {
+    const s = scheduler.stats();
+    publishBacklog(nats, {
+      replica,
+      queued: s.queued,
+      local_in_flight: s.localInFlight,
+      fallback_in_flight: s.fallbackInFlight,
+      capacity: s.capacity,
+      oldest_wait_ms: s.oldestWaitMs,
+      max_wait_ms: maxWaitMs,
+      expired: s.expired,
+      saturated: s.saturated,
+      at: Date.now(),
+    });
+    scheduler.pump(); // capacity follows the registry: a worker that came up takes work
+  };
+  const ticker = setInterval(report, BACKLOG_EVERY_MS);
+  let stopping = false;
+
+  const consumer = await runConsumer(nats.js, { stream: top.streams.rtEvents.name, durable, concurrency: PULL_BUFFER, logger, workingEveryMs: 15_000 }, async (msg) => {
+    if (stopping) return retry(0, "replica stopping");
     const command = parseCommand(msg);
     if (!command) return terminate("malformed utterance command");
     const { session_id: sessionId, item_id: itemId } = command;
-    const slotted = await slots.tryAcquire(sessionId, itemId, command.max_concurrent_utterances).catch((err) => {
-      logger.warn("utterance slots unavailable; transcribing without a slot", { sessionId, error: (err as Error).message });
-      return null;
-    });
-    if (slotted === false) return retry(WAIT_FOR_SLOT_MS, "session at maxConcurrentUtterances");
-    const queueMs = Math.max(0, Math.round(Date.now() - msg.info.timestampNanos / 1e6));
+    const storedAt = msg.info.timestampNanos / 1e6;
+    const u: QueuedUtterance = {
+      owner: await owners.ownerOf(sessionId, command.key_id),
+      sessionId,
+      itemId,
+      maxPerSession: command.max_concurrent_utterances,
+      // the VAD's decision time, unless its clock runs ahead of the stream's
+      committedAt: Math.min(command.decided_at, storedAt),
+    };
+    const grant = await scheduler.enqueue(u);
+    if (grant === "stopped") return retry(0, "replica stopping");
+    if (grant === "expired") {
+      const decision = await claims.claim(sessionId, itemId, "overloaded");
+      if (decision === "overloaded") {
+        await appendOutcome(nats, command, [overloaded(command, maxWaitMs)]);
+        logger.warn("utterance waited past RT_MAX_TRANSCRIPT_WAIT_MS: failed engine_overloaded", { sessionId, itemId, maxWaitMs });
+        return ack();
+      }
+      // an earlier delivery already sent it to an engine: finish that decision
+    }
     try {
-      await transcribeOne(options, command, msg.data, queueMs);
-      return ack();
+      const slotted = await slots.tryAcquire(sessionId, itemId, command.max_concurrent_utterances).catch((err) => {
+        logger.warn("utterance slots unavailable; transcribing without a slot", { sessionId, error: (err as Error).message });
+        return null;
+      });
+      if (slotted === false) return retry(WAIT_FOR_SLOT_MS, "session at maxConcurrentUtterances on another replica");
+      try {
+        const decision = grant === "expired" ? "transcribe" : await claims.claim(sessionId, itemId, "transcribe");
+        if (decision === "overloaded") {
+          await appendOutcome(nats, command, [overloaded(command, maxWaitMs)]);
+          return ack();
+        }
+        const queueMs = Math.max(0, Math.round(Date.now() - storedAt));
+        await transcribeOne(options, command, msg.data, queueMs, grant);
+        return ack();
+      } finally {
+        if (slotted) await slots.release(sessionId, itemId).catch((err) => logger.warn("could not free an utterance slot", { sessionId, error: (err as Error).message }));
+      }
     } finally {
-      if (slotted) await slots.release(sessionId, itemId).catch((err) => logger.warn("could not free an utterance slot", { sessionId, error: (err as Error).message }));
+      scheduler.release(u, grant);
     }
   });
+
+  return {
+    done: consumer.done,
+    backlog: () => scheduler.stats(),
+    async stop() {
+      stopping = true;
+      clearInterval(ticker);
+      scheduler.close();
+      await consumer.stop();
+      peers.stop();
+    },
+  };
 }
 
 function parseCommand(msg: JsMsg): UtteranceCommand | null {
@@ -79,7 +183,17 @@ function parseCommand(msg: JsMsg): UtteranceCommand | null {
   }
 }
 
-async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand, payload: Uint8Array, queueMs: number) {
+function overloaded(c: UtteranceCommand, maxWaitMs: number): ServerEvent {
+  return {
+    type: "conversation.item.input_audio_transcription.failed",
+    event_id: `evt_${c.item_id}_overloaded`,
+    item_id: c.item_id,
+    content_index: 0,
+    error: { type: "server_error", code: "engine_overloaded", message: `No transcription capacity within ${maxWaitMs} ms of the commit; the engines are saturated. Retry later or reduce concurrent sessions.` },
+  };
+}
+
+async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand, payload: Uint8Array, queueMs: number, grant: Grant) {
   const pcm = new Int16Array(payload.byteLength >> 1);
   new Uint8Array(pcm.buffer).set(payload.subarray(0, pcm.length * 2));
   const base = { item_id: c.item_id, content_index: 0 as const };
@@ -89,7 +203,7 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
     events = [{ type: "conversation.item.input_audio_transcription.failed", event_id: `evt_${randomUUID()}`, ...base, error: { type: "server_error", code: "transcription_unavailable", message: "No transcription workers are configured." } }];
   } else {
     try {
-      const r = await router.transcribe({ pcm, language: c.language ?? undefined, prompt: c.prompt ?? undefined, model: c.model ?? undefined });
+      const r = await router.transcribe({ pcm, language: c.language ?? undefined, prompt: c.prompt ?? undefined, model: c.model ?? undefined, fallbackOnly: grant === "fallback" });
       const text = r.result.text.trim();
       const toMs = (s: number) => c.audio_start_ms + Math.round(s * 1000);
       events = [
@@ -115,10 +229,15 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
       events = [{ type: "conversation.item.input_audio_transcription.failed", event_id: `evt_${randomUUID()}`, ...base, error: { type: e.status >= 500 ? "server_error" : "invalid_request_error", code: e.code, message: e.message } }];
     }
   }
+  await appendOutcome(options.nats, c, events);
+}
+
+/** Deterministic msg ids `<session>:<event type>:<item>`: a repeat of the same outcome is dropped by JetStream. */
+async function appendOutcome(nats: Nats, c: UtteranceCommand, events: ServerEvent[]) {
   await appendEvents(
-    options.nats.js,
+    nats.js,
     rtEventEnvelope,
-    options.nats.topology.subjects.rtEvent(c.session_id),
+    nats.topology.subjects.rtEvent(c.session_id),
     events.map((e) => ({ type: "rt.server_event" as const, data: e, msgId: `${c.session_id}:${e.type}:${c.item_id}`, metadata: { correlationId: c.session_id } })),
   );
 }

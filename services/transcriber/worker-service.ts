@@ -5,6 +5,7 @@ import { toAppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 import { decodeWorkerRequest, pullPcm, toInt16 } from "../../shared/workers/protocol";
+import { announcedCapacity } from "../../shared/workers/registry";
 import type { TranscriptionEngine } from "../../shared/workers/types";
 
 /**
@@ -12,7 +13,8 @@ import type { TranscriptionEngine } from "../../shared/workers/types";
  * (topology.subjects.workerRequest(id), what the router posts to) and on the shared
  * workerAny subject in a queue group, so more worker processes on more hosts simply
  * join. It announces itself in the workers KV bucket (id, kind, models, warm/cold,
- * in-flight, concurrency, real-time factor) on every heartbeat and deletes its entry
+ * in-flight, concurrency, real-time factor, and the capacity they amount to: clips at
+ * once and real-time streams) on every heartbeat and deletes its entry
  * first thing on stop (SIGTERM), so routers stop picking it before it unsubscribes; a
  * crashed worker's entry goes stale, then expires with the bucket TTL (routers that
  * meet its "no responders" drop it sooner). After a NATS reconnect it announces itself
@@ -51,18 +53,23 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
   // a loaded CPU instead of cutting it off.
   let observedRtf = 0;
 
-  const announcement = (): WorkerAnnouncement => ({
-    id,
-    kind: engine.kind,
-    models: engine.models,
-    languages: engine.languages ?? ["*"],
-    warm: !stopped && engine.warm(),
-    inFlight,
-    concurrency: engine.concurrency,
-    realTimeFactor: Math.max(engine.realTimeFactor, Math.round(observedRtf * 100) / 100),
-    host: hostname(),
-    at: Date.now(),
-  });
+  const announcement = (): WorkerAnnouncement => {
+    const realTimeFactor = Math.max(engine.realTimeFactor, Math.round(observedRtf * 100) / 100);
+    return {
+      id,
+      kind: engine.kind,
+      models: engine.models,
+      languages: engine.languages ?? ["*"],
+      warm: !stopped && engine.warm(),
+      inFlight,
+      concurrency: engine.concurrency,
+      realTimeFactor,
+      // the realtime scheduler bounds what it sends by this (docs/realtime.md)
+      capacity: announcedCapacity(engine.concurrency, realTimeFactor),
+      host: hostname(),
+      at: Date.now(),
+    };
+  };
   const announce = async () => {
     await kv.put(id, JSON.stringify(announcement()));
   };

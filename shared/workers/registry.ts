@@ -28,6 +28,38 @@ export interface WorkerRegistry {
 
 type Watch = Awaited<ReturnType<KV["watch"]>>;
 
+/** Engine capacity: clips at once, and real-time streams of continuous speech. */
+export interface EngineCapacity {
+  requests: number;
+  streams: number;
+}
+
+/**
+ * What a worker announces it carries. `requests` is its concurrency: clips beyond it
+ * queue inside the worker (and only add latency). `streams` is how many speakers
+ * talking without pause it keeps up with: each slot does 1 ÷ realTimeFactor seconds of
+ * audio per second, so concurrency ÷ realTimeFactor (rounded down to 0.1). The factor
+ * is the announced one (the worse of declared and observed), so a loaded CPU announces
+ * fewer streams.
+ */
+export function announcedCapacity(concurrency: number, realTimeFactor: number): EngineCapacity {
+  return { requests: concurrency, streams: Math.floor((concurrency / Math.max(realTimeFactor, 0.001)) * 10) / 10 };
+}
+
+/** A worker's capacity: announced, or derived for a worker that does not announce it. */
+export function capacityOf(w: WorkerAnnouncement): EngineCapacity {
+  return w.capacity ?? announcedCapacity(w.concurrency, w.realTimeFactor);
+}
+
+/** Capacity of the warm workers together (cold ones take no clips). */
+export function warmCapacity(workers: WorkerAnnouncement[]): EngineCapacity & { workers: number } {
+  const warm = workers.filter((w) => w.warm);
+  return warm.reduce((sum, w) => {
+    const c = capacityOf(w);
+    return { requests: sum.requests + c.requests, streams: Math.round((sum.streams + c.streams) * 10) / 10, workers: sum.workers + 1 };
+  }, { requests: 0, streams: 0, workers: 0 });
+}
+
 export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number; now?: () => number; logger?: Logger }): Promise<WorkerRegistry> {
   const now = options.now ?? Date.now;
   let workers = new Map<string, WorkerAnnouncement>();

@@ -7,7 +7,7 @@ import type { Logger } from "../logger";
 import type { Nats } from "../nats";
 import { transcribeWithOpenAI, type OpenAIEndpoint } from "./openai-client";
 import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
-import { watchWorkerRegistry, type WorkerRegistry } from "./registry";
+import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
 import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types";
 
 /**
@@ -44,6 +44,10 @@ import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types"
  * per attempt and ~1.6 s wall clock. When clips are already queued at the chosen
  * worker (in flight ≥ its concurrency), the factor is multiplied by
  * 1 + ⌊in-flight / concurrency⌋: they run first.
+ *
+ * Capacity: `capacity()` sums what the warm workers announce (clips at once,
+ * real-time streams); the realtime scheduler keeps its utterances in flight within it
+ * and sends the overflow with `fallbackOnly` straight to the fallback provider.
  *
  * Circuit breaker (for realtime admission): `breakerThreshold` consecutive requests
  * that fail outright open it for `breakerOpenMs`; the first request after that
@@ -202,6 +206,8 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
 
   return {
     workers: () => registry.list(),
+    capacity: () => warmCapacity(registry.list()),
+    hasFallback: () => options.fallback !== undefined,
     available: () => now() >= openUntil && (options.fallback !== undefined || registry.list().some((w) => w.warm)),
     retryAfterSeconds: () => Math.max(0, Math.ceil((openUntil - now()) / 1000)),
     async transcribe(request) {
@@ -213,9 +219,10 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       let worker: WorkerAnnouncement | undefined;
       // Whether an engine answered (with an error): a repeat would likely fail alike.
       let engineAnswered = false;
+      if (request.fallbackOnly) failures.push("primary skipped: the local engines are at capacity");
       // Workers that turn out to have no responders are skipped (not attempts); the
       // loop ends with a result, a real attempt, or nobody left to try.
-      while (true) {
+      while (!request.fallbackOnly) {
         const pick = pickPrimary(request, skipped);
         worker = pick.worker;
         if (!worker) {

@@ -22,6 +22,11 @@ export interface TranscribeRequest {
    * the documented rule of the router.
    */
   timeoutMs?: number;
+  /**
+   * Straight to the fallback provider, skipping the workers: the realtime scheduler
+   * spills utterances there when the local engines are full.
+   */
+  fallbackOnly?: boolean;
 }
 
 export interface TranscribeResult {
@@ -47,6 +52,13 @@ export interface WorkerRouter {
   retryAfterSeconds(): number;
   /** Workers with a fresh heartbeat, as the registry shows them (the NATS router has it). */
   workers?(): WorkerAnnouncement[];
+  /**
+   * What the warm workers announce they carry together: clips at once and real-time
+   * streams (shared/workers/registry.ts `announcedCapacity`).
+   */
+  capacity?(): { requests: number; streams: number; workers: number };
+  /** True when a fallback provider is configured. */
+  hasFallback?(): boolean;
 }
 
 /** What one worker engine is asked to do: a clip and the request's hints. */
