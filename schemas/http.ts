@@ -98,3 +98,31 @@ export const readiness = z
   .openapi("Readiness");
 export type Readiness = z.infer<typeof readiness>;
 export type Health = z.infer<typeof health>;
+
+/** GET /v1/usage: the calling key's plan, limits and what it has used. */
+export const usageView = z
+  .object({
+    object: z.literal("usage"),
+    key_id: z.string(),
+    owner_id: z.string(),
+    plan: z.string(),
+    limits: limits,
+    window: z.object({ start: z.string(), end: z.string(), seconds: z.number().int() }).describe("The current billing window (USAGE_WINDOW_SECONDS, UTC-aligned)."),
+    audio_seconds: z.object({ used: z.number(), remaining: z.number(), limit: z.number() }).describe("Audio of every plane in this window, from the usage read model."),
+    requests: z
+      .object({ window: z.number().int(), current_minute: z.number().int(), per_minute_limit: z.number().int() })
+      .describe("Billed requests in this window; counted requests (segment, job submit, session token) in the current minute."),
+  })
+  .openapi("Usage");
+export type UsageView = z.infer<typeof usageView>;
+
+export const ownerUsageQuery = z.object({ owner_id: safeString(200).min(1) });
+export const ownerUsage = z
+  .object({
+    owner_id: z.string(),
+    window: z.object({ start: z.string(), end: z.string(), seconds: z.number().int() }),
+    keys: z.array(z.object({ key_id: z.string(), plan: z.string(), audio_seconds: z.number(), requests: z.number().int(), audio_limit: z.number() })),
+    audio_seconds: z.number(),
+    requests: z.number().int(),
+  })
+  .openapi("OwnerUsage");

@@ -61,3 +61,10 @@ export async function consumeRate(nats: Nats, keyId: string, kind: "requests" | 
   }
   throw new AppError("unavailable", "rate_limiter_unavailable", "Could not update the rate limiter; retry shortly.");
 }
+
+/** Units counted so far in the current minute for (keyId, kind), without counting one. */
+export async function peekRate(nats: Nats, keyId: string, kind: "requests" | "connections", now: Date): Promise<number> {
+  const minute = Math.floor(now.getTime() / 60_000);
+  const entry = await (await nats.kv("rate")).get(`${keyId}.${kind}.${minute}`);
+  return entry && entry.length > 0 ? Number(entry.string()) : 0;
+}

@@ -11,6 +11,7 @@ import { registerDocsRoutes, registerMetaRoutes } from "./routes/meta";
 import { registerSegmentRoutes, SEGMENT_PATH } from "./routes/segment";
 import { registerSessionTokenRoutes } from "./routes/session-token";
 import { registerStreamDoc } from "./routes/stream-doc";
+import { registerUsageRoutes } from "./routes/usage";
 
 /**
  * The hono app serving every plain HTTP route under the one base URL. Route modules
@@ -46,6 +47,7 @@ export function createApp(deps: GatewayDeps): OpenAPIHono<GatewayEnv> {
   registerDocsRoutes(app, deps);
   registerAdminRoutes(app, deps);
   registerSessionTokenRoutes(app, deps);
+  registerUsageRoutes(app, deps);
   registerStreamDoc(app);
   registerSegmentRoutes(app, deps);
   registerJobsRoutes(app, deps);
