@@ -132,6 +132,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         backpressureGraceMs: rt.backpressureGraceMs,
         maxClientBufferBytes: rt.maxClientBufferBytes,
         defaultTurnDetection,
+        streaming: rt.streaming,
         now: () => now().getTime(),
         onClosed: (s) => sessions.delete(s),
       },

@@ -7,6 +7,7 @@ import {
   INTERNAL_SAMPLE_RATE,
   rtEventEnvelope,
   toServerEvent,
+  DEFAULT_PARTIAL_INTERVAL_MS,
   turnDetection as turnDetectionSchema,
   type AudioControl,
   type CloseReason,
@@ -49,6 +50,8 @@ export interface SessionDeps {
   backpressureGraceMs: number;
   maxClientBufferBytes: number;
   defaultTurnDetection: TurnDetection;
+  /** Sessions are decoded while spoken (config realtime.streaming); shown in session.created. */
+  streaming?: boolean;
   now: () => number;
   onClosed(session: Session): void;
 }
@@ -88,6 +91,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   let gracefulDeadline: number | null = null;
   let turnDetection = deps.defaultTurnDetection;
   let transcription = { language: admission.language, prompt: admission.prompt, model: null as string | null };
+  let partials = { partial_interval_ms: DEFAULT_PARTIAL_INTERVAL_MS, interim_results: false };
   const pendingItems = new Set<string>();
   let vadFlushed = false; // the VAD has committed everything after session.close
   let closedDone = false; // the socket is gone
@@ -186,6 +190,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     model: transcription.model,
     max_concurrent_utterances: limits.maxConcurrentUtterances,
     key_id: principal.keyId,
+    ...partials,
   });
   void appendLifecycle({
     type: "rt.session.opened",
@@ -214,6 +219,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       idle_timeout_seconds: limits.idleTimeoutSeconds,
       remaining_audio_seconds: admission.remainingAudioSeconds,
     },
+    input_audio_transcription: { streaming: deps.streaming ?? false, ...partials },
   };
   send(created);
   // after the gateway has registered the session (a close inside `open` would skip cleanup)
@@ -285,11 +291,12 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
           turnDetection = next.data;
           const t = message.session.input_audio_transcription;
           if (t) transcription = { language: t.language ?? transcription.language, prompt: t.prompt ?? transcription.prompt, model: t.model ?? transcription.model };
-          control({ kind: "update", turn_detection: turnDetection, ...transcription });
+          if (t) partials = { partial_interval_ms: t.partial_interval_ms ?? partials.partial_interval_ms, interim_results: t.interim_results ?? partials.interim_results };
+          control({ kind: "update", turn_detection: turnDetection, ...transcription, ...partials });
           send({
             type: "session.updated",
             event_id: `evt_${randomUUID()}`,
-            session: { turn_detection: turnDetection, input_audio_transcription: { ...transcription } },
+            session: { turn_detection: turnDetection, input_audio_transcription: { ...transcription, ...partials } },
           });
           return;
         }

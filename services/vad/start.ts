@@ -1,15 +1,24 @@
 import { defaultTurnDetection } from "../../schemas/realtime";
 import type { RunningService, ServiceContext } from "../../shared/service";
+import { createStreamDecoderPool } from "./stream-decoders";
 import { startVadConsumers } from "./vad-consumer";
 
-/** The vad service: partitioned server-VAD consumers over RT_AUDIO, partitions shared among replicas. */
+/**
+ * The vad service: partitioned server-VAD consumers over RT_AUDIO, partitions shared
+ * among replicas; with streaming on (config realtime.streaming) it also holds the local
+ * pool of streaming PocketSphinx decoders the partition owner feeds.
+ */
 export async function startVadService(ctx: ServiceContext): Promise<RunningService> {
-  const v = ctx.config.realtime.vad;
+  const rt = ctx.config.realtime;
+  const v = rt.vad;
+  const logger = ctx.logger.child({ service: "vad" });
+  const decoders = rt.streaming ? await createStreamDecoderPool({ size: rt.streamDecoders, logger: logger.child({ component: "stream-decoders" }) }) : null;
   const vad = await startVadConsumers({
     nats: ctx.nats,
-    logger: ctx.logger.child({ service: "vad" }),
-    partitions: ctx.config.realtime.vadPartitions,
-    leaseTtlMs: ctx.config.realtime.vadLeaseTtlMs,
+    logger,
+    partitions: rt.vadPartitions,
+    leaseTtlMs: rt.vadLeaseTtlMs,
+    decoders,
     defaults: {
       ...defaultTurnDetection,
       threshold: v.threshold,
@@ -19,5 +28,11 @@ export async function startVadService(ctx: ServiceContext): Promise<RunningServi
       max_utterance_ms: v.maxUtteranceMs,
     },
   });
-  return { name: "vad", stop: () => vad.stop() };
+  return {
+    name: "vad",
+    stop: async () => {
+      await vad.stop();
+      await decoders?.close();
+    },
+  };
 }

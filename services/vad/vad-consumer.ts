@@ -19,7 +19,11 @@ import { isNotFound, type Nats } from "../../shared/nats";
 import type { KV } from "@nats-io/kv";
 import { hostname } from "node:os";
 import { joinPartitionAssignment } from "./partition-assignment";
-import { loadVadEngine, type VadEngine, type VadEvent, type VadSegmenter } from "../../shared/audio/vad";
+import { loadVadEngine, VAD_SAMPLE_RATE, type VadEngine, type VadEvent, type VadSegmenter } from "../../shared/audio/vad";
+import { appendEvents } from "../../shared/event-store";
+import { DEFAULT_PARTIAL_INTERVAL_MS } from "../../schemas/realtime";
+import type { StreamDecoderPool, StreamUtterance } from "./stream-decoders";
+import { AudioRing, composeFinal, deltaText, newlyStable, splitWords } from "./streaming";
 
 /**
  * The server VAD: one durable pull consumer per partition of RT_AUDIO
@@ -41,7 +45,30 @@ import { loadVadEngine, type VadEngine, type VadEvent, type VadSegmenter } from 
  * mid-session restores them and realigns on the audio's sample offset header. Speech
  * open at the handover is detected again by the new owner (a new item; the old one is
  * never committed).
+ *
+ * Streaming (options.decoders set): at speech_started the session's utterance gets a
+ * decoder from the local pool if one is free, fed the prefix padding and then the audio
+ * as it is read; partials (stable-word deltas, opt-in interims) every
+ * partial_interval_ms of new speech; at commit the VAD appends the last delta and
+ * `completed` itself (the transcriber's msg ids) instead of publishing the transcribe
+ * command. No decoder, or one lost mid-utterance → the command, as without streaming.
  */
+interface OpenStream {
+  item: string;
+  utt: StreamUtterance;
+  /** Timeline sample of the utterance's first sample; word times count from it. */
+  startSample: number;
+  /** Timeline position fed so far. */
+  fed: number;
+  /** `fed` when the running hypothesis was last read. */
+  hypAt: number;
+  hypBusy: boolean;
+  ended: boolean;
+  previous: string[] | null;
+  emitted: string[];
+  lastInterim: string;
+}
+
 interface SessionState {
   seg: VadSegmenter;
   partition: number;
@@ -52,6 +79,11 @@ interface SessionState {
   currentItem: string | null;
   previousItem: string | null;
   lastSeen: number;
+  /** Recent audio (streaming only), for the prefix padding before speech_started. */
+  ring: AudioRing | null;
+  stream: OpenStream | null;
+  /** CMN estimate the session's last streamed utterance ended with. */
+  cmn: number[] | null;
 }
 
 type StartControl = Extract<AudioControl, { kind: "start" }>;
@@ -115,6 +147,8 @@ export interface VadServiceOptions {
   memberId?: string;
   /** Partition lease expiry (config RT_VAD_LEASE_TTL_MS); renewed every third of it. */
   leaseTtlMs: number;
+  /** Streaming decoders (null/absent: every utterance takes the commit → transcribe path). */
+  decoders?: StreamDecoderPool | null;
 }
 
 export interface RunningVad {
@@ -133,7 +167,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const loops = new Map<number, { stop(how: "handover" | "lost"): Promise<void> }>();
   const defaults = options.defaults ?? defaultTurnDetection;
   const memberId = options.memberId ?? `vad_${hostname()}_${randomBytes(4).toString("hex")}`;
-  const env: HandleEnv = { engine, sessions, defaults, nats, kv };
+  const env: HandleEnv = { engine, sessions, defaults, nats, kv, pool: options.decoders ?? null, log: logger };
 
   const consumePartition = async (p: number) => {
     const durable = `vad_p${p}`;
@@ -199,6 +233,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     await loop?.stop(how);
     for (const [id, s] of sessions) {
       if (s.partition !== p) continue;
+      dropStream(s);
       s.seg.close();
       sessions.delete(id);
     }
@@ -217,6 +252,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     const now = Date.now();
     for (const [id, s] of sessions) {
       if (now - s.lastSeen > STALE_SESSION_MS) {
+        dropStream(s);
         s.seg.close();
         sessions.delete(id);
       } else if (now - s.settingsSavedAt > RESAVE_SETTINGS_MS) {
@@ -232,7 +268,10 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     async stop() {
       clearInterval(sweep);
       await assignment.stop();
-      for (const s of sessions.values()) s.seg.close();
+      for (const s of sessions.values()) {
+        dropStream(s);
+        s.seg.close();
+      }
       sessions.clear();
     },
   };
@@ -244,6 +283,8 @@ interface HandleEnv {
   defaults: TurnDetection;
   nats: Nats;
   kv: KV;
+  pool: StreamDecoderPool | null;
+  log: Logger;
 }
 
 interface MessageMeta {
@@ -284,7 +325,7 @@ async function restoreSession(env: HandleEnv, sessionId: string, partition: numb
   }
   // never saved (or already ended): the defaults, as before the session's start
   settings ??= { kind: "start", turn_detection: env.defaults, language: null, prompt: null, model: null, max_concurrent_utterances: 2, key_id: "unknown" };
-  const state = newState(env.engine, settings, partition);
+  const state = newState(env, settings, partition);
   state.settingsSavedAt = Date.now();
   env.sessions.set(sessionId, state);
 }
@@ -299,8 +340,9 @@ function handle(meta: MessageMeta, msg: JsMsg, partition: number, env: HandleEnv
       return;
     }
     if (c.kind === "start") {
+      if (state) dropStream(state);
       state?.seg.close();
-      state = newState(env.engine, c, partition);
+      state = newState(env, c, partition);
       sessions.set(sessionId, state);
       out.push(saveSettings(env, sessionId, state));
       return;
@@ -309,7 +351,15 @@ function handle(meta: MessageMeta, msg: JsMsg, partition: number, env: HandleEnv
     state.lastSeen = Date.now();
     switch (c.kind) {
       case "update":
-        state.settings = { ...state.settings, turn_detection: c.turn_detection, language: c.language, prompt: c.prompt, model: c.model };
+        state.settings = {
+          ...state.settings,
+          turn_detection: c.turn_detection,
+          language: c.language,
+          prompt: c.prompt,
+          model: c.model,
+          partial_interval_ms: c.partial_interval_ms ?? state.settings.partial_interval_ms,
+          interim_results: c.interim_results ?? state.settings.interim_results,
+        };
         state.seg.update(c.turn_detection);
         out.push(saveSettings(env, sessionId, state));
         return;
@@ -325,19 +375,21 @@ function handle(meta: MessageMeta, msg: JsMsg, partition: number, env: HandleEnv
           ]);
           return;
         }
-        emit(nats, sessionId, state, events, out);
+        emit(env, sessionId, state, events, out);
         return;
       }
       case "clear":
+        dropStream(state);
         state.seg.clear();
         state.currentItem = null;
         publishEvents(nats, sessionId, out, [{ type: "input_audio_buffer.cleared", event_id: `evt_${randomUUID()}` }]);
         return;
       case "end":
         if (c.flush) {
-          emit(nats, sessionId, state, state.seg.commit("close"), out);
+          emit(env, sessionId, state, state.seg.commit("close"), out);
           publishRecord(nats, sessionId, out, { type: "rt.session.flushed", data: { session_id: sessionId } }, `${sessionId}:flushed`);
         }
+        dropStream(state);
         state.seg.close();
         sessions.delete(sessionId);
         out.push(env.kv.delete(settingsKey(sessionId)));
@@ -353,13 +405,35 @@ function handle(meta: MessageMeta, msg: JsMsg, partition: number, env: HandleEnv
   const bytes = msg.data;
   const pcm = new Int16Array(bytes.byteLength >> 1);
   new Uint8Array(pcm.buffer).set(bytes.subarray(0, pcm.length * 2));
-  const events = state.seg.push(pcm, Number.isFinite(offset) ? offset : undefined);
-  if (events.length) emit(nats, sessionId, state, events, out);
+  const at = Number.isFinite(offset) ? offset : undefined;
+  if (!state.ring) {
+    const events = state.seg.push(pcm, at);
+    if (events.length) emit(env, sessionId, state, events, out);
+    return;
+  }
+  // Streaming: VAD frame by VAD frame, so a decoder is fed exactly from speech_started
+  // on and its utterance ends within one frame of the VAD's end point.
+  for (let i = 0; i < pcm.length; i += FRAME_SAMPLES) {
+    const chunk = pcm.subarray(i, i + FRAME_SAMPLES);
+    const chunkAt = at === undefined ? undefined : at + i;
+    state.ring.append(chunk, chunkAt ?? state.seg.position);
+    const events = state.seg.push(chunk, chunkAt);
+    if (events.length) emit(env, sessionId, state, events, out);
+    feedStream(env, sessionId, state);
+  }
 }
 
-function newState(engine: VadEngine, settings: StartControl, partition: number): SessionState {
+const FRAME_SAMPLES = 480;
+/** Enough for the longest prefix padding (2 s) plus the VAD's 300 ms start window. */
+const RING_SAMPLES = 3 * VAD_SAMPLE_RATE;
+const msToSamples = (ms: number) => Math.round((ms * VAD_SAMPLE_RATE) / 1000);
+
+function newState(env: HandleEnv, settings: StartControl, partition: number): SessionState {
   return {
-    seg: engine.createSegmenter(settings.turn_detection),
+    ring: env.pool ? new AudioRing(RING_SAMPLES) : null,
+    stream: null,
+    cmn: null,
+    seg: env.engine.createSegmenter(settings.turn_detection),
     partition,
     settings,
     settingsSavedAt: 0,
@@ -381,12 +455,14 @@ function nextItemId(sessionId: string, state: SessionState, audioMs: number): st
   return `item_${sessionId.slice(5, 17)}_${String(ms).padStart(8, "0")}`;
 }
 
-function emit(nats: Nats, sessionId: string, state: SessionState, events: VadEvent[], publishes: Promise<unknown>[]) {
+function emit(env: HandleEnv, sessionId: string, state: SessionState, events: VadEvent[], publishes: Promise<unknown>[]) {
+  const { nats } = env;
   const out: ServerEvent[] = [];
   for (const e of events) {
     switch (e.kind) {
       case "speech_started":
         state.currentItem = nextItemId(sessionId, state, e.audioStartMs);
+        openStream(env, state, state.currentItem, msToSamples(e.audioStartMs));
         out.push({ type: "input_audio_buffer.speech_started", event_id: `evt_${randomUUID()}`, item_id: state.currentItem, audio_start_ms: e.audioStartMs });
         break;
       case "speech_stopped":
@@ -405,7 +481,7 @@ function emit(nats: Nats, sessionId: string, state: SessionState, events: VadEve
         });
         // events first (so the client sees committed before any transcript), then the command
         publishEvents(nats, sessionId, publishes, out.splice(0));
-        publishes.push(publishUtterance(nats, {
+        const command: UtteranceCommand = {
           session_id: sessionId,
           item_id: item,
           key_id: state.settings.key_id,
@@ -416,7 +492,14 @@ function emit(nats: Nats, sessionId: string, state: SessionState, events: VadEve
           model: state.settings.model,
           max_concurrent_utterances: state.settings.max_concurrent_utterances,
           decided_at: Date.now(),
-        }, e.pcm));
+        };
+        const stream = state.stream;
+        state.stream = null;
+        if (stream && stream.item === item && !stream.utt.lost) publishes.push(finishStream(env, stream, command, e.pcm));
+        else {
+          stream?.utt.abort();
+          publishes.push(publishUtterance(nats, command, e.pcm));
+        }
         state.previousItem = item;
         state.currentItem = null;
         break;
@@ -456,4 +539,118 @@ async function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int1
     msgID: `${command.session_id}:utterance:${command.item_id}`,
     timeout: 10_000,
   });
+}
+
+// ---------------------------------------------------------------- streaming recognition
+
+/** A decoder for the new item if the pool has one free; otherwise the item goes the commit path. */
+function openStream(env: HandleEnv, state: SessionState, item: string, startSample: number) {
+  dropStream(state);
+  if (!env.pool || !state.ring) return;
+  const utt = env.pool.acquire({ prompt: state.settings.prompt, cmn: state.cmn });
+  if (!utt) return;
+  state.stream = { item, utt, startSample, fed: startSample, hypAt: startSample, hypBusy: false, ended: false, previous: null, emitted: [], lastInterim: "" };
+}
+
+/** Drops the open stream (clear, session end, handover); its item, if committed later, goes the commit path. */
+function dropStream(state: SessionState) {
+  const s = state.stream;
+  if (!s) return;
+  state.stream = null;
+  s.ended = true;
+  s.utt.abort();
+}
+
+/** Feeds what the decoder has not had yet; reads the hypothesis every partial_interval_ms of new speech. */
+function feedStream(env: HandleEnv, sessionId: string, state: SessionState) {
+  const s = state.stream;
+  if (!s || !state.ring || s.utt.lost) return;
+  if (state.ring.end > s.fed) {
+    s.utt.feed(state.ring.slice(s.fed));
+    s.fed = state.ring.end;
+  }
+  const every = msToSamples(state.settings.partial_interval_ms ?? DEFAULT_PARTIAL_INTERVAL_MS);
+  if (s.hypBusy || s.fed - s.hypAt < every) return;
+  s.hypAt = s.fed;
+  s.hypBusy = true;
+  s.utt
+    .hypothesis()
+    .then((hyp) => onHypothesis(env, sessionId, state, s, hyp))
+    .catch(() => undefined) // a lost decoder: the commit takes the fallback
+    .finally(() => (s.hypBusy = false));
+}
+
+/** LocalAgreement-2: words two hypotheses in a row agree on go out as a delta; the whole hypothesis as an opt-in interim. */
+function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s: OpenStream, hyp: string) {
+  if (s.ended) return; // committed meanwhile: the final has the last word
+  const words = splitWords(hyp);
+  const fresh = newlyStable(s.previous, words, s.emitted.length);
+  s.previous = words;
+  const base = { item_id: s.item, content_index: 0 as const };
+  const events: { e: ServerEvent; id: string }[] = [];
+  if (fresh.length) {
+    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: deltaText(s.emitted.length, fresh) };
+    events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.emitted.length}` });
+    s.emitted.push(...fresh);
+  }
+  const interim = words.join(" ");
+  if (state.settings.interim_results && interim !== s.lastInterim) {
+    s.lastInterim = interim;
+    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.interim", event_id: `evt_${randomUUID()}`, ...base, transcript: interim };
+    events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.fed}` });
+  }
+  const sink: Promise<unknown>[] = [];
+  for (const { e, id } of events) publishRecord(env.nats, sessionId, sink, { type: "rt.server_event", data: e }, id);
+  void Promise.all(sink).catch((err) => env.log.warn("partial not stored", { sessionId, error: (err as Error).message }));
+}
+
+/**
+ * Ends the streamed utterance and appends its last delta and `completed` with the
+ * transcriber's msg ids (so if both paths ever run for an item the stream keeps one).
+ * A decoder lost before or during the end → the transcribe command with the whole audio.
+ */
+async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCommand, pcm: Int16Array): Promise<void> {
+  s.ended = true;
+  const { session_id: sessionId, item_id: item, audio_start_ms: startMs, audio_end_ms: endMs } = command;
+  const startSample = msToSamples(startMs);
+  const endSample = startSample + pcm.length;
+  if (s.fed < endSample) s.utt.feed(pcm.subarray(Math.max(0, s.fed - startSample)));
+  const t0 = performance.now();
+  let result;
+  try {
+    result = await s.utt.end();
+  } catch (err) {
+    env.log.warn("stream decoder lost; transcribing the committed audio whole", { sessionId, itemId: item, error: (err as Error).message });
+    return publishUtterance(env.nats, command, pcm);
+  }
+  const workerMs = Math.round(performance.now() - t0);
+  const state = env.sessions.get(sessionId);
+  if (state) state.cmn = result.cmn;
+  const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
+  const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
+  const final = composeFinal(s.emitted, timed);
+  const base = { item_id: item, content_index: 0 as const };
+  const events: ServerEvent[] = [
+    { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },
+    {
+      type: "conversation.item.input_audio_transcription.completed",
+      event_id: `evt_${randomUUID()}`,
+      ...base,
+      transcript: final.transcript,
+      language: "en",
+      audio_start_ms: startMs,
+      audio_end_ms: endMs,
+      words: final.words,
+      worker_id: `stream:${hostname()}`,
+      fallback_used: false,
+      worker_ms: workerMs,
+      queue_ms: 0,
+    },
+  ];
+  await appendEvents(
+    env.nats.js,
+    rtEventEnvelope,
+    env.nats.topology.subjects.rtEvent(sessionId),
+    events.map((e) => ({ type: "rt.server_event" as const, data: e, msgId: `${sessionId}:${e.type}:${item}`, metadata: { correlationId: sessionId } })),
+  );
 }

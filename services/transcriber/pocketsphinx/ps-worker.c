@@ -15,6 +15,19 @@
  *
  * Requests are independent: the live CMN estimate is seeded from each clip.
  *
+ * Streaming requests (the realtime plane's incremental decoding, services/vad/
+ * stream-decoders.ts): magic 0x32535350 ("PSS2"), uint32 op, uint32 payload_bytes, payload.
+ *   op 1 START  payload: uint32 n_cmn, n_cmn float32 (CMN estimate to start from; 0 =
+ *               the start-up one), then the UTF-8 prompt. No response.
+ *   op 2 AUDIO  payload: PCM16LE samples, decoded now (ps_process_raw). No response.
+ *   op 3 HYP    response {"hyp":"running hypothesis"} (first pass, no word times)
+ *   op 4 END    response {"segments":[{"words":[..]}],"cmn":[..]}: the utterance's words
+ *               (times from the utterance start) and the CMN estimate it ended with, for
+ *               the same speaker's next utterance.
+ * One utterance is open at a time; its audio is never split by PocketSphinx's VAD (the
+ * server VAD already cut it). The VAD runs these processes with -fwdflat no, so END
+ * costs tens of milliseconds (the flat-lexicon pass is what makes END slow).
+ *
  * The first line written after start-up is {"ready":true,...}.
  *
  * Usage: ps-worker [model-dir [-option value ...]]: extra PocketSphinx options override
@@ -42,6 +55,8 @@
 #include <string.h>
 
 #define MAGIC 0x31535350u
+#define MAGIC_STREAM 0x32535350u
+enum { OP_START = 1, OP_AUDIO = 2, OP_HYP = 3, OP_END = 4 };
 #define CHUNK 2048
 
 static int read_full(void *buf, size_t n) {
@@ -202,6 +217,102 @@ static int clip_cmn_mean(fe_t *fe, const int16_t *pcm, size_t n, mfcc_t *mean, i
   return 1;
 }
 
+static char *sbuf;
+static size_t scap;
+static int stream_open, stream_biased;
+/* Warm-up: without a carried CMN estimate the utterance's first WARM_SAMPLES are held
+ * back and their own cepstral mean seeds live CMN (as clip_cmn_mean does for a whole
+ * clip); decoding from the start-up estimate instead costs a large share of the words. */
+#define WARM_SAMPLES 12800
+static int16_t *warm;
+static size_t warm_n, warm_cap;
+static int warming;
+
+static void warm_flush(ps_decoder_t *ps, fe_t *mean_fe, feat_t *feat, mfcc_t *cmn_init_vec, mfcc_t *cmn_vec, int ncep) {
+  if (!warming) return;
+  warming = 0;
+  cmn_live_set(feat->cmn_struct, clip_cmn_mean(mean_fe, warm, warm_n, cmn_vec, ncep) ? cmn_vec : cmn_init_vec);
+  if (warm_n) ps_process_raw(ps, warm, warm_n, FALSE, FALSE);
+  warm_n = 0;
+}
+
+/* One streaming request (see the header comment). Returns -1 on EOF or bad framing. */
+static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *default_search, feat_t *feat, fe_t *mean_fe,
+                          mfcc_t *cmn_init_vec, mfcc_t *cmn_vec, int ncep, int frate, uint32_t op, uint32_t len) {
+  if (len > 64u * 1024 * 1024) { printf("{\"error\":\"request too large\"}\n"); fflush(stdout); return -1; }
+  if (len + 1 > scap) { scap = len + 1; sbuf = realloc(sbuf, scap); }
+  if (len && read_full(sbuf, len) < 0) return -1;
+  sbuf[len] = 0;
+  switch (op) {
+    case OP_START: {
+      if (stream_open) ps_end_utt(ps);
+      if (stream_biased) { ps_set_search(ps, default_search); ps_unset_search(ps, "prompt"); stream_biased = 0; }
+      uint32_t ncmn = 0;
+      if (len >= 4) memcpy(&ncmn, sbuf, 4);
+      size_t cmn_bytes = (size_t)ncmn * 4;
+      if (4 + cmn_bytes > len) ncmn = 0, cmn_bytes = len >= 4 ? len - 4 : 0;
+      if (ncmn == (uint32_t)ncep) {
+        mfcc_t v[64];
+        for (int i = 0; i < ncep && i < 64; i++) { float f; memcpy(&f, sbuf + 4 + i * 4, 4); v[i] = (mfcc_t)f; }
+        cmn_live_set(feat->cmn_struct, v);
+        warming = 0;
+      } else {
+        warming = 1;
+        warm_n = 0;
+      }
+      char *prompt = sbuf + (len >= 4 ? 4 + cmn_bytes : len);
+      if (*prompt) stream_biased = biased_search(ps, config, default_search, prompt) > 0;
+      ps_start_stream(ps);
+      ps_start_utt(ps);
+      stream_open = 1;
+      return 0;
+    }
+    case OP_AUDIO:
+      if (!stream_open || len < 2) return 0;
+      if (warming) {
+        size_t add = len / 2;
+        if (warm_n + add > warm_cap) { warm_cap = warm_n + add + WARM_SAMPLES; warm = realloc(warm, warm_cap * sizeof(int16_t)); }
+        memcpy(warm + warm_n, sbuf, add * 2);
+        warm_n += add;
+        if (warm_n >= WARM_SAMPLES) warm_flush(ps, mean_fe, feat, cmn_init_vec, cmn_vec, ncep);
+        return 0;
+      }
+      ps_process_raw(ps, (const int16 *)sbuf, len / 2, FALSE, FALSE);
+      return 0;
+    case OP_HYP: {
+      const char *hyp = NULL;
+      if (stream_open && !warming) hyp = ps_get_hyp(ps, NULL);
+      printf("{\"hyp\":");
+      json_string(stdout, hyp ? hyp : "");
+      printf("}\n");
+      fflush(stdout);
+      return 0;
+    }
+    case OP_END: {
+      first_segment = 1;
+      printf("{\"segments\":[");
+      if (stream_open) {
+        warm_flush(ps, mean_fe, feat, cmn_init_vec, cmn_vec, ncep);
+        ps_end_utt(ps);
+        emit_utterance(ps, frate);
+        stream_open = 0;
+      }
+      mfcc_t v[64];
+      cmn_live_get(feat->cmn_struct, v);
+      printf("],\"cmn\":[");
+      for (int i = 0; i < ncep && i < 64; i++) printf("%s%.4f", i ? "," : "", (double)v[i]);
+      printf("]}\n");
+      fflush(stdout);
+      if (stream_biased) { ps_set_search(ps, default_search); ps_unset_search(ps, "prompt"); stream_biased = 0; }
+      return 0;
+    }
+    default:
+      printf("{\"error\":\"bad stream op\"}\n");
+      fflush(stdout);
+      return -1;
+  }
+}
+
 int main(int argc, char **argv) {
   const char *model = argc > 1 ? argv[1] : "/usr/share/pocketsphinx/model/en-us";
   char hmm[1024], lmp[1024], dict[1024];
@@ -242,6 +353,10 @@ int main(int argc, char **argv) {
   for (;;) {
     uint32_t head[3];
     if (read_full(head, sizeof head) < 0) break;
+    if (head[0] == MAGIC_STREAM) {
+      if (stream_request(ps, config, default_search, feat, mean_fe, cmn_init_vec, cmn_clip_vec, ncep, frate, head[1], head[2]) < 0) break;
+      continue;
+    }
     if (head[0] != MAGIC) { printf("{\"error\":\"bad request framing\"}\n"); fflush(stdout); return 3; }
     uint32_t n = head[1], plen = head[2];
     if (plen > 65536) { printf("{\"error\":\"prompt too long\"}\n"); fflush(stdout); return 3; }

@@ -1,0 +1,219 @@
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { createInterface } from "node:readline";
+import { z } from "zod";
+import { AppError } from "../../shared/errors";
+import type { Logger } from "../../shared/logger";
+import { ensurePocketsphinxBinary } from "../transcriber/pocketsphinx/build";
+
+/**
+ * A bounded local pool of streaming PocketSphinx decoders (ps-worker processes speaking
+ * the PSS2 streaming protocol, see ps-worker.c), held by the VAD service so the
+ * partition owner feeds each open utterance's audio as it reads it from JetStream.
+ *
+ * One process decodes one utterance at a time. `acquire` never waits: no free decoder
+ * means the utterance takes the commit → rt.cmd → transcribe path. Processes are
+ * spawned on demand up to `size` (a few at start, so the first utterances pay no model
+ * load) and stay warm. A process that dies fails its utterance (`lost`, and the pending
+ * hypothesis/end promises reject) and is replaced.
+ *
+ * The flat-lexicon second pass is off (-fwdflat no; the lattice best path stays on):
+ * ending an utterance then costs 15–60 ms instead of 200 ms–2 s on the labelled clips.
+ * Measured (bench/stream-decoder.ts, docs/realtime.md): WER 37.5% against 42.3% with
+ * both passes off and 32.7% with both on; the whole-clip commit path scores 30.8%.
+ */
+const MAGIC_STREAM = 0x32535350;
+const OP = { start: 1, audio: 2, hyp: 3, end: 4 } as const;
+export const STREAM_DECODER_OPTIONS = ["-fwdflat", "no"];
+
+const endOutput = z.union([
+  z.object({
+    segments: z.array(z.object({ words: z.array(z.object({ w: z.string(), s: z.number(), e: z.number(), p: z.number() })) })),
+    cmn: z.array(z.number()),
+  }),
+  z.object({ error: z.string() }),
+]);
+const hypOutput = z.object({ hyp: z.string() });
+
+export interface StreamWord {
+  word: string;
+  /** Seconds from the utterance's first fed sample. */
+  start: number;
+  end: number;
+  probability: number;
+}
+
+export interface StreamResult {
+  words: StreamWord[];
+  /** The CMN estimate the utterance ended with: the session's next utterance starts from it. */
+  cmn: number[];
+}
+
+export interface StreamUtterance {
+  /** Process id of the decoder (tests kill it). */
+  readonly pid: number;
+  /** The decoder died while this utterance held it. */
+  readonly lost: boolean;
+  feed(pcm: Int16Array): void;
+  /** The running first-pass hypothesis (words separated by spaces). */
+  hypothesis(): Promise<string>;
+  /** Ends the utterance: its words with timings; frees the decoder. */
+  end(): Promise<StreamResult>;
+  /** Drops the utterance (clear, handover, session end); frees the decoder. */
+  abort(): void;
+}
+
+export interface StreamDecoderPool {
+  /** A decoder for a new utterance, or null when every one is busy. */
+  acquire(options: { prompt: string | null; cmn: number[] | null }): StreamUtterance | null;
+  /** Decoders busy / allowed. */
+  stats(): { busy: number; size: number; processes: number };
+  close(): Promise<void>;
+}
+
+export interface StreamDecoderPoolOptions {
+  size: number;
+  /** Processes started before the first utterance (default min(2, size)). */
+  warm?: number;
+  binary?: string;
+  modelDir?: string;
+  /** PocketSphinx options (default STREAM_DECODER_OPTIONS; the bench compares others). */
+  decoderOptions?: string[];
+  logger?: Logger;
+}
+
+interface Proc {
+  child: ChildProcessWithoutNullStreams;
+  busy: boolean;
+  dead: boolean;
+  /** Callbacks for the responses still to come, in request order. */
+  waiting: { resolve: (line: string) => void; reject: (e: Error) => void }[];
+  onDeath?: () => void;
+}
+
+export async function createStreamDecoderPool(options: StreamDecoderPoolOptions): Promise<StreamDecoderPool> {
+  const binary = options.binary ?? (await ensurePocketsphinxBinary());
+  const modelDir = options.modelDir ?? "/usr/share/pocketsphinx/model/en-us";
+  const procs: Proc[] = [];
+  let closed = false;
+
+  const spawnProc = (): Proc => {
+    const child = spawn(binary, [modelDir, ...(options.decoderOptions ?? STREAM_DECODER_OPTIONS)], { stdio: ["pipe", "pipe", "pipe"] });
+    const proc: Proc = { child, busy: false, dead: false, waiting: [] };
+    let ready = false;
+    child.stderr.resume();
+    child.stdin.on("error", () => undefined);
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      if (!ready) {
+        ready = line.includes('"ready":true');
+        if (!ready) options.logger?.warn("stream decoder failed to start", { line: line.slice(0, 200) });
+        return;
+      }
+      proc.waiting.shift()?.resolve(line);
+    });
+    child.on("error", () => undefined);
+    child.on("exit", (code, signal) => {
+      proc.dead = true;
+      procs.splice(procs.indexOf(proc), 1);
+      const err = new AppError("unavailable", "engine_crashed", `stream decoder exited (${signal ?? code})`);
+      for (const w of proc.waiting.splice(0)) w.reject(err);
+      proc.onDeath?.();
+      if (!closed) options.logger?.warn("stream decoder exited; a new one is started on demand", { code, signal });
+      // replace the warm ones right away; the rest come back on demand
+      if (!closed && procs.length < warmCount) procs.push(spawnProc());
+    });
+    return proc;
+  };
+
+  const send = (proc: Proc, op: number, payload?: Uint8Array) => {
+    const head = Buffer.alloc(12);
+    head.writeUInt32LE(MAGIC_STREAM, 0);
+    head.writeUInt32LE(op, 4);
+    head.writeUInt32LE(payload?.byteLength ?? 0, 8);
+    proc.child.stdin.write(head);
+    if (payload?.byteLength) proc.child.stdin.write(payload);
+  };
+  const ask = (proc: Proc, op: number): Promise<string> =>
+    new Promise((resolve, reject) => {
+      if (proc.dead) return reject(new AppError("unavailable", "engine_crashed", "stream decoder is gone"));
+      proc.waiting.push({ resolve, reject });
+      send(proc, op);
+    });
+
+  const warmCount = Math.min(options.warm ?? 2, options.size);
+  for (let i = 0; i < warmCount; i++) procs.push(spawnProc());
+
+  const acquire: StreamDecoderPool["acquire"] = ({ prompt, cmn }) => {
+    if (closed) return null;
+    let proc = procs.find((p) => !p.busy && !p.dead);
+    if (!proc) {
+      if (procs.length >= options.size) return null;
+      proc = spawnProc(); // the model loads while the first audio waits in the pipe
+      procs.push(proc);
+    }
+    const p = proc;
+    p.busy = true;
+    let lost = false;
+    let open = true;
+    p.onDeath = () => {
+      lost = true;
+    };
+    const promptBytes = Buffer.from((prompt ?? "").slice(0, 4000), "utf8");
+    const n = cmn?.length ?? 0;
+    const start = Buffer.alloc(4 + n * 4 + promptBytes.length);
+    start.writeUInt32LE(n, 0);
+    for (let i = 0; i < n; i++) start.writeFloatLE(cmn![i]!, 4 + i * 4);
+    promptBytes.copy(start, 4 + n * 4);
+    send(p, OP.start, start);
+    const finish = () =>
+      ask(p, OP.end).finally(() => {
+        p.onDeath = undefined;
+        p.busy = false;
+      });
+    return {
+      pid: p.child.pid ?? -1,
+      get lost() {
+        return lost;
+      },
+      feed(pcm) {
+        if (!open || lost || pcm.length === 0) return;
+        send(p, OP.audio, new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength));
+      },
+      async hypothesis() {
+        if (!open) return "";
+        return hypOutput.parse(JSON.parse(await ask(p, OP.hyp))).hyp;
+      },
+      async end() {
+        if (!open) throw new AppError("internal", "stream_closed", "the utterance was already ended");
+        open = false;
+        const out = endOutput.parse(JSON.parse(await finish()));
+        if ("error" in out) throw new AppError("internal", "engine_error", `pocketsphinx: ${out.error}`);
+        const words = out.segments.flatMap((s) => s.words.map((w) => ({ word: w.w, start: w.s, end: Math.max(w.e, w.s), probability: w.p })));
+        return { words, cmn: out.cmn };
+      },
+      abort() {
+        if (!open) return;
+        open = false;
+        void finish().catch(() => undefined);
+      },
+    };
+  };
+
+  return {
+    acquire,
+    stats: () => ({ busy: procs.filter((p) => p.busy).length, size: options.size, processes: procs.length }),
+    async close() {
+      closed = true;
+      await Promise.all(
+        procs.map(
+          (p) =>
+            new Promise<void>((done) => {
+              if (p.dead) return done();
+              p.child.once("exit", () => done());
+              p.child.stdin.end();
+              setTimeout(() => p.child.kill("SIGKILL"), 2000).unref();
+            }),
+        ),
+      );
+    },
+  };
+}
