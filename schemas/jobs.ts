@@ -155,6 +155,8 @@ export const jobEvent = z.discriminatedUnion("type", [
   z.object({ type: z.literal("JobCompleted"), data: z.object({ audioSeconds: z.number().nonnegative(), at }) }),
   z.object({ type: z.literal("WebhookDelivered"), data: z.object({ attempt: z.number().int().positive(), status: z.number().int(), at }) }),
   z.object({ type: z.literal("JobFailed"), data: z.object({ error: jobError, step: stepName.optional(), at }) }),
+  /** Cancelled by its owner (DELETE …/jobs/{id}): final; nothing is recorded for it afterwards. */
+  z.object({ type: z.literal("JobTerminated"), data: z.object({ keyId: z.string(), at }) }),
 ]);
 export type JobEvent = z.infer<typeof jobEvent>;
 export const jobEventEnvelope = envelopeOf(jobEvent);

@@ -104,6 +104,8 @@ const envSchema = z.object({
   JOB_WEBHOOK_MAX_ATTEMPTS: int.min(1).default(6),
   JOB_WEBHOOK_BACKOFF_MS: int.min(1).default(1000),
   JOB_WEBHOOK_TIMEOUT_MS: int.min(1).default(10_000),
+  // ended jobs older than this lose their artifacts and read-model row (0 = keep forever)
+  JOB_RETENTION_DAYS: num.min(0).default(30),
 
   // realtime
   RT_MAX_FRAME_BYTES: int.min(1).default(1024 * 1024),
@@ -203,6 +205,7 @@ function build(env: Env) {
       webhookMaxAttempts: env.JOB_WEBHOOK_MAX_ATTEMPTS,
       webhookBackoffMs: env.JOB_WEBHOOK_BACKOFF_MS,
       webhookTimeoutMs: env.JOB_WEBHOOK_TIMEOUT_MS,
+      retentionDays: env.JOB_RETENTION_DAYS,
     },
     realtime: {
       maxFrameBytes: env.RT_MAX_FRAME_BYTES,

@@ -175,3 +175,28 @@ describe("the poll view", () => {
     expect(stepsView(state)[0]).toMatchObject({ attempt: 1, started_at: now, ended_at: now, error: null });
   });
 });
+
+describe("cancelling", () => {
+  const cancel: JobCommand = { type: "CancelJob", keyId: "key-a", now };
+  const terminated: JobEvent = { type: "JobTerminated", data: { keyId: "key-a", at: now } };
+
+  it("a queued or running job is terminated", () => {
+    given(submitted).when(cancel).then([terminated]);
+    given(submitted, started("fetch"), fetched, started("slice"), sliced, started("transcribe_chunk_0")).when(cancel).then([terminated]);
+  });
+
+  it("after it nothing is recorded or started, and a resubmission is the same job", () => {
+    const after = given(submitted, started("fetch"), fetched, started("slice"), sliced, started("transcribe_chunk_0"), terminated);
+    expect(after.state.status).toBe("terminated");
+    after.when({ type: "RecordChunkTranscribed", index: 0, segments: 1, fromCheckpoint: false, now }).then([]);
+    after.when(advance).then([]);
+    after.when({ type: "RecordStepAttemptFailed", step: "transcribe_chunk_0", attempt: 1, delivery: 1, error: { code: "x", message: "x" }, final: true, now }).then([]);
+    after.when({ type: "SubmitJob", spec, now }).then([]);
+    after.when(cancel).then([]);
+  });
+
+  it("a complete or errored job cannot be cancelled", () => {
+    given(submitted, { type: "JobCompleted", data: { audioSeconds: 40, at: now } }).when(cancel).thenThrows("job_not_cancellable");
+    given(submitted, { type: "JobFailed", data: { error: { code: "x", message: "x" }, at: now } }).when(cancel).thenThrows("job_not_cancellable");
+  });
+});

@@ -43,7 +43,7 @@ export interface AudioInfo {
 }
 
 export interface ActiveJob {
-  status: "queued" | "running" | "complete" | "errored";
+  status: "queued" | "running" | "complete" | "errored" | "terminated";
   spec: JobSpec;
   submittedAt: string;
   /** How many times an errored job was resubmitted. */
@@ -80,7 +80,8 @@ export type JobCommand =
   | { type: "RecordChunkReviewed"; index: number; now: string }
   | { type: "RecordTranscriptReviewed"; now: string }
   | { type: "RecordWebhookDelivered"; attempt: number; status: number; now: string }
-  | { type: "RecordStepAttemptFailed"; step: string; attempt: number; delivery: number; error: JobError; final: boolean; now: string };
+  | { type: "RecordStepAttemptFailed"; step: string; attempt: number; delivery: number; error: JobError; final: boolean; now: string }
+  | { type: "CancelJob"; keyId: string; now: string };
 
 export const transcribeStep = (i: number) => `transcribe_chunk_${i}`;
 export const reviewChunkStep = (i: number) => `review_chunk_${i}`;
@@ -112,6 +113,9 @@ function requireChunk(job: ActiveJob, index: number): void {
 }
 
 export function decide(command: JobCommand, state: JobState): JobEvent[] {
+  // A terminated job is final: a step that finishes after the cancel records nothing,
+  // and a resubmission of its request_id is the same (terminated) job.
+  if (state.status === "terminated") return [];
   switch (command.type) {
     case "SubmitJob": {
       if (state.status === "none") return [{ type: "JobSubmitted", data: { ...command.spec, at: command.now } }];
@@ -191,6 +195,13 @@ export function decide(command: JobCommand, state: JobState): JobEvent[] {
         events.push({ type: "JobFailed", data: { step, error, at: command.now } });
       }
       return events;
+    }
+    case "CancelJob": {
+      const job = requireJob(state);
+      if (job.status === "complete" || job.status === "errored") {
+        throw new AppError("conflict", "job_not_cancellable", `the job is already ${job.status}; only queued or running jobs can be cancelled`, { retryable: false });
+      }
+      return [{ type: "JobTerminated", data: { keyId: command.keyId, at: command.now } }];
     }
     default: {
       const never: never = command;
@@ -318,7 +329,9 @@ export function evolve(state: JobState, event: JobEvent): JobState {
     case "WebhookDelivered":
       return { ...job, steps: completeStep(job, "webhook", event.data.at) };
     case "JobFailed":
-      return { ...job, status: "errored", error: event.data.error };
+      return job.status === "terminated" ? job : { ...job, status: "errored", error: event.data.error };
+    case "JobTerminated":
+      return { ...job, status: "terminated" };
     default: {
       const never: never = event;
       throw new Error(`unknown event ${JSON.stringify(never)}`);

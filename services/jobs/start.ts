@@ -6,6 +6,7 @@ import { stepChunkIndex, type ActiveJob } from "./job";
 import { createJobStore, type JobStore } from "./job-store";
 import { startProcessManager } from "./process-manager";
 import { embeddedReviewer, llmReviewer, reviewChunk, reviewTranscript } from "./review";
+import { startRetentionSweep } from "./retention";
 import { sliceAudio } from "./slice-audio";
 import { exponentialBackoff, startStepConsumer } from "./step-consumer";
 import { transcribeChunk } from "./transcribe-chunk";
@@ -46,7 +47,18 @@ export async function startJobManager(ctx: ServiceContext): Promise<RunningServi
     db: ctx.db,
     stallAfterMs: Math.max(10 * 60_000, 20 * ctx.config.jobs.stepAckWaitMs),
   });
-  return { name: "jobs-manager", stop: pm.stop };
+  const retention = startRetentionSweep(
+    { db: ctx.db, objects: ctx.objects, logger: ctx.logger.child({ service: "jobs-manager" }), now: ctx.now },
+    ctx.config.jobs.retentionDays,
+    60 * 60_000,
+  );
+  return {
+    name: "jobs-manager",
+    stop: async () => {
+      retention.stop();
+      await pm.stop();
+    },
+  };
 }
 
 type StepRunner = (ctx: ServiceContext, store: JobStore) => (job: ActiveJob, command: StepCommand, signal: AbortSignal) => Promise<void>;

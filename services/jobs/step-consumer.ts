@@ -70,6 +70,7 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
     if (state.status === "none") return { unknown: true };
     const step = state.steps[command.step];
     if (state.status === "errored" && kind !== "webhook") return {};
+    if (state.status === "terminated") return {};
     if (!step || step.attempt !== command.attempt || step.status === "complete" || step.status === "errored") return {};
     return { job: state };
   };

@@ -21,7 +21,7 @@ import { withStore } from "../../../shared/db/index";
 import { AppError, notFound, validationError } from "../../../shared/errors";
 import { getJson } from "../../../shared/objects/index";
 import { remainingAudioSeconds } from "../../../shared/usage";
-import { stepsView } from "../../jobs/job";
+import { stepsView, type ActiveJob } from "../../jobs/job";
 import { createJobStore, type JobStore } from "../../jobs/job-store";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
@@ -147,7 +147,7 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
       .where("workflow_id", "=", id)
       .executeTakeFirst(),
   );
-  let view: Omit<JobView, "output"> & { owner_id: string; review: boolean };
+  let view: BareView;
   if (row) {
     view = {
       workflow_id: row.workflow_id,
@@ -165,18 +165,29 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
     // right after the 202 never sees a 404.
     const { state } = await storeOf(deps).load(id);
     if (state.status === "none") throw missing();
-    view = {
-      workflow_id: id,
-      request_id: state.spec.requestId,
-      owner_id: state.spec.ownerId,
-      review: state.spec.review,
-      status: state.status,
-      steps: stepsView(state),
-      error: state.error ?? null,
-      created_at: state.submittedAt,
-      updated_at: state.updatedAt,
-    };
+    view = viewOfState(id, state);
   }
+  return withOutput(deps, principal, view);
+}
+
+type BareView = Omit<JobView, "output"> & { owner_id: string; review: boolean };
+
+function viewOfState(id: string, state: ActiveJob): BareView {
+  return {
+    workflow_id: id,
+    request_id: state.spec.requestId,
+    owner_id: state.spec.ownerId,
+    review: state.spec.review,
+    status: state.status,
+    steps: stepsView(state),
+    error: state.error ?? null,
+    created_at: state.submittedAt,
+    updated_at: state.updatedAt,
+  };
+}
+
+async function withOutput(deps: GatewayDeps, principal: Principal, view: BareView): Promise<JobView> {
+  const missing = () => notFound("job_not_found", `no job ${view.workflow_id.slice(0, 64)}`);
   // Another tenant's job is indistinguishable from no job.
   if (view.owner_id !== principal.ownerId) throw missing();
   let output: JobView["output"] = null;
@@ -190,6 +201,20 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
   }
   const { owner_id: _owner, review: _review, ...rest } = view;
   return { ...rest, output };
+}
+
+/** Cancels the caller's own job (decided on the aggregate, so a race with its steps is safe). */
+async function cancelJob(deps: GatewayDeps, principal: Principal, workflowId: string): Promise<JobView> {
+  const missing = () => notFound("job_not_found", `no job ${workflowId.slice(0, 64)}`);
+  if (!uuidRegex.test(workflowId)) throw missing();
+  const id = workflowId.toLowerCase();
+  const store = storeOf(deps);
+  const { state } = await store.load(id);
+  // Another tenant's job is indistinguishable from no job.
+  if (state.status === "none" || state.spec.ownerId !== principal.ownerId) throw missing();
+  const { state: after } = await store.execute(id, { type: "CancelJob", keyId: principal.keyId, now: deps.now().toISOString() });
+  if (after.status === "none") throw missing();
+  return withOutput(deps, principal, viewOfState(id, after));
 }
 
 const errorResponses = {
@@ -251,6 +276,25 @@ export function registerJobsRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDe
     });
   app.openapi(pollRoute(`${JOBS_PATH}/{workflowId}`, "Poll a batch job"), (async (c: Context<GatewayEnv>) =>
     c.json(await readJob(deps, c.get("principal"), c.req.param("workflowId")!), 200)) as never);
+  app.openapi(
+    createRoute({
+      method: "delete",
+      path: `${JOBS_PATH}/{workflowId}`,
+      tags: ["batch jobs"],
+      summary: "Cancel a batch job",
+      description:
+        "A queued or running job ends `terminated`: steps in flight stop at their next checkpoint and nothing is recorded for the job afterwards; no webhook is sent for it. Cancelling a terminated job again answers the job as it is; a complete or errored job is 409 `job_not_cancellable`. Other tenants' jobs are 404. The audio already transcribed is not billed (usage is recorded only when a job completes).",
+      security: [{ bearerAuth: [] }],
+      request: { params: z.object({ workflowId: z.string() }) },
+      responses: {
+        200: { description: "the job, now `terminated`", content: { "application/json": { schema: jobView } } },
+        401: errorResponses[401],
+        404: { description: "`job_not_found`", content: { "application/json": { schema: openAiError } } },
+        409: { description: "`job_not_cancellable`: already complete or errored", content: { "application/json": { schema: openAiError } } },
+      },
+    }),
+    (async (c: Context<GatewayEnv>) => c.json(await cancelJob(deps, c.get("principal"), c.req.param("workflowId")!), 200)) as never,
+  );
   app.openAPIRegistry.registerPath(pollRoute("/v1/audio/transcriptions/{workflowId}", "Poll a batch job (alias)", true));
   app.openAPIRegistry.registerPath(pollRoute("/{workflowId}", "Poll a batch job (legacy alias)", true));
 }
