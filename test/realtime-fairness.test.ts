@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
+import { createSessionOwners } from "../services/rt-transcriber/session-owner";
+import { createLogger } from "../shared/logger";
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 import { connectRt, fixture, refusal, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
 
@@ -91,6 +93,10 @@ describe("capacity and fairness without a fallback (commit path)", () => {
       samples.push(done.__t - at);
     }
     soloMs = Math.max(...samples);
+    // the scheduler's turn is the owner's (from rt.session.opened), not the key's
+    const sessionId = c.events.find((e) => e.type === "session.created").session_id;
+    expect(await createSessionOwners(stack.nats, createLogger("error")).ownerOf(sessionId, "k")).toBe("small-solo");
+    expect(await createSessionOwners(stack.nats, createLogger("error")).ownerOf("sess_unknown", "k")).toBe("key:k");
     expect(soloMs).toBeGreaterThanOrEqual(ENGINE_MS);
     c.ws.close();
     await c.closed;
