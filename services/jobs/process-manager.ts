@@ -5,6 +5,7 @@ import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import type { Db } from "../../shared/db/index";
+import { consumeAudioBudget } from "../../shared/audio-budget";
 import { recordUsage } from "../../shared/usage";
 import { jobEventEnvelope, type StepCommand } from "../../schemas/jobs";
 import { stepKind } from "./job";
@@ -46,6 +47,8 @@ export interface ProcessManagerOptions {
   db?: Db;
   /** A step in flight with no news for this long is started again (default 10 min). */
   stallAfterMs?: number;
+  /** USAGE_WINDOW_SECONDS: a completed job's audio is drawn from the live budget of its window. */
+  usageWindowSeconds?: number;
 }
 
 export const PROCESS_MANAGER_DURABLE = "jobs-process-manager";
@@ -98,6 +101,11 @@ export async function startProcessManager(options: ProcessManagerOptions) {
           usageId: `${workflowId}:usage`,
           at: new Date(envelope.data.at),
         });
+        // The live budget (shared/audio-budget.ts) learns of it too. At least once: a
+        // redelivered JobCompleted may draw it twice, which errs on the strict side.
+        if (options.db && options.usageWindowSeconds) {
+          await consumeAudioBudget({ nats, db: options.db, windowSeconds: options.usageWindowSeconds }, state.spec.keyId, envelope.data.audioSeconds, new Date(envelope.data.at));
+        }
       }
     }
     await store.execute(workflowId, { type: "Advance", now: options.now().toISOString(), reviewAvailable: options.reviewAvailable });

@@ -10,7 +10,7 @@ import { noteKeyUse } from "../../shared/key-use";
 import type { Logger } from "../../shared/logger";
 import { consumeRate } from "../../shared/rate-limit";
 import { sharedBacklogView } from "../../shared/realtime-backlog";
-import { remainingAudioSeconds } from "../../shared/usage";
+import { audioBudget, type AudioBudget } from "../../shared/audio-budget";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { GatewayFlag } from "./gateway-flag";
 import type { Leases } from "./leases";
@@ -37,6 +37,8 @@ export interface Admission {
   sampleRate: number;
   channels: number;
   remainingAudioSeconds: number;
+  /** The key's live window budget, drawn as audio arrives (shared/audio-budget.ts). */
+  budget: AudioBudget;
   language: string | null;
   prompt: string | null;
 }
@@ -120,7 +122,9 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
   }
   const params = audioParams(req.query, deps.config.realtime.defaultSampleRate);
   const limits = deps.limitsFor(principal);
-  const remaining = await remainingAudioSeconds(deps.db, { keyId: principal.keyId, limits }, now, deps.config.usage.windowSeconds);
+  const budget = audioBudget({ nats: deps.nats, db: deps.db, windowSeconds: deps.config.usage.windowSeconds }, { keyId: principal.keyId, limits }, now);
+  const left = await budget.remaining();
+  const remaining = Number.isFinite(left) ? Math.floor(left) : limits.maxAudioSecondsPerSession;
   await consumeRate(deps.nats, principal.keyId, "connections", limits.maxConnectionsPerMinute, now);
   const sessionId = newSessionId();
   await deps.leases.acquire(principal.keyId, sessionId, limits.maxConcurrentConnections);
@@ -132,6 +136,7 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
     sampleRate: params.sampleRate,
     channels: params.channels,
     remainingAudioSeconds: remaining,
+    budget,
     language: params.language,
     prompt: null,
   };

@@ -57,6 +57,9 @@ export interface SessionDeps {
 }
 
 const USAGE_EVERY_MS = 30_000;
+/** Audio budget drawn per claim, and how far ahead of the audio the next claim starts. */
+const BUDGET_SLICE_SECONDS = 5;
+const BUDGET_LOOKAHEAD_MS = 3_000;
 const GRACEFUL_CLOSE_WAIT_MS = 30_000;
 const SEEN_EVENT_IDS = 1024;
 
@@ -87,6 +90,10 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   let inputFrames = 0; // per-channel frames at the client's rate
   let usageRecordedMs = 0;
   let usageSeq = 0;
+  // The live audio budget (shared/audio-budget.ts): audio up to allowanceMs is paid for.
+  let allowanceMs = 0;
+  let budgetExhausted = false;
+  let claim: Promise<void> | null = null;
   let closing: CloseReason | null = null;
   let gracefulDeadline: number | null = null;
   let turnDetection = deps.defaultTurnDetection;
@@ -224,6 +231,36 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   send(created);
   // after the gateway has registered the session (a close inside `open` would skip cleanup)
   if (admission.remainingAudioSeconds <= 0) setImmediate(() => close(CLOSE.audioQuotaExhausted));
+  else topUpBudget();
+
+  /**
+   * Draws the next slice of the key's window budget before the audio needs it, so every
+   * session and plane of the key shares one live budget. A partial grant means the
+   * window is used up: the session closes 1008 when its audio passes what was granted.
+   * If the budget cannot be reached (NATS away), the slice is granted anyway (fail open,
+   * logged): billing still follows the usage events.
+   */
+  function topUpBudget() {
+    if (claim || budgetExhausted || closedDone) return;
+    if (allowanceMs - audioMs() > BUDGET_LOOKAHEAD_MS) return;
+    claim = admission.budget
+      .claim(BUDGET_SLICE_SECONDS, { partial: true })
+      .then(
+        (granted) => {
+          allowanceMs += granted * 1000;
+          if (granted < BUDGET_SLICE_SECONDS) budgetExhausted = true;
+        },
+        (err) => {
+          log.warn("audio budget unavailable; granting the slice", { error: (err as Error).message });
+          allowanceMs += BUDGET_SLICE_SECONDS * 1000;
+        },
+      )
+      .finally(() => {
+        claim = null;
+        if (budgetExhausted && audioMs() > allowanceMs) close(CLOSE.audioQuotaExhausted);
+        else topUpBudget();
+      });
+  }
 
   /** Ends the socket with a close code; cleanup happens in `closed`. */
   function close(reason: CloseReason) {
@@ -249,7 +286,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       const samples = aligner.push(new Uint8Array(frame));
       inputFrames += samples.length / admission.channels;
       if (audioMs() > limits.maxAudioSecondsPerSession * 1000) return close(CLOSE.sessionAudioLimit);
-      if (audioMs() > admission.remainingAudioSeconds * 1000) return close(CLOSE.audioQuotaExhausted);
+      if (budgetExhausted && audioMs() > allowanceMs) return close(CLOSE.audioQuotaExhausted);
+      topUpBudget();
       if (gracefulDeadline) return; // after session.close, audio is ignored
       publisher.pushAudio(resampler.push(samples));
       if (publisher.overloadedForMs(deps.now()) > deps.backpressureGraceMs) close(CLOSE.upstreamBackpressure);
@@ -339,6 +377,10 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       deps.onClosed(this as Session);
       await publisher.settled();
       await flushUsage(true);
+      // give back the budget granted ahead of audio that never came
+      await claim;
+      const unused = Math.max(0, allowanceMs - audioMs()) / 1000;
+      await admission.budget.release(unused).catch((err) => log.warn("could not release unused audio budget", { error: (err as Error).message }));
       await appendLifecycle({
         type: "rt.session.closed",
         data: { session_id: sessionId, code, reason, audio_ms: audioMs(), duration_ms: Math.max(0, deps.now() - startedAt) },

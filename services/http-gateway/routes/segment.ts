@@ -10,7 +10,8 @@ import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
 import { assertProbeFits, trustedDuration } from "../../../shared/audio/probe";
 import { AppError, toAppError, validationError } from "../../../shared/errors";
 import { appendEvents } from "../../../shared/event-store";
-import { recordUsage, remainingAudioSeconds } from "../../../shared/usage";
+import { audioBudget, type AudioBudget } from "../../../shared/audio-budget";
+import { recordUsage } from "../../../shared/usage";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import { readBounded } from "../body-limit";
 import type { GatewayDeps } from "../deps";
@@ -113,6 +114,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
   c.set("requestId", requestId);
   c.header("X-Request-Id", requestId);
   const audit: SegmentAudit = { requestId, principal, model: "stt-1", audioSeconds: 0, bytes: 0, responseFormat: "verbose_json", started };
+  let claimed: { budget: AudioBudget; seconds: number } | undefined;
   try {
     const form = await readForm(c.req.raw, contentType, deps.config.workers.maxUploadBytes);
     const fields = parseFields(form);
@@ -129,7 +131,8 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
     });
     audit.audioSeconds = trustedDuration(probe) ?? 0;
     assertProbeFits(probe, maxSeconds);
-    const remaining = await remainingBudget(deps, principal);
+    const budget = audioBudget({ nats: deps.nats, db: deps.db, windowSeconds: deps.config.usage.windowSeconds }, principal, deps.now());
+    const remaining = await budget.remaining();
     assertWithinBudget(remaining, trustedDuration(probe) ?? 0);
     // A clip whose length is only guessed is decoded no further than the key can pay for.
     const decodeStarted = performance.now();
@@ -145,6 +148,10 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
       });
     audit.audioSeconds = audio.durationSeconds;
     assertWithinBudget(remaining, audio.durationSeconds);
+    // Drawn from the live budget every plane shares before the engine is paid for; a
+    // parallel request or session may have taken it meanwhile (then 429 as above).
+    if (audio.durationSeconds > 0 && (await budget.claim(audio.durationSeconds)) === 0) throw quotaExhausted(await budget.remaining(), audio.durationSeconds);
+    claimed = { budget, seconds: audio.durationSeconds };
     if (!deps.router) throw new AppError("unavailable", "no_workers", "no transcription workers are configured in this process");
     const out = await deps.router.transcribe({
       pcm: audio.pcm,
@@ -188,6 +195,8 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
     return c.body(rendered.body, 200);
   } catch (err) {
     const e = toAppError(err);
+    // nothing is billed for a failed request: give its audio back to the budget
+    if (claimed) await claimed.budget.release(claimed.seconds).catch(() => undefined);
     await appendAudit(deps, principal.keyId, {
       type: "SegmentFailed",
       data: { ...auditCommon(audit), code: e.code, message: e.message.slice(0, 500), totalMs: round(performance.now() - started) },
@@ -216,11 +225,6 @@ async function appendAudit(deps: GatewayDeps, keyId: string, event: SegmentEvent
   ]);
 }
 
-/** Audio seconds left in the key's billing window (Infinity when the plan sets no window budget). */
-async function remainingBudget(deps: GatewayDeps, principal: Principal): Promise<number> {
-  if (principal.limits.maxAudioSecondsPerWindow <= 0) return Number.POSITIVE_INFINITY;
-  return remainingAudioSeconds(deps.db, principal, deps.now(), deps.config.usage.windowSeconds);
-}
 
 function assertWithinBudget(remaining: number, seconds: number): void {
   if (remaining <= 0 || seconds > remaining) throw quotaExhausted(remaining, seconds);

@@ -1,0 +1,88 @@
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connectRt, extraGateways, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { fixturePath } from "./support/fixtures";
+import { waitFor } from "./support/jobs-helpers";
+import { startStack, type Stack } from "./support/stack";
+
+/**
+ * One live audio budget per key and window across planes and gateway processes: two
+ * realtime sessions of one key on two gateways draw from it as audio arrives and both
+ * close 1008 audio_quota_exhausted when it runs out; a segment call is then refused.
+ */
+let stack: Stack;
+const gateways = extraGateways(() => stack);
+beforeAll(async () => {
+  stack = await startStack();
+});
+afterAll(async () => {
+  await gateways.stopAll();
+  await stack?.stop();
+});
+
+const WINDOW_BUDGET = 20;
+
+describe("live audio budget", () => {
+  it("two sessions on two gateways exhaust the window together; a segment call is then 429", async () => {
+    const res = await stack.fetch("/v1/external-transcription/keys", {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ owner_id: "budget", plan: "pro", limits: { maxAudioSecondsPerWindow: WINDOW_BUDGET } }),
+    });
+    const { key, id } = ((await res.json()) as any).data;
+    const second = await gateways.start({});
+    const headers = { authorization: `Bearer ${key}` };
+    const a = await connectRt(wsUrl(stack.baseUrl), headers);
+    expect((await a.next("session.created")).limits.remaining_audio_seconds).toBe(WINDOW_BUDGET);
+    const b = await connectRt(wsUrl(second), headers);
+    // live: the first session has already drawn its first slice (5 s) ahead of its audio
+    const left = (await b.next("session.created")).limits.remaining_audio_seconds;
+    expect(left).toBeGreaterThanOrEqual(WINDOW_BUDGET - 5);
+    expect(left).toBeLessThanOrEqual(WINDOW_BUDGET);
+
+    // 30 s of audio each, at 10× real time: 60 s offered against a 20 s window
+    const stream = (client: typeof a) => streamPcm(client, silence(30), { speed: 10 }).catch(() => undefined);
+    await Promise.all([stream(a), stream(b)]);
+    const [ca, cb] = await Promise.all([a.closed, b.closed]);
+    expect(ca).toEqual({ code: 1008, reason: "audio_quota_exhausted" });
+    expect(cb).toEqual({ code: 1008, reason: "audio_quota_exhausted" });
+
+    // billed: the window and not more than a frame's worth beyond it (documented tolerance 0.5 s)
+    const billed = await waitFor(async () => {
+      const row = await stack.db.selectFrom("usage_windows").select("audio_seconds").where("key_id", "=", id).executeTakeFirst();
+      return row && Number(row.audio_seconds) >= WINDOW_BUDGET - 0.5 ? Number(row.audio_seconds) : undefined;
+    }, { timeoutMs: 15_000, what: "the sessions' usage" });
+    expect(billed).toBeLessThanOrEqual(WINDOW_BUDGET + 0.5);
+
+    const form = new FormData();
+    form.set("file", new Blob([readFileSync(fixturePath("jfk.wav"))], { type: "audio/wav" }), "jfk.wav");
+    const seg = await stack.fetch("/v1/audio/transcriptions", { method: "POST", headers, body: form });
+    expect(seg.status).toBe(429);
+    expect(((await seg.json()) as any).error.code).toBe("audio_quota_exhausted");
+    const job = await stack.fetch("/v1/audio/transcriptions/jobs", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ audio_url: "https://127.0.0.1:1/a.wav" }) });
+    expect(job.status).toBe(429);
+    // a new session is refused at once
+    const c = await connectRt(wsUrl(stack.baseUrl), headers);
+    expect(await c.closed).toEqual({ code: 1008, reason: "audio_quota_exhausted" });
+  });
+
+  it("a segment request draws its clip from the same budget, and a failed one gives it back", async () => {
+    const res = await stack.fetch("/v1/external-transcription/keys", {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ owner_id: "budget2", plan: "pro", limits: { maxAudioSecondsPerWindow: 15 } }),
+    });
+    const { key } = ((await res.json()) as any).data;
+    const headers = { authorization: `Bearer ${key}` };
+    const clip = () => {
+      const form = new FormData();
+      form.set("file", new Blob([readFileSync(fixturePath("jfk.wav"))], { type: "audio/wav" }), "jfk.wav");
+      return form;
+    };
+    // two 11 s clips at once against 15 s: exactly one is transcribed
+    const statuses = (await Promise.all([0, 1].map(() => stack.fetch("/v1/audio/transcriptions", { method: "POST", headers, body: clip() })))).map((r) => r.status).sort();
+    expect(statuses).toEqual([200, 429]);
+    const usage = (await (await stack.fetch("/v1/usage", { headers })).json()) as any;
+    expect(usage.audio_seconds.remaining).toBeLessThan(5);
+  });
+});
