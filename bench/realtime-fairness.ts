@@ -17,6 +17,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import WebSocket from "ws";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
 import { loadConfig } from "../shared/config";
@@ -183,7 +184,7 @@ async function round(label: string, big: number) {
 }
 
 async function main() {
-  console.log(`realtime fairness bench: ${seconds} s of speech per session, PocketSphinx processes ${psProcesses}, RT_MAX_TRANSCRIPT_WAIT_MS ${maxWaitMs}`);
+  console.log(`realtime fairness bench: ${seconds} s of speech per session, PocketSphinx processes ${psProcesses}, RT_MAX_TRANSCRIPT_WAIT_MS ${maxWaitMs}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
   console.log("round | sessions (small+big) | refused | small owner final p50/p99 | committed | completed | engine_overloaded | other failed | no outcome | >1 outcome");
   const show = (label: string, r: Awaited<ReturnType<typeof round>>) =>
     console.log([label, r.sessions, r.refused, `${pct(r.small, 50).toFixed(0)}/${pct(r.small, 99).toFixed(0)} ms (${r.small.length})`, r.tally.committed, r.tally.completed, r.tally.overloaded, r.tally.otherFailed, r.tally.silent, r.tally.twice].join(" | "));
@@ -191,6 +192,7 @@ async function main() {
   show("solo", solo);
   const load = await round("load", bigSessions);
   show(`2 + ${bigSessions}`, load);
+  console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
   console.log(`small owner's final p99 under load ÷ solo: ${(pct(load.small, 99) / pct(solo.small, 99)).toFixed(2)}×`);
 }
 
