@@ -19,7 +19,15 @@
  *   which is engine capacity), the engine wait on its own, and the total;
  * - memory per session: server RSS with N sessions open minus RSS before, over N
  *   (the PocketSphinx worker processes are separate and not counted);
- * - server CPU over the round.
+ * - server CPU over the round;
+ * - streaming (docs/realtime.md, "Streaming recognition"): first partial (a non-empty
+ *   delta or an interim; the bench asks for interims) after speech_started, p50/p99 and
+ *   the share of utterances over 2 s with one within 1 s; how many finals came from a
+ *   streaming decoder; the share of committed utterances transcribed before close.
+ *
+ * `--audio librivox` streams the five LibriVox clips of pocketsphinx-testdata, each
+ * followed by 0.8 s of silence, looped (continuous read speech); the default loops
+ * jfk.wav with 1.5 s of silence.
  * The engine is the embedded PocketSphinx pool (`--ps-processes`, default 1, leaving a
  * core for the plane); it is the bottleneck for transcripts, not for audio intake.
  */
@@ -39,6 +47,7 @@ const rounds = (args.get("sessions") ?? "10,25,50").split(",").map(Number);
 const seconds = Number(args.get("seconds") ?? 30);
 const frameMs = Number(args.get("frame-ms") ?? 40);
 const psProcesses = args.get("ps-processes") ?? "1";
+const audioSource = args.get("audio") ?? "jfk";
 
 const id = randomBytes(4).toString("hex");
 const prefix = `b${id}`;
@@ -108,7 +117,7 @@ interface SessionRun {
   sessionId?: string;
   sentBytes: number;
   offset: number;
-  events: { type: string; t: number; item_id?: string; worker_ms?: number; queue_ms?: number; audio_end_ms?: number }[];
+  events: { type: string; t: number; item_id?: string; worker_ms?: number; queue_ms?: number; audio_end_ms?: number; audio_start_ms?: number; text?: number; worker_id?: string }[];
   close?: { code: number; reason: string };
   refused?: string;
   error?: string;
@@ -132,10 +141,7 @@ function sentAt(s: SessionRun, offset: number): number | undefined {
 }
 
 async function main() {
-  const jfk = pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!;
-  // speech then 1.5 s of silence, looped
-  const loop = new Int16Array(jfk.length + 24000);
-  loop.set(jfk);
+  const loop = speechLoop(audioSource);
   const loopBytes = new Uint8Array(loop.buffer);
   const frameBytes = (16000 * 2 * frameMs) / 1000;
 
@@ -156,8 +162,8 @@ async function main() {
     },
   });
 
-  console.log(`realtime bench: ${seconds} s of speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, a fresh server per round`);
-  console.log("sessions | held | closes | lost ms | vad pending | VAD decision p50/p99 | stopped→transcript p50/p99 minus engine (wait+work) | engine wait p50/p99 | stopped→transcript with engine p50/p99 | completed/failed of committed | MB/session | server CPU");
+  console.log(`realtime bench: ${seconds} s of ${audioSource} speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, a fresh server per round`);
+  console.log("sessions | held | closes | lost ms | vad pending | VAD decision p50/p99 | stopped→transcript p50/p99 minus engine (wait+work) | engine wait p50/p99 | stopped→transcript with engine p50/p99 | completed/failed of committed | first partial after speech_started | MB/session | server CPU");
   let proc: ChildProcess | undefined;
   try {
     for (const n of rounds) {
@@ -201,8 +207,12 @@ async function main() {
           });
         ws.on("message", (data) => {
           const e = JSON.parse(data.toString());
-          if (e.type === "session.created") s.sessionId = e.session_id;
-          s.events.push({ type: e.type, t: performance.now(), item_id: e.item_id, worker_ms: e.worker_ms, queue_ms: e.queue_ms, audio_end_ms: e.audio_end_ms });
+          if (e.type === "session.created") {
+            s.sessionId = e.session_id;
+            ws.send(JSON.stringify({ type: "session.update", session: { input_audio_transcription: { interim_results: true } } }));
+          }
+          const text = e.delta ?? e.transcript;
+          s.events.push({ type: e.type, t: performance.now(), item_id: e.item_id, worker_ms: e.worker_ms, queue_ms: e.queue_ms, audio_end_ms: e.audio_end_ms, audio_start_ms: e.audio_start_ms, text: typeof text === "string" ? text.length : undefined, worker_id: e.worker_id });
         });
         await new Promise<void>((resolve) => {
           ws.once("open", () => resolve());
@@ -267,6 +277,10 @@ async function main() {
       const total: number[] = [];
       let completed = 0;
       let failed = 0;
+      let streamed = 0;
+      const firstPartial: number[] = [];
+      let longUtterances = 0;
+      let longWithPartial = 0;
       for (const s of sessions) {
         const key = s.refused ? `refused ${s.refused}` : !s.sessionId ? `no session (${s.error ?? "no session.created"})` : s.close ? `${s.close.code}${s.close.reason ? ` ${s.close.reason}` : ""}` : "open";
         closes.set(key, (closes.get(key) ?? 0) + 1);
@@ -283,6 +297,17 @@ async function main() {
             if (sent !== undefined) decision.push(e.t - sent);
           }
           if (e.type.endsWith(".completed")) completed++;
+          if (e.type.endsWith(".completed") && e.worker_id?.startsWith("stream:")) streamed++;
+          if (e.type === "input_audio_buffer.committed" && e.audio_end_ms !== undefined && e.audio_start_ms !== undefined) {
+            const started = s.events.find((x) => x.type === "input_audio_buffer.speech_started" && x.item_id === e.item_id);
+            const partial = s.events.find((x) => x.item_id === e.item_id && ((x.type.endsWith(".delta") && (x.text ?? 0) > 0) || x.type.endsWith(".interim")));
+            const stoppedAt = s.events.find((x) => x.type === "input_audio_buffer.speech_stopped" && x.item_id === e.item_id)?.t ?? Infinity;
+            if (started && partial && partial.t < stoppedAt) firstPartial.push(partial.t - started.t);
+            if (started && e.audio_end_ms - e.audio_start_ms > 2000) {
+              longUtterances++;
+              if (partial && partial.t - started.t <= 1000) longWithPartial++;
+            }
+          }
           if (e.type.endsWith(".failed")) failed++;
           if (!e.type.endsWith(".completed")) continue;
           const stopped = s.events.find((x) => x.type === "input_audio_buffer.speech_stopped" && x.item_id === e.item_id);
@@ -296,6 +321,8 @@ async function main() {
       if (abnormal.length && process.env.BENCH_DEBUG) {
         for (const s of abnormal.slice(0, 3)) console.log("abnormal close", s.close, s.error, "events", s.events.length, "last", s.events.at(-1)?.type, "closedAt", ((s.closedAt ?? 0) - start).toFixed(0), "sent ms", s.sentBytes / 32, "server saw", serverClose.get(s.sessionId!));
       }
+      if (process.env.BENCH_DEBUG) console.log("stopped→transcript with engine, ms:", total.map((x) => x.toFixed(0)).join(" "));
+      const commits = sessions.reduce((n, x) => n + x.events.filter((e) => e.type === "input_audio_buffer.committed").length, 0);
       const cpu = ((after.cpuSeconds - before.cpuSeconds) / ((performance.now() - start) / 1000)) * 100;
       console.log(
         [
@@ -308,7 +335,8 @@ async function main() {
           `${pct(pipeline, 50).toFixed(0)}/${pct(pipeline, 99).toFixed(0)} ms`,
           `${pct(queued, 50).toFixed(0)}/${pct(queued, 99).toFixed(0)} ms`,
           `${pct(total, 50).toFixed(0)}/${pct(total, 99).toFixed(0)} ms`,
-          `${completed}/${failed} of ${sessions.reduce((n, x) => n + x.events.filter((e) => e.type === "input_audio_buffer.committed").length, 0)}`,
+          `${completed}/${failed} of ${commits} (${((100 * completed) / Math.max(1, commits)).toFixed(1)}% transcribed, ${streamed} streamed)`,
+          `first partial ${pct(firstPartial, 50).toFixed(0)}/${pct(firstPartial, 99).toFixed(0)} ms, ≤1 s in ${longWithPartial}/${longUtterances} utterances >2 s`,
           ((peak.rssMb - before.rssMb) / Math.max(1, open.length)).toFixed(2),
           `${cpu.toFixed(0)}%`,
         ].join(" | "),
@@ -325,6 +353,24 @@ async function main() {
     await dropSchema(db, schema).catch(() => undefined);
     await db.destroy();
   }
+}
+
+/** The looped speech every session streams (starting at a random offset). */
+function speechLoop(source: string): Int16Array {
+  const pieces: Int16Array[] = [];
+  if (source === "librivox") {
+    const dir = "/usr/share/pocketsphinx/test/data/librivox";
+    for (const n of ["0870", "0880", "0890", "0920", "0930"]) {
+      pieces.push(pcm16MonoFromWav(readFileSync(`${dir}/sense_and_sensibility_01_austen_64kb-${n}.wav`))!, new Int16Array(12_800));
+    }
+  } else pieces.push(pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!, new Int16Array(24_000));
+  const loop = new Int16Array(pieces.reduce((n, p) => n + p.length, 0));
+  let off = 0;
+  for (const p of pieces) {
+    loop.set(p, off);
+    off += p.length;
+  }
+  return loop;
 }
 
 main().then(
