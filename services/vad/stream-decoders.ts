@@ -119,7 +119,8 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
     child.on("error", () => undefined);
     child.on("exit", (code, signal) => {
       proc.dead = true;
-      procs.splice(procs.indexOf(proc), 1);
+      const at = procs.indexOf(proc);
+      if (at >= 0) procs.splice(at, 1);
       const err = new AppError("unavailable", "engine_crashed", `stream decoder exited (${signal ?? code})`);
       for (const w of proc.waiting.splice(0)) w.reject(err);
       proc.onDeath?.();
