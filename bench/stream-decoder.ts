@@ -4,7 +4,8 @@
  * On the labelled clips (LibriVox from pocketsphinx-testdata, jfk, ldc93s1) it compares
  * the commit path's whole-clip request (ps-worker PSS1: clip CMN, PocketSphinx VAD
  * splitting, second pass) with the streaming protocol (PSS2: 20 ms chunks, one
- * utterance, CMN warmed up on the utterance's first 0.8 s), each with the second pass on
+ * utterance, CMN warmed up on the utterance's first 0.8 s, or with BENCH_CARRY_CMN=1 carried
+ * from the previous clip as a session's next utterance is), each with the second pass on
  * and off: word error rate, engine CPU seconds per audio second (from /proc, the
  * process's own user+system time), and the time `end` takes.
  */
@@ -60,18 +61,21 @@ async function commitPath(clips: Clip[], options: string[]) {
   return { errors, words, cpu };
 }
 
-async function streamed(clips: Clip[], options: string[]) {
+async function streamed(clips: Clip[], options: string[], carry = process.env.BENCH_CARRY_CMN === "1") {
   const pool = await createStreamDecoderPool({ size: 1, warm: 1, decoderOptions: options });
   await sleep(2000); // model load
   const ends: number[] = [];
   let errors = 0, words = 0, cpu = 0;
+  let cmn: number[] | null = null;
   for (const c of clips) {
-    const u = pool.acquire({ prompt: null, cmn: null })!;
+    // BENCH_CARRY_CMN=1: each clip starts from the CMN estimate the previous one ended with (as a session's next utterance does)
+    const u = pool.acquire({ prompt: null, cmn: carry ? cmn : null })!;
     const cpu0 = cpuSeconds(u.pid);
     for (let i = 0; i < c.pcm.length; i += 320) u.feed(c.pcm.subarray(i, i + 320));
     await u.hypothesis(); // everything fed is decoded
     const t = performance.now();
     const r = await u.end();
+    cmn = r.cmn;
     ends.push(performance.now() - t);
     cpu += cpuSeconds(u.pid) - cpu0;
     const w = wordErrorRate(c.ref, r.words.map((x) => x.word).join(" "));
@@ -82,7 +86,8 @@ async function streamed(clips: Clip[], options: string[]) {
   return { errors, words, cpu, ends };
 }
 
-const clips = await labelledClips();
+// BENCH_CLIPS=librivox: only the five LibriVox clips (one speaker, as in a session)
+const clips = (await labelledClips()).filter((c) => process.env.BENCH_CLIPS !== "librivox" || c.name.startsWith("sense_"));
 const audio = clips.reduce((a, c) => a + c.pcm.length / 16_000, 0);
 console.log(`${clips.length} clips, ${audio.toFixed(1)} s of speech`);
 const fmt = (r: { errors: number; words: number; cpu: number }) => `WER ${((100 * r.errors) / r.words).toFixed(1)}% (${r.errors}/${r.words}), ${(r.cpu / audio).toFixed(3)} CPU-s per audio s`;
