@@ -66,7 +66,7 @@ describe("live audio budget", () => {
     expect(await c.closed).toEqual({ code: 1008, reason: "audio_quota_exhausted" });
   });
 
-  it("a segment request draws its clip from the same budget, and a failed one gives it back", async () => {
+  it("a segment request draws its clip from the same budget: of two parallel ones that do not both fit, one is refused", async () => {
     const res = await stack.fetch("/v1/external-transcription/keys", {
       method: "POST",
       headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
@@ -82,7 +82,13 @@ describe("live audio budget", () => {
     // two 11 s clips at once against 15 s: exactly one is transcribed
     const statuses = (await Promise.all([0, 1].map(() => stack.fetch("/v1/audio/transcriptions", { method: "POST", headers, body: clip() })))).map((r) => r.status).sort();
     expect(statuses).toEqual([200, 429]);
-    const usage = (await (await stack.fetch("/v1/usage", { headers })).json()) as any;
-    expect(usage.audio_seconds.remaining).toBeLessThan(5);
+    // billed once: the usage read model shows one clip
+    const usage = await waitFor(async () => {
+      const u = (await (await stack.fetch("/v1/usage", { headers })).json()) as any;
+      return u.audio_seconds.used > 0 ? u : undefined;
+    }, { timeoutMs: 10_000, what: "the usage read model" });
+    expect(usage.audio_seconds.used).toBeGreaterThan(10);
+    expect(usage.audio_seconds.used).toBeLessThan(12);
+    expect(usage.requests.window).toBe(1);
   });
 });
