@@ -12,7 +12,7 @@
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
-import { createStreamDecoderPool } from "../services/vad/stream-decoders";
+import { createStreamDecoderPool, type StreamResult, type StreamUtterance } from "../services/vad/stream-decoders";
 import { decodeAudio } from "../shared/audio/decode";
 import { wordErrorRate } from "../shared/workers/wer";
 import { FIXTURES_DIR } from "../test/support/fixtures";
@@ -69,12 +69,12 @@ async function streamed(clips: Clip[], options: string[], carry = process.env.BE
   let cmn: number[] | null = null;
   for (const c of clips) {
     // BENCH_CARRY_CMN=1: each clip starts from the CMN estimate the previous one ended with (as a session's next utterance does)
-    const u = pool.acquire({ prompt: null, cmn: carry ? cmn : null })!;
+    const u: StreamUtterance = pool.acquire({ prompt: null, cmn: carry ? cmn : null })!;
     const cpu0 = cpuSeconds(u.pid);
     for (let i = 0; i < c.pcm.length; i += 320) u.feed(c.pcm.subarray(i, i + 320));
     await u.hypothesis(); // everything fed is decoded
     const t = performance.now();
-    const r = await u.end();
+    const r: StreamResult = await u.end();
     cmn = r.cmn;
     ends.push(performance.now() - t);
     cpu += cpuSeconds(u.pid) - cpu0;

@@ -12,8 +12,8 @@ import { ensurePocketsphinxBinary } from "../transcriber/pocketsphinx/build";
  *
  * One process decodes one utterance at a time. `acquire` never waits: no free decoder
  * means the utterance takes the commit → rt.cmd → transcribe path. Processes are
- * spawned on demand up to `size` (a few at start, so the first utterances pay no model
- * load) and stay warm. A process that dies fails its utterance (`lost`, and the pending
+ * spawned up to `size`: a few at start, then one spare ahead of demand whenever the
+ * last idle one is taken (a model load is 0.44 CPU-s), and they stay warm. A process that dies fails its utterance (`lost`, and the pending
  * hypothesis/end promises reject) and is replaced.
  *
  * The flat-lexicon second pass is off (-fwdflat no; the lattice best path stays on):
@@ -159,6 +159,8 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
     }
     const p = proc;
     p.busy = true;
+    // keep one spare loaded ahead of demand, so the next utterance does not wait for a model load
+    if (procs.length < options.size && !procs.some((x) => !x.busy && !x.dead)) procs.push(spawnProc());
     let lost = false;
     let open = true;
     p.onDeath = () => {
