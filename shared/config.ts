@@ -126,6 +126,8 @@ const envSchema = z.object({
   RT_DEMO_API_KEY: optionalString,
   /** Streaming PocketSphinx decoders per VAD process (0: no streaming, commit → transcribe only). */
   RT_STREAM_DECODERS: int.min(0).max(256).default(12),
+  /** Streaming decoders loaded when the VAD starts (the rest load on demand, one spare ahead). */
+  RT_STREAM_DECODERS_WARM: int.min(0).max(256).default(2),
 
   // telemetry
   OTEL_EXPORTER_OTLP_ENDPOINT: optionalString,
@@ -227,6 +229,7 @@ function build(env: Env) {
       maxTranscriptWaitMs: env.RT_MAX_TRANSCRIPT_WAIT_MS,
       demoApiKey: env.RT_DEMO_API_KEY,
       streamDecoders: env.RT_STREAM_DECODERS,
+      streamDecodersWarm: env.RT_STREAM_DECODERS_WARM,
       /** Sessions stream only when the local engine is PocketSphinx and no other engine would transcribe them (docs/realtime.md). */
       streaming: env.RT_STREAM_DECODERS > 0 && env.WORKER_EMBEDDED === "pocketsphinx" && !env.WHISPER_MODEL_PATH && !env.WORKER_OPENAI_URL,
     },

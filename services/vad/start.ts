@@ -12,7 +12,7 @@ export async function startVadService(ctx: ServiceContext): Promise<RunningServi
   const rt = ctx.config.realtime;
   const v = rt.vad;
   const logger = ctx.logger.child({ service: "vad" });
-  const decoders = rt.streaming ? await createStreamDecoderPool({ size: rt.streamDecoders, logger: logger.child({ component: "stream-decoders" }) }) : null;
+  const decoders = rt.streaming ? await createStreamDecoderPool({ size: rt.streamDecoders, warm: rt.streamDecodersWarm, logger: logger.child({ component: "stream-decoders" }) }) : null;
   const vad = await startVadConsumers({
     nats: ctx.nats,
     logger,
