@@ -127,7 +127,8 @@ const envSchema = z.object({
   /** Streaming PocketSphinx decoders per VAD process (0: no streaming, commit → transcribe only). */
   RT_STREAM_DECODERS: int.min(0).max(256).default(12),
   /** Streaming decoders loaded when the VAD starts (the rest load on demand, one spare ahead). */
-  RT_STREAM_DECODERS_WARM: int.min(0).max(256).default(2),
+  /** Decoders loaded at start; unset = all of RT_STREAM_DECODERS (test stacks set 2). */
+  RT_STREAM_DECODERS_WARM: int.min(0).max(256).optional(),
 
   // telemetry
   OTEL_EXPORTER_OTLP_ENDPOINT: optionalString,
@@ -229,7 +230,7 @@ function build(env: Env) {
       maxTranscriptWaitMs: env.RT_MAX_TRANSCRIPT_WAIT_MS,
       demoApiKey: env.RT_DEMO_API_KEY,
       streamDecoders: env.RT_STREAM_DECODERS,
-      streamDecodersWarm: env.RT_STREAM_DECODERS_WARM,
+      streamDecodersWarm: env.RT_STREAM_DECODERS_WARM ?? env.RT_STREAM_DECODERS,
       /** Sessions stream only when the local engine is PocketSphinx and no other engine would transcribe them (docs/realtime.md). */
       streaming: env.RT_STREAM_DECODERS > 0 && env.WORKER_EMBEDDED === "pocketsphinx" && !env.WHISPER_MODEL_PATH && !env.WORKER_OPENAI_URL,
     },

@@ -91,6 +91,7 @@ describe("nats-server restart", () => {
       env: {
         ...process.env,
         STT_SERVICES: "all",
+        RT_STREAM_DECODERS_WARM: "2",
         HOST: "127.0.0.1",
         PORT: "0",
         LOG_LEVEL: "info",

@@ -33,6 +33,7 @@ export function startServiceProcess(stack: Stack, services: string, env: Record<
       DATABASE_SCHEMA: stack.config.db.schema,
       GATEWAY_SESSION_TOKEN_SECRET: stack.sessionSecret,
       DATA_DIR: `${stack.runtime.ctx.config.dataDir}/${services.replace(/[^a-z-]/g, "_")}-${processCount++}`,
+      RT_STREAM_DECODERS_WARM: "2",
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],

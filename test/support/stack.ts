@@ -51,6 +51,8 @@ export async function startStack(overrides: Record<string, string | undefined> =
     GATEWAY_ADMIN_TOKEN: adminToken,
     GATEWAY_SESSION_TOKEN_SECRET: sessionSecret,
     JOB_ALLOW_PRIVATE_URLS: "true",
+    // two streaming decoders per test stack (not the production default of all)
+    RT_STREAM_DECODERS_WARM: "2",
     ...overrides,
   });
   const runtime = await startRuntime(config, createLogger(config.logLevel, { test: id }));
