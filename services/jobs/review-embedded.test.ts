@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { annotateSegments, applyToText, confidentAnnotations, loadPronouncer, vocabularyOf, type Pronounce } from "./review-embedded";
+import { annotateSegments, applyToText, candidateSpans, confidentAnnotations, loadPronouncer, resolveOverlaps, vocabularyOf, type Annotation, type Pronounce } from "./review-embedded";
 
 let pronounce: Pronounce;
 beforeAll(async () => {
@@ -24,5 +24,25 @@ describe("embedded reviewer matcher", () => {
     const vocabulary = vocabularyOf({ names: ["Kennedy", "Americana"] }, undefined);
     const text = "ask not what your country can do for you my fellow americans";
     expect(confidentAnnotations(annotateSegments([{ id: 0, text }], vocabulary, pronounce))).toEqual([]);
+  });
+
+  it("keeps the best of overlapping candidates per segment, in word order", () => {
+    const a = (segment_id: number, start_word: number, end_word: number, confidence: number): Annotation => ({
+      segment_id, start_word, end_word, original: "x", suggestion: "y", reason: "r", confidence,
+    });
+    const kept = resolveOverlaps([a(0, 2, 4, 0.7), a(0, 3, 5, 0.9), a(1, 0, 2, 0.6), a(0, 0, 2, 0.8), a(0, 3, 4, 0.9)]);
+    expect(kept.map((k) => [k.segment_id, k.start_word, k.end_word])).toEqual([
+      [0, 0, 2],
+      [0, 3, 4],
+      [1, 0, 2],
+    ]);
+  });
+
+  it("lists overlapping candidates below the report floor only when asked", () => {
+    const vocabulary = vocabularyOf({ characters: ["John Dashwood"] }, undefined);
+    const segments = [{ id: 0, text: "and mr john guess would have been at leisure" }];
+    const all = candidateSpans(segments, vocabulary, pronounce, 0.5);
+    expect(all.length).toBeGreaterThan(annotateSegments(segments, vocabulary, pronounce).length);
+    expect(resolveOverlaps(candidateSpans(segments, vocabulary, pronounce))).toEqual(annotateSegments(segments, vocabulary, pronounce));
   });
 });

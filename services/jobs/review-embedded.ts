@@ -232,16 +232,15 @@ function sharesStem(word: string, termKey: string): boolean {
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
 /**
- * Stage 1: annotations for the given segments, best first and never overlapping, each
- * at or above REPORT_CONFIDENCE.
+ * Every span of the given segments that sounds like a term from `floor` up, overlapping
+ * ones included (the evaluation filters these by other evidence before resolving).
  */
-export function annotateSegments(segments: ReviewSegment[], vocabulary: VocabularyTerm[], pronounce: Pronounce): Annotation[] {
+export function candidateSpans(segments: ReviewSegment[], vocabulary: VocabularyTerm[], pronounce: Pronounce, floor = REPORT_CONFIDENCE): Annotation[] {
   const vocabularyWords = new Set(vocabulary.flatMap((t) => t.words));
-  const out: Annotation[] = [];
+  const candidates: Annotation[] = [];
   for (const segment of segments) {
     const raw = segment.text.split(/\s+/).filter(Boolean);
     const words = raw.map(normalizeWord);
-    const candidates: Annotation[] = [];
     for (const term of vocabulary) {
       const termKey = letters(term.words);
       const maxN = Math.min(term.words.length + 2, words.length);
@@ -262,7 +261,7 @@ export function annotateSegments(segments: ReviewSegment[], vocabulary: Vocabula
           const ratio = heardKey.length / termKey.length;
           if (ratio < 0.5 || ratio > 2) continue;
           const { score, reason } = soundsLike(heard, term.words, pronounce);
-          if (score < REPORT_CONFIDENCE) continue;
+          if (score < floor) continue;
           candidates.push({
             segment_id: segment.id,
             start_word: start,
@@ -275,10 +274,19 @@ export function annotateSegments(segments: ReviewSegment[], vocabulary: Vocabula
         }
       }
     }
-    // Best first; a lower candidate overlapping a taken span is dropped.
-    candidates.sort((a, b) => b.confidence - a.confidence || a.end_word - a.start_word - (b.end_word - b.start_word));
+  }
+  return candidates;
+}
+
+/** Per segment, best first, a candidate overlapping one already taken is dropped; in segment and word order. */
+export function resolveOverlaps(candidates: Annotation[]): Annotation[] {
+  const bySegment = new Map<number, Annotation[]>();
+  for (const c of candidates) bySegment.set(c.segment_id, [...(bySegment.get(c.segment_id) ?? []), c]);
+  const out: Annotation[] = [];
+  for (const group of bySegment.values()) {
+    group.sort((a, b) => b.confidence - a.confidence || a.end_word - a.start_word - (b.end_word - b.start_word));
     const taken: Annotation[] = [];
-    for (const c of candidates) {
+    for (const c of group) {
       if (taken.some((t) => c.start_word < t.end_word && t.start_word < c.end_word)) continue;
       taken.push(c);
     }
@@ -286,6 +294,13 @@ export function annotateSegments(segments: ReviewSegment[], vocabulary: Vocabula
   }
   return out;
 }
+
+/**
+ * Stage 1: annotations for the given segments, best first and never overlapping, each
+ * at or above REPORT_CONFIDENCE.
+ */
+export const annotateSegments = (segments: ReviewSegment[], vocabulary: VocabularyTerm[], pronounce: Pronounce): Annotation[] =>
+  resolveOverlaps(candidateSpans(segments, vocabulary, pronounce));
 
 /** The segment's text with the given non-overlapping annotations applied (punctuation at the span's edges kept). */
 export function applyToText(text: string, annotations: Annotation[]): string {
