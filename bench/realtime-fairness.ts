@@ -6,6 +6,12 @@
  *
  *   npx tsx bench/realtime-fairness.ts [--big 18] [--seconds 30] [--ps-processes 1]
  *                                      [--max-wait-ms 5000]
+ *                                      [--provider-ms 400 --provider-concurrency 1]
+ *
+ * With `--provider-ms` the engine is not PocketSphinx but a local OpenAI-compatible
+ * server (test/support/workers-provider-server.ts) answering after that many ms,
+ * announced with `--provider-concurrency`: capacity independent of the machine's load,
+ * so the round shows the scheduler alone.
  *
  * Round 1: the small owner's two sessions alone (its solo figure). Round 2: the same
  * beside `--big` sessions of the big owner (default 18: 90% of 20). Per round: the
@@ -24,6 +30,7 @@ import { loadConfig } from "../shared/config";
 import { createDb, dropSchema } from "../shared/db/index";
 import { connectNats, destroyTopology } from "../shared/nats";
 import { fixturePath } from "../test/support/fixtures";
+import { startProviderServer } from "../test/support/workers-provider-server";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -31,13 +38,19 @@ const bigSessions = Number(args.get("big") ?? 18);
 const seconds = Number(args.get("seconds") ?? 30);
 const psProcesses = args.get("ps-processes") ?? "1";
 const maxWaitMs = args.get("max-wait-ms") ?? "5000";
+/** Engine = a local OpenAI-compatible server taking this long per request (deterministic capacity). */
+const providerMs = args.get("provider-ms");
+const providerConcurrency = args.get("provider-concurrency") ?? "1";
 const frameMs = 40;
 
 const id = randomBytes(4).toString("hex");
 const adminToken = `admin-${randomBytes(8).toString("hex")}`;
 const base = loadConfig(process.env);
 
-function startServer(prefix: string): Promise<ChildProcess & { port?: number }> {
+function startServer(prefix: string, engineUrl?: string): Promise<ChildProcess & { port?: number }> {
+  const engine = engineUrl
+    ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: `${engineUrl}/v1`, WORKER_OPENAI_MODEL: "whisper-1", WORKER_OPENAI_CONCURRENCY: providerConcurrency, WORKER_OPENAI_REAL_TIME_FACTOR: "1" }
+    : {};
   const proc = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "serve"], {
     env: {
       ...process.env,
@@ -52,6 +65,7 @@ function startServer(prefix: string): Promise<ChildProcess & { port?: number }> 
       GATEWAY_SESSION_TOKEN_SECRET: randomBytes(16).toString("hex"),
       POCKETSPHINX_PROCESSES: psProcesses,
       RT_MAX_TRANSCRIPT_WAIT_MS: maxWaitMs,
+      ...engine,
     },
     stdio: ["ignore", "pipe", "pipe"],
   }) as ChildProcess & { port?: number };
@@ -116,7 +130,9 @@ function openSession(port: number, key: string, owner: string): Promise<Run> {
 
 async function round(label: string, big: number) {
   const prefix = `b${id}${label}`;
-  const server = await startServer(prefix);
+  const provider = providerMs ? await startProviderServer("engine") : undefined;
+  if (provider) provider.behaviour.delayMs = Number(providerMs);
+  const server = await startServer(prefix, provider?.url);
   try {
     const baseUrl = `http://127.0.0.1:${server.port}`;
     const smallKey = await issueKey(baseUrl, "small");
@@ -174,6 +190,7 @@ async function round(label: string, big: number) {
     return { small, tally, refused, sessions: open.length };
   } finally {
     await stopServer(server);
+    await provider?.close();
     const nats = await connectNats({ url: base.nats.url, prefix });
     await destroyTopology(nats).catch(() => undefined);
     await nats.close();
@@ -184,7 +201,8 @@ async function round(label: string, big: number) {
 }
 
 async function main() {
-  console.log(`realtime fairness bench: ${seconds} s of speech per session, PocketSphinx processes ${psProcesses}, RT_MAX_TRANSCRIPT_WAIT_MS ${maxWaitMs}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
+  const engine = providerMs ? `local provider ${providerMs} ms/request × ${providerConcurrency}` : `PocketSphinx processes ${psProcesses}`;
+  console.log(`realtime fairness bench: ${seconds} s of speech per session, ${engine}, RT_MAX_TRANSCRIPT_WAIT_MS ${maxWaitMs}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
   console.log("round | sessions (small+big) | refused | small owner final p50/p99 | committed | completed | engine_overloaded | other failed | no outcome | >1 outcome");
   const show = (label: string, r: Awaited<ReturnType<typeof round>>) =>
     console.log([label, r.sessions, r.refused, `${pct(r.small, 50).toFixed(0)}/${pct(r.small, 99).toFixed(0)} ms (${r.small.length})`, r.tally.committed, r.tally.completed, r.tally.overloaded, r.tally.otherFailed, r.tally.silent, r.tally.twice].join(" | "));
