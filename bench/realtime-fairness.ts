@@ -21,6 +21,7 @@
  * items that got more than one outcome (must be 0).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { pct, stopServer, waitForServer } from "./support/server";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -69,30 +70,9 @@ function startServer(prefix: string, engineUrl?: string): Promise<ChildProcess &
     },
     stdio: ["ignore", "pipe", "pipe"],
   }) as ChildProcess & { port?: number };
-  return new Promise((resolve, reject) => {
-    let log = "";
-    const onData = (c: Buffer) => {
-      log += c.toString();
-      if (process.env.BENCH_DEBUG) for (const line of c.toString().split("\n")) if (/"level":"(warn|error)"/.test(line)) console.log("server:", line.slice(0, 300));
-      const m = /"port":(\d+)[^\n]*"msg":"stt is up"|"msg":"stt is up"[^\n]*"port":(\d+)/.exec(log);
-      if (m) resolve(Object.assign(proc, { port: Number(m[1] ?? m[2]) }));
-      if (log.length > 1e6) log = log.slice(-1e5);
-    };
-    proc.stdout!.on("data", onData);
-    proc.stderr!.on("data", onData);
-    proc.on("exit", (code) => reject(new Error(`server exited ${code}: ${log.slice(-2000)}`)));
-  });
+  return waitForServer(proc).then((port) => Object.assign(proc, { port }));
 }
 
-async function stopServer(proc: ChildProcess) {
-  if (proc.exitCode !== null) return;
-  const exited = new Promise((r) => proc.once("exit", r));
-  proc.kill("SIGTERM");
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
-  if (proc.exitCode === null) proc.kill("SIGKILL");
-}
-
-const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : NaN);
 
 interface Run {
   owner: string;

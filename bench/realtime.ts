@@ -32,6 +32,7 @@
  * core for the plane); it is the bottleneck for transcripts, not for audio intake.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { pct, stopServer, waitForServer } from "./support/server";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import WebSocket from "ws";
@@ -77,27 +78,7 @@ function startServer(): Promise<{ proc: ChildProcess; port: number }> {
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  return new Promise((resolve, reject) => {
-    let log = "";
-    const onData = (c: Buffer) => {
-      log += c.toString();
-      if (process.env.BENCH_DEBUG) for (const line of c.toString().split("\n")) if (/"level":"(warn|error)"/.test(line)) console.log("server:", line.slice(0, 300));
-      const m = /"port":(\d+)[^\n]*"msg":"stt is up"|"msg":"stt is up"[^\n]*"port":(\d+)/.exec(log);
-      if (m) resolve({ proc, port: Number(m[1] ?? m[2]) });
-      if (log.length > 1e6) log = log.slice(-1e5);
-    };
-    proc.stdout!.on("data", onData);
-    proc.stderr!.on("data", onData);
-    proc.on("exit", (code) => reject(new Error(`server exited ${code}: ${log.slice(-2000)}`)));
-  });
-}
-
-async function stopServer(proc: ChildProcess) {
-  if (proc.exitCode !== null) return;
-  const exited = new Promise((r) => proc.once("exit", r));
-  proc.kill("SIGTERM");
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
-  if (proc.exitCode === null) proc.kill("SIGKILL");
+  return waitForServer(proc).then((port) => ({ proc, port }));
 }
 
 function procStat(pid: number) {
@@ -108,11 +89,6 @@ function procStat(pid: number) {
   return { rssMb: rssKb / 1024, cpuSeconds: ticks / 100 };
 }
 
-const pct = (xs: number[], p: number) => {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
-};
 
 interface SessionRun {
   ws: WebSocket;

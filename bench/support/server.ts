@@ -1,0 +1,34 @@
+import type { ChildProcess } from "node:child_process";
+
+/**
+ * Waits for a spawned `stt serve` to log "stt is up" and returns its port (the log line's
+ * fields come in either order); rejects with the end of its log if it exits first.
+ * BENCH_DEBUG=1 echoes its warnings and errors.
+ */
+export function waitForServer(proc: ChildProcess): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let log = "";
+    const onData = (c: Buffer) => {
+      log += c.toString();
+      if (process.env.BENCH_DEBUG) for (const line of c.toString().split("\n")) if (/"level":"(warn|error)"/.test(line)) console.log("server:", line.slice(0, 300));
+      const m = /"port":(\d+)[^\n]*"msg":"stt is up"|"msg":"stt is up"[^\n]*"port":(\d+)/.exec(log);
+      if (m) resolve(Number(m[1] ?? m[2]));
+      if (log.length > 1e6) log = log.slice(-1e5);
+    };
+    proc.stdout!.on("data", onData);
+    proc.stderr!.on("data", onData);
+    proc.on("exit", (code) => reject(new Error(`server exited ${code}: ${log.slice(-2000)}`)));
+  });
+}
+
+/** SIGTERM, then SIGKILL after 5 s. */
+export async function stopServer(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null) return;
+  const exited = new Promise((r) => proc.once("exit", r));
+  proc.kill("SIGTERM");
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+  if (proc.exitCode === null) proc.kill("SIGKILL");
+}
+
+/** The p-th percentile (nearest rank) of xs; NaN when empty. */
+export const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : NaN);
