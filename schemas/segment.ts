@@ -35,6 +35,9 @@ export const segmentForm = zo
   .object({
     ...segmentFields.shape,
     file: zo.string().openapi({ type: "string", format: "binary", description: "the speech clip: WAV, MP3, FLAC, OGG/Opus, M4A, WebM, …" }),
+    stream: zo.enum(["true", "false"]).optional().describe("true: server-sent transcript.text.delta / transcript.text.done events (OpenAI's shape)"),
+    "timestamp_granularities[]": zo.array(zo.enum(["word", "segment"])).optional().describe("verbose_json: words only when `word` is asked for; both when absent"),
+    "include[]": zo.array(zo.string()).optional().describe("no values are supported: any is 400 unsupported_include"),
   })
   .openapi("SegmentTranscriptionForm");
 

@@ -4,7 +4,7 @@ import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
 import { issueErrorCode } from "../../../schemas/safe-string";
 import { segmentEnvelope, segmentFields, segmentForm, type SegmentEvent } from "../../../schemas/segment";
-import { verboseTranscription } from "../../../schemas/transcription";
+import { verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
 import type { Principal } from "../../../shared/auth";
 import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
 import { assertProbeFits, trustedDuration } from "../../../shared/audio/probe";
@@ -186,12 +186,14 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
         },
       }),
     ]);
-    const rendered = renderTranscription(result, fields.responseFormat);
-    c.header("Content-Type", rendered.contentType);
     c.header("X-Worker-Id", out.workerId);
     c.header("X-Fallback-Used", out.fallbackUsed ? "1" : "0");
     // Where the time went (bench/segment.ts reads it): decode, worker(s), whole handler.
     c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}, worker;dur=${out.workerMs.toFixed(2)}, total;dur=${(performance.now() - started).toFixed(2)}`);
+    if (fields.stream) return streamTranscription(c, result);
+    const shaped = fields.granularities && !fields.granularities.includes("word") ? { ...result, words: undefined } : result;
+    const rendered = renderTranscription(shaped as VerboseTranscription, fields.responseFormat);
+    c.header("Content-Type", rendered.contentType);
     return c.body(rendered.body, 200);
   } catch (err) {
     const e = toAppError(err);
@@ -244,6 +246,10 @@ interface SegmentFields {
   prompt?: string;
   responseFormat: ResponseFormat;
   workerId?: string;
+  /** OpenAI's `stream=true`: server-sent transcript.text.delta / transcript.text.done events. */
+  stream: boolean;
+  /** `timestamp_granularities[]` when given: verbose_json carries `words` only if "word" is asked for. */
+  granularities?: ("word" | "segment")[];
 }
 
 function parseFields(form: FormData): SegmentFields {
@@ -277,7 +283,63 @@ function parseFields(form: FormData): SegmentFields {
     prompt: f.prompt?.slice(0, MAX_PROMPT_CHARS),
     responseFormat: f.response_format,
     workerId: f.worker_id,
+    stream: parseStream(text("stream")),
+    granularities: parseGranularities(form),
+    ...refuseIncludes(form),
   };
+}
+
+function parseStream(value: string | undefined): boolean {
+  if (value === undefined || value === "false") return false;
+  if (value === "true") return true;
+  throw validationError("invalid_request", "stream: must be true or false", { param: "stream" });
+}
+
+/** All values of a repeated field, under its OpenAI name with or without `[]`. */
+function repeated(form: FormData, name: string): string[] {
+  return [...form.getAll(`${name}[]`), ...form.getAll(name)].map((v) => (typeof v === "string" ? v.trim() : "")).filter(Boolean);
+}
+
+function parseGranularities(form: FormData): ("word" | "segment")[] | undefined {
+  const values = repeated(form, "timestamp_granularities");
+  if (values.length === 0) return undefined;
+  for (const v of values) {
+    if (v !== "word" && v !== "segment") {
+      throw validationError("invalid_request", `timestamp_granularities: ${JSON.stringify(v.slice(0, 40))} is not one of word, segment`, { param: "timestamp_granularities" });
+    }
+  }
+  return values as ("word" | "segment")[];
+}
+
+/** `include[]` asks for extras (OpenAI: `logprobs`); none is produced here, so each is refused by name. */
+function refuseIncludes(form: FormData): Record<string, never> {
+  const values = repeated(form, "include");
+  if (values.length > 0) {
+    throw validationError("unsupported_include", `include: ${JSON.stringify(values[0]!.slice(0, 40))} is not supported by this server (no include values are)`, { param: "include" });
+  }
+  return {};
+}
+
+/**
+ * OpenAI's streamed transcription: server-sent `transcript.text.delta` events, one per
+ * segment as the result is read, then `transcript.text.done` with the whole text and
+ * the usage. The segment plane's engines answer whole clips, so the deltas follow the
+ * transcription rather than the decoding.
+ */
+function streamTranscription(c: Context<GatewayEnv>, result: VerboseTranscription): Response {
+  const encoder = new TextEncoder();
+  const event = (data: unknown) => encoder.encode(`data: ${JSON.stringify(data)}\n\n`);
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      const parts = result.segments.length ? result.segments.map((s, i) => (i === 0 ? s.text.trimStart() : s.text)) : [result.text];
+      for (const delta of parts) if (delta) controller.enqueue(event({ type: "transcript.text.delta", delta }));
+      controller.enqueue(event({ type: "transcript.text.done", text: result.text, usage: { type: "duration", seconds: Math.ceil(result.duration) } }));
+      controller.close();
+    },
+  });
+  c.header("Content-Type", "text/event-stream; charset=utf-8");
+  c.header("Cache-Control", "no-store");
+  return c.body(body, 200);
 }
 
 /** Reads the multipart body with a byte limit (413 before buffering more than that). */
