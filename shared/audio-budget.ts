@@ -41,6 +41,13 @@ export interface BudgetDeps {
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
+/** The counter's value, or undefined when there is none or it is not a finite number ≥ 0. */
+function readCounter(entry: { length: number; string(): string } | null): number | undefined {
+  if (!entry || entry.length === 0) return undefined;
+  const n = Number(entry.string());
+  return Number.isFinite(n) && n >= 0 ? n : undefined;
+}
+
 export function audioBudget(deps: BudgetDeps, principal: { keyId: string; limits: Limits }, now: Date): AudioBudget {
   const limit = principal.limits.maxAudioSecondsPerWindow;
   const start = windowStart(now, deps.windowSeconds);
@@ -52,13 +59,13 @@ export function audioBudget(deps: BudgetDeps, principal: { keyId: string; limits
     const kv = await deps.nats.kv("budget");
     for (let attempt = 0; attempt < 50; attempt++) {
       const entry = await kv.get(key);
-      const present = entry !== null && entry.length > 0;
-      const used = present ? Number(entry!.string()) : await usedAudioSeconds(deps.db, principal.keyId, now, deps.windowSeconds);
+      const stored = readCounter(entry);
+      // absent, expired or unreadable: start again from the read model (and overwrite it)
+      const used = stored ?? (await usedAudioSeconds(deps.db, principal.keyId, now, deps.windowSeconds));
       const next = change(used);
       if (next === undefined) return used;
       try {
-        if (present) await kv.update(key, String(round3(next)), entry!.revision);
-        else if (entry) await kv.update(key, String(round3(next)), entry.revision);
+        if (entry) await kv.update(key, String(round3(next)), entry.revision);
         else await kv.create(key, String(round3(next)));
         return next;
       } catch (err) {
@@ -73,8 +80,7 @@ export function audioBudget(deps: BudgetDeps, principal: { keyId: string; limits
     async remaining() {
       if (unlimited) return Number.POSITIVE_INFINITY;
       const kv = await deps.nats.kv("budget");
-      const entry = await kv.get(key);
-      const used = entry && entry.length > 0 ? Number(entry.string()) : await usedAudioSeconds(deps.db, principal.keyId, now, deps.windowSeconds);
+      const used = readCounter(await kv.get(key)) ?? (await usedAudioSeconds(deps.db, principal.keyId, now, deps.windowSeconds));
       return Math.max(0, round3(limit - used));
     },
     async claim(seconds, options = {}) {

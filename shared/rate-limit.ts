@@ -41,7 +41,9 @@ export async function consumeRate(nats: Nats, keyId: string, kind: "requests" | 
   const k = `${keyId}.${kind}.${minute}`;
   for (let attempt = 0; attempt < 20; attempt++) {
     const entry = await kv.get(k);
-    const count = entry && entry.length > 0 ? Number(entry.string()) : 0;
+    // an unreadable value counts as 0 and is overwritten, so it cannot disable the limit
+    const stored = entry && entry.length > 0 ? Number(entry.string()) : 0;
+    const count = Number.isInteger(stored) && stored >= 0 ? stored : 0;
     if (count >= limit) {
       const state = { limit, remaining: 0, resetSeconds };
       throw new AppError("rate_limited", "rate_limit_exceeded", `Rate limit of ${limit} ${kind} per minute exceeded; retry in ${resetSeconds} s.`, {
@@ -66,5 +68,6 @@ export async function consumeRate(nats: Nats, keyId: string, kind: "requests" | 
 export async function peekRate(nats: Nats, keyId: string, kind: "requests" | "connections", now: Date): Promise<number> {
   const minute = Math.floor(now.getTime() / 60_000);
   const entry = await (await nats.kv("rate")).get(`${keyId}.${kind}.${minute}`);
-  return entry && entry.length > 0 ? Number(entry.string()) : 0;
+  const stored = entry && entry.length > 0 ? Number(entry.string()) : 0;
+  return Number.isInteger(stored) && stored >= 0 ? stored : 0;
 }

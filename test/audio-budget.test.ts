@@ -91,4 +91,24 @@ describe("live audio budget", () => {
     expect(usage.audio_seconds.used).toBeLessThan(12);
     expect(usage.requests.window).toBe(1);
   });
+
+  it("an unreadable counter is read as absent (started again from the read model), never as no limit", async () => {
+    const res = await stack.fetch("/v1/external-transcription/keys", {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ owner_id: "budget3", plan: "pro", limits: { maxAudioSecondsPerWindow: 15 } }),
+    });
+    const { key, id } = ((await res.json()) as any).data;
+    const windowSeconds = stack.config.usage.windowSeconds;
+    const start = Math.floor(Date.now() / 1000 / windowSeconds) * windowSeconds;
+    await (await stack.nats.kv("budget")).put(`${id}.${start}`, "not a number");
+    const clip = () => {
+      const form = new FormData();
+      form.set("file", new Blob([readFileSync(fixturePath("jfk.wav"))], { type: "audio/wav" }), "jfk.wav");
+      return form;
+    };
+    const headers = { authorization: `Bearer ${key}` };
+    const statuses = (await Promise.all([0, 1].map(() => stack.fetch("/v1/audio/transcriptions", { method: "POST", headers, body: clip() })))).map((r) => r.status).sort();
+    expect(statuses).toEqual([200, 429]);
+  });
 });
