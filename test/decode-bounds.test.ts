@@ -4,12 +4,11 @@ import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { JobView } from "../schemas/jobs";
 import { segmentEnvelope } from "../schemas/segment";
 import { decodeAudio, ffmpegDecodeArgs, runLimited } from "../shared/audio/decode";
 import { encodeWav } from "../shared/audio/wav";
 import { recordUsage } from "../shared/usage";
-import { startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
+import { startHttp, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { startStack, type Stack } from "./support/stack";
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 
@@ -275,15 +274,7 @@ describe("decode bounds on the batch plane", () => {
       expect(res.status).toBe(202);
       return ((await res.json()) as { workflow_id: string }).workflow_id;
     };
-    const poll = (id: string) =>
-      waitFor(
-        async () => {
-          const res = await stack.fetch(`/v1/audio/transcriptions/jobs/${id}`, { headers: { authorization: `Bearer ${key}` } });
-          const view = (await res.json()) as JobView;
-          return view.status === "errored" || view.status === "complete" ? view : undefined;
-        },
-        { timeoutMs: 60_000, what: `job ${id}` },
-      );
+    const poll = (id: string) => waitForJobEnd(stack.fetch, key, id, { timeoutMs: 60_000, everyMs: 100 });
     const [hostile, long] = await Promise.all([submit("/hostile.wav"), submit("/long.ogg")]);
     const [h, l] = await Promise.all([poll(hostile), poll(long)]);
     expect(h.status).toBe("errored");

@@ -2,8 +2,8 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
 import { createObjectStore, getJson } from "../shared/objects/index";
-import { artifactKeys, reviewChunkArtifact, type JobView, type WebhookPayload } from "../schemas/jobs";
-import { randomHex, readBody, startHttp, startLocalS3, waitFor, type LocalHttp, type LocalS3 } from "./support/jobs-helpers";
+import { artifactKeys, reviewChunkArtifact, type WebhookPayload } from "../schemas/jobs";
+import { randomHex, readBody, startHttp, startLocalS3, waitFor, waitForJobEnd, type LocalHttp, type LocalS3 } from "./support/jobs-helpers";
 
 // `review: true` with no REVIEW_LLM_URL: the embedded reviewer runs both stages, on
 // both object stores. The clip is LibriVox speech the embedded engine transcribes as
@@ -73,14 +73,7 @@ describe.each(["fs", "s3"])("embedded review on the %s object store", (backend) 
     });
     expect(res.status).toBe(202);
     const { workflow_id } = (await res.json()) as { workflow_id: string };
-    const view = await waitFor(
-      async () => {
-        const r = await stack.fetch(`/v1/audio/transcriptions/jobs/${workflow_id}`, { headers: { authorization: `Bearer ${key}` } });
-        const v = (await r.json()) as JobView;
-        return v.status === "complete" || v.status === "errored" ? v : undefined;
-      },
-      { timeoutMs: 220_000, everyMs: 200, what: "the embedded review job" },
-    );
+    const view = await waitForJobEnd(stack.fetch, key, workflow_id, { timeoutMs: 220_000, what: "the embedded review job" });
     expect(view.error).toBeNull();
     expect(view.status).toBe("complete");
     const { result, reviewed_result } = view.output!;

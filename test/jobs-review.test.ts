@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { startStack, type Stack } from "./support/stack";
 import { createObjectStore } from "../shared/objects/index";
 import type { JobView, WebhookPayload } from "../schemas/jobs";
-import { randomHex, readBody, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
+import { randomHex, readBody, startHttp, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { fixturePath } from "./support/fixtures";
 
 // The two-stage review against a real local HTTP server speaking the OpenAI
@@ -69,14 +69,7 @@ describe("review: true", () => {
     });
     expect(res.status).toBe(202);
     const { workflow_id } = (await res.json()) as { workflow_id: string };
-    const view = await waitFor(
-      async () => {
-        const r = await stack.fetch(`/v1/audio/transcriptions/jobs/${workflow_id}`, { headers: { authorization: `Bearer ${key}` } });
-        const v = (await r.json()) as JobView;
-        return v.status === "complete" || v.status === "errored" ? v : undefined;
-      },
-      { timeoutMs: 220_000, everyMs: 200, what: "the review job" },
-    );
+    const view = await waitForJobEnd(stack.fetch, key, workflow_id, { timeoutMs: 220_000, what: "the review job" });
     expect(view.error).toBeNull();
     expect(view.status).toBe("complete");
     const { result, reviewed_result } = view.output!;

@@ -8,6 +8,8 @@ import type { AddressInfo } from "node:net";
 // @ts-expect-error no type declarations
 import S3rver from "s3rver";
 
+import type { JobView } from "../../schemas/jobs";
+
 /** Helpers shared by the batch-job integration tests (real servers, no mocks). */
 
 export const randomHex = (bytes = 4) => randomBytes(bytes).toString("hex");
@@ -81,4 +83,24 @@ export async function waitFor<T>(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
+}
+
+/**
+ * Polls a job through the public route until it has ended (`complete` or `errored`) and
+ * returns its view; `fetchPath` is the stack's fetch (path, init).
+ */
+export function waitForJobEnd(
+  fetchPath: (path: string, init?: RequestInit) => Promise<Response>,
+  key: string,
+  workflowId: string,
+  { timeoutMs = 60_000, everyMs = 200, what = `job ${workflowId}` } = {},
+): Promise<JobView> {
+  return waitFor(
+    async () => {
+      const res = await fetchPath(`/v1/audio/transcriptions/jobs/${workflowId}`, { headers: { authorization: `Bearer ${key}` } });
+      const view = (await res.json()) as JobView;
+      return view.status === "complete" || view.status === "errored" ? view : undefined;
+    },
+    { timeoutMs, everyMs, what },
+  );
 }
