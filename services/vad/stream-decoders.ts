@@ -38,7 +38,14 @@ const endOutput = z.union([
   }),
   z.object({ error: z.string() }),
 ]);
-const hypOutput = z.object({ hyp: z.string() });
+const hypOutput = z.object({ hyp: z.string(), frames: z.number(), words: z.array(z.tuple([z.string(), z.number()])) });
+
+/** The running first-pass hypothesis: its text, each word's end frame, and the frames decoded so far (100 per second of voiced audio). */
+export interface StreamHypothesis {
+  text: string;
+  words: { word: string; endFrame: number }[];
+  frames: number;
+}
 
 export interface StreamWord {
   word: string;
@@ -60,8 +67,8 @@ export interface StreamUtterance {
   /** The decoder died while this utterance held it. */
   readonly lost: boolean;
   feed(pcm: Int16Array): void;
-  /** The running first-pass hypothesis (words separated by spaces). */
-  hypothesis(): Promise<string>;
+  /** The running first-pass hypothesis. */
+  hypothesis(): Promise<StreamHypothesis>;
   /** Ends the utterance: its words with timings; frees the decoder. */
   end(): Promise<StreamResult>;
   /** Drops the utterance (clear, handover, session end); frees the decoder. */
@@ -188,8 +195,9 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
         send(p, OP.audio, new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength));
       },
       async hypothesis() {
-        if (!open) return "";
-        return hypOutput.parse(JSON.parse(await ask(p, OP.hyp))).hyp;
+        if (!open) return { text: "", words: [], frames: 0 };
+        const out = hypOutput.parse(JSON.parse(await ask(p, OP.hyp)));
+        return { text: out.hyp, words: out.words.map(([word, endFrame]) => ({ word, endFrame })), frames: out.frames };
       },
       async end() {
         if (!open) throw new AppError("internal", "stream_closed", "the utterance was already ended");

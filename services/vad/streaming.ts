@@ -3,29 +3,38 @@
  *
  * - LocalAgreement-2 (whisper_streaming's HypothesisBuffer): a word becomes stable once
  *   two consecutive running hypotheses agree on it as part of their common prefix after
- *   the words already emitted. Stable words go out as append-only `delta`s.
+ *   the words already emitted, and it ended at least SETTLE_FRAMES before the decoded
+ *   audio does (the first pass keeps revising its last words: agreement alone lets
+ *   "until disclosed" out where the final says "until this blows"). Stable words go out
+ *   as append-only `delta`s.
  * - The final transcript at commit: the emitted prefix stands (a client may already show
- *   it), the decoder's final words after it are the last delta.
+ *   it); it is aligned to the decoder's final words and the final's words after that
+ *   alignment are the last delta.
  * - A ring of a session's recent audio on its timeline, so the prefix padding the VAD
  *   puts before speech_started can be fed to the decoder too.
  */
 
-/** Words of a hypothesis as the decoder prints them (lower case, space separated). */
-export function splitWords(hyp: string): string[] {
-  return hyp.split(/\s+/).filter(Boolean);
-}
+/** How far behind the decoded audio a word must end before it can be emitted: 0.6 s (PocketSphinx frames are 10 ms). */
+export const SETTLE_FRAMES = 60;
 
 /**
  * Words that became stable with `current`: the common prefix of the previous and the
  * current hypothesis after the first `emitted` words (those are out already; they are
- * compared by position, as both hypotheses cover the same audio from its start).
+ * compared by position, as both hypotheses cover the same audio from its start), cut
+ * at the first word that ends later than `settledFrame`.
  */
-export function newlyStable(previous: readonly string[] | null, current: readonly string[], emitted: number): string[] {
+export function newlyStable(
+  previous: readonly string[] | null,
+  current: readonly { word: string; endFrame: number }[],
+  emitted: number,
+  settledFrame: number,
+): string[] {
   if (!previous) return [];
   const out: string[] = [];
   for (let i = emitted; i < previous.length && i < current.length; i++) {
-    if (previous[i] !== current[i]) break;
-    out.push(current[i]!);
+    const w = current[i]!;
+    if (previous[i] !== w.word || w.endFrame > settledFrame) break;
+    out.push(w.word);
   }
   return out;
 }
@@ -44,20 +53,48 @@ export interface TimedWord {
 }
 
 /**
- * The completed item from the emitted prefix and the decoder's final words: the first
- * `emitted.length` words are the emitted ones (with the final's timings at the same
- * position where it has them), the rest are the final's. Returns the last delta too, so
+ * The completed item from the emitted prefix and the decoder's final words. The emitted
+ * words stand (a client may show them); they are aligned to the final's words by edit
+ * distance (the final may have split, merged or revised words the emitted prefix already
+ * holds), take their timings from the final words they align with, and the final's words
+ * after the aligned prefix follow (an emitted word the final has nothing for sits at
+ * the previous word's end, or `timelineStart`). Returns the last delta too, so
  * concatenated deltas equal `transcript`.
  */
-export function composeFinal(emitted: readonly string[], final: readonly TimedWord[]): { transcript: string; lastDelta: string; words: TimedWord[] } {
-  const lastEnd = final.at(-1)?.end_ms ?? 0;
+export function composeFinal(emitted: readonly string[], final: readonly TimedWord[], timelineStart = 0): { transcript: string; lastDelta: string; words: TimedWord[] } {
+  const { end, pairs } = alignPrefix(emitted, final.map((w) => w.word));
+  let lastEnd = final[0]?.start_ms ?? timelineStart;
   const words: TimedWord[] = emitted.map((word, i) => {
-    const f = final[i];
+    const f = pairs[i] === undefined ? undefined : final[pairs[i]!];
+    if (f) lastEnd = f.end_ms;
     return f ? { ...f, word } : { word, start_ms: lastEnd, end_ms: lastEnd, probability: 0 };
   });
-  const rest = final.slice(emitted.length);
+  const rest = final.slice(end);
   words.push(...rest);
   return { transcript: words.map((w) => w.word).join(" "), lastDelta: deltaText(emitted.length, rest.map((w) => w.word)), words };
+}
+
+/**
+ * The cheapest edit-distance alignment of all of `a` against a prefix of `b`: how many
+ * words of `b` that prefix holds (`end`; ties go to the longer prefix, so a final word
+ * the emitted text dropped is not repeated) and, per word of `a`, the index in `b` it
+ * was matched or substituted with (undefined where `a` has a word `b` does not).
+ */
+export function alignPrefix(a: readonly string[], b: readonly string[]): { end: number; pairs: (number | undefined)[] } {
+  const n = a.length;
+  const m = b.length;
+  const d: number[][] = Array.from({ length: n + 1 }, (_, i) => Array.from({ length: m + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= n; i++)
+    for (let j = 1; j <= m; j++) d[i]![j] = Math.min(d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1), d[i - 1]![j]! + 1, d[i]![j - 1]! + 1);
+  let end = 0;
+  for (let j = 1; j <= m; j++) if (d[n]![j]! <= d[n]![end]!) end = j;
+  const pairs: (number | undefined)[] = new Array(n).fill(undefined);
+  for (let i = n, j = end; i > 0; ) {
+    if (j > 0 && d[i]![j] === d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)) pairs[--i] = --j;
+    else if (d[i]![j] === d[i - 1]![j]! + 1) i--;
+    else j--;
+  }
+  return { end, pairs };
 }
 
 /**

@@ -22,8 +22,8 @@ import { joinPartitionAssignment } from "./partition-assignment";
 import { loadVadEngine, VAD_SAMPLE_RATE, type VadEngine, type VadEvent, type VadSegmenter } from "../../shared/audio/vad";
 import { appendEvents } from "../../shared/event-store";
 import { DEFAULT_PARTIAL_INTERVAL_MS } from "../../schemas/realtime";
-import type { StreamDecoderPool, StreamUtterance } from "./stream-decoders";
-import { AudioRing, composeFinal, deltaText, newlyStable, splitWords } from "./streaming";
+import type { StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./stream-decoders";
+import { AudioRing, composeFinal, deltaText, newlyStable, SETTLE_FRAMES } from "./streaming";
 
 /**
  * The server VAD: one durable pull consumer per partition of RT_AUDIO
@@ -581,10 +581,10 @@ function feedStream(env: HandleEnv, sessionId: string, state: SessionState) {
 }
 
 /** LocalAgreement-2: words two hypotheses in a row agree on go out as a delta; the whole hypothesis as an opt-in interim. */
-function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s: OpenStream, hyp: string) {
+function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s: OpenStream, hyp: StreamHypothesis) {
   if (s.ended) return; // committed meanwhile: the final has the last word
-  const words = splitWords(hyp);
-  const fresh = newlyStable(s.previous, words, s.emitted.length);
+  const words = hyp.words.map((w) => w.word);
+  const fresh = newlyStable(s.previous, hyp.words, s.emitted.length, hyp.frames - SETTLE_FRAMES);
   s.previous = words;
   const base = { item_id: s.item, content_index: 0 as const };
   const events: { e: ServerEvent; id: string }[] = [];
@@ -628,7 +628,7 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
   if (state) state.cmn = result.cmn;
   const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
   const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
-  const final = composeFinal(s.emitted, timed);
+  const final = composeFinal(s.emitted, timed, startMs);
   const base = { item_id: item, content_index: 0 as const };
   const events: ServerEvent[] = [
     { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },

@@ -20,7 +20,9 @@
  *   op 1 START  payload: uint32 n_cmn, n_cmn float32 (CMN estimate to start from; 0 =
  *               the start-up one), then the UTF-8 prompt. No response.
  *   op 2 AUDIO  payload: PCM16LE samples, decoded now (ps_process_raw). No response.
- *   op 3 HYP    response {"hyp":"running hypothesis"} (first pass, no word times)
+ *   op 3 HYP    response {"hyp":"running hypothesis","frames":n,"words":[["word",end],..]}:
+ *               the first pass's running hypothesis, the frames decoded so far and each
+ *               word's end frame (frames count voiced audio only)
  *   op 4 END    response {"segments":[{"words":[..]}],"cmn":[..]}: the utterance's words
  *               (times from the utterance start) and the CMN estimate it ended with, for
  *               the same speaker's next utterance.
@@ -217,6 +219,34 @@ static int clip_cmn_mean(fe_t *fe, const int16_t *pcm, size_t n, mfcc_t *mean, i
   return 1;
 }
 
+/* Audio goes to the decoder in pieces of exactly FEED_SAMPLES (20 ms); what is left over
+ * waits for the next AUDIO (or END). With its silence removal on, ps_process_raw's output
+ * depends on how the audio is chunked: jfk.wav fed in pieces of 250 samples, or 5,000,
+ * decodes to nothing, and to the same words as 20 ms pieces fed 161, 320 or 800 at a
+ * time. The commit path feeds CHUNK-sample blocks of a whole clip; the stream gets
+ * whatever sizes its JetStream messages had, so it is cut to a fixed grain here. */
+#define FEED_SAMPLES 320
+static int16_t feed_rest[FEED_SAMPLES];
+static size_t feed_rest_n;
+static void feed_raw(ps_decoder_t *ps, const int16_t *pcm, size_t n) {
+  if (feed_rest_n) {
+    size_t take = FEED_SAMPLES - feed_rest_n < n ? FEED_SAMPLES - feed_rest_n : n;
+    memcpy(feed_rest + feed_rest_n, pcm, take * 2);
+    feed_rest_n += take, pcm += take, n -= take;
+    if (feed_rest_n < FEED_SAMPLES) return;
+    ps_process_raw(ps, feed_rest, FEED_SAMPLES, FALSE, FALSE);
+    feed_rest_n = 0;
+  }
+  for (; n >= FEED_SAMPLES; pcm += FEED_SAMPLES, n -= FEED_SAMPLES) ps_process_raw(ps, pcm, FEED_SAMPLES, FALSE, FALSE);
+  memcpy(feed_rest, pcm, n * 2);
+  feed_rest_n = n;
+}
+/* The last piece, shorter than FEED_SAMPLES, at the end of the utterance. */
+static void feed_flush(ps_decoder_t *ps) {
+  if (feed_rest_n) ps_process_raw(ps, feed_rest, feed_rest_n, FALSE, FALSE);
+  feed_rest_n = 0;
+}
+
 static char *sbuf;
 static size_t scap;
 static int stream_open, stream_biased;
@@ -225,14 +255,14 @@ static int stream_open, stream_biased;
  * clip); decoding from the start-up estimate instead costs a large share of the words. */
 #define WARM_SAMPLES 12800
 static int16_t *warm;
-static size_t warm_n, warm_cap;
+static size_t warm_n;
 static int warming;
 
 static void warm_flush(ps_decoder_t *ps, fe_t *mean_fe, feat_t *feat, mfcc_t *cmn_init_vec, mfcc_t *cmn_vec, int ncep) {
   if (!warming) return;
   warming = 0;
   cmn_live_set(feat->cmn_struct, clip_cmn_mean(mean_fe, warm, warm_n, cmn_vec, ncep) ? cmn_vec : cmn_init_vec);
-  if (warm_n) ps_process_raw(ps, warm, warm_n, FALSE, FALSE);
+  feed_raw(ps, warm, warm_n);
   warm_n = 0;
 }
 
@@ -264,27 +294,49 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
       if (*prompt) stream_biased = biased_search(ps, config, default_search, prompt) > 0;
       ps_start_stream(ps);
       ps_start_utt(ps);
+      feed_rest_n = 0;
       stream_open = 1;
       return 0;
     }
     case OP_AUDIO:
       if (!stream_open || len < 2) return 0;
+      const int16_t *pcm = (const int16_t *)sbuf;
+      size_t n = len / 2;
       if (warming) {
-        size_t add = len / 2;
-        if (warm_n + add > warm_cap) { warm_cap = warm_n + add + WARM_SAMPLES; warm = realloc(warm, warm_cap * sizeof(int16_t)); }
-        memcpy(warm + warm_n, sbuf, add * 2);
-        warm_n += add;
-        if (warm_n >= WARM_SAMPLES) warm_flush(ps, mean_fe, feat, cmn_init_vec, cmn_vec, ncep);
-        return 0;
+        /* exactly WARM_SAMPLES, however the audio was chunked: the estimate (and so the
+         * words) must not depend on message sizes */
+        if (warm == NULL) warm = malloc(WARM_SAMPLES * sizeof(int16_t));
+        size_t add = WARM_SAMPLES - warm_n < n ? WARM_SAMPLES - warm_n : n;
+        memcpy(warm + warm_n, pcm, add * 2);
+        warm_n += add, pcm += add, n -= add;
+        if (warm_n < WARM_SAMPLES) return 0;
+        warm_flush(ps, mean_fe, feat, cmn_init_vec, cmn_vec, ncep);
       }
-      ps_process_raw(ps, (const int16 *)sbuf, len / 2, FALSE, FALSE);
+      feed_raw(ps, pcm, n);
       return 0;
     case OP_HYP: {
+      /* The running hypothesis, and each word's end frame against the frames decoded so
+       * far, so the caller can tell settled words from the still-moving tail. */
       const char *hyp = NULL;
       if (stream_open && !warming) hyp = ps_get_hyp(ps, NULL);
       printf("{\"hyp\":");
       json_string(stdout, hyp ? hyp : "");
-      printf("}\n");
+      printf(",\"frames\":%d,\"words\":[", stream_open && !warming ? ps_get_n_frames(ps) : 0);
+      if (hyp) {
+        char word[256];
+        int n = 0;
+        for (ps_seg_t *it = ps_seg_iter(ps); it != NULL; it = ps_seg_next(it)) {
+          const char *w = ps_seg_word(it);
+          if (is_filler(w)) continue;
+          int sf, ef;
+          ps_seg_frames(it, &sf, &ef);
+          base_word(w, word, sizeof word);
+          printf("%s[", n++ ? "," : "");
+          json_string(stdout, word);
+          printf(",%d]", ef + 1);
+        }
+      }
+      printf("]}\n");
       fflush(stdout);
       return 0;
     }
@@ -293,6 +345,7 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
       printf("{\"segments\":[");
       if (stream_open) {
         warm_flush(ps, mean_fe, feat, cmn_init_vec, cmn_vec, ncep);
+        feed_flush(ps);
         ps_end_utt(ps);
         emit_utterance(ps, frate);
         stream_open = 0;
