@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { normaliseWords, wordErrorRate } from "./wer";
+import { formattedErrorRate, normaliseWords, wordErrorRate } from "./wer";
 
 describe("word error rate", () => {
   it("counts substitutions, deletions and insertions over the reference", () => {
@@ -15,5 +15,13 @@ describe("word error rate", () => {
   it("handles empty references", () => {
     expect(wordErrorRate("", "").wer).toBe(0);
     expect(wordErrorRate("", "noise").wer).toBe(1);
+  });
+});
+
+describe("formatted error rate", () => {
+  it("counts case, punctuation and numerals as errors", () => {
+    expect(formattedErrorRate("And so, my fellow Americans.", "And so, my fellow Americans.").errors).toBe(0);
+    expect(formattedErrorRate("And so, my fellow Americans.", "and so my fellow americans").errors).toBe(3);
+    expect(formattedErrorRate("It rose 25% today.", "it rose twenty five percent today").errors).toBe(5);
   });
 });

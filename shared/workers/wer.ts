@@ -22,8 +22,10 @@ export interface WerResult {
 }
 
 export function wordErrorRate(reference: string, hypothesis: string): WerResult {
-  const ref = normaliseWords(reference);
-  const hyp = normaliseWords(hypothesis);
+  return tokenErrorRate(normaliseWords(reference), normaliseWords(hypothesis));
+}
+
+function tokenErrorRate(ref: string[], hyp: string[]): WerResult {
   let prev = Array.from({ length: hyp.length + 1 }, (_, j) => j);
   for (let i = 1; i <= ref.length; i++) {
     const row = [i];
@@ -35,4 +37,13 @@ export function wordErrorRate(reference: string, hypothesis: string): WerResult 
   }
   const errors = prev[hyp.length]!;
   return { wer: ref.length === 0 ? (hyp.length === 0 ? 0 : 1) : errors / ref.length, errors, referenceWords: ref.length };
+}
+
+/**
+ * Error rate of formatted text (issue 16's formatted score): the same word-level
+ * Levenshtein distance, over whitespace-separated tokens compared exactly — case,
+ * punctuation and numerals count ("Americans." ≠ "americans", "25%" ≠ "twenty").
+ */
+export function formattedErrorRate(reference: string, hypothesis: string): WerResult {
+  return tokenErrorRate(reference.split(/\s+/).filter(Boolean), hypothesis.split(/\s+/).filter(Boolean));
 }
