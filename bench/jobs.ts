@@ -45,6 +45,7 @@ const wav = (pcm: Buffer) => encodeWav(new Int16Array(new Uint8Array(pcm).buffer
 function zeroCostEngine(): TranscriptionEngine {
   return {
     kind: "zero",
+    formatsText: true,
     models: ["stt-1", "stt-large-v3-turbo"],
     realTimeFactor: 0.01,
     concurrency: 1024,

@@ -108,6 +108,7 @@ function childCpuSeconds(): number {
 function zeroCostEngine(): TranscriptionEngine {
   return {
     kind: "zero",
+    formatsText: true,
     models: ["stt-1"],
     realTimeFactor: 0.01,
     concurrency: 1024,

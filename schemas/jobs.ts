@@ -52,6 +52,8 @@ export const submitJobBody = z.object({
   concurrency: z.number({ error: "concurrency must be a number" }).gt(0, "concurrency must be > 0").finite().optional(),
   webhook_url: httpUrl("webhook_url").optional(),
   review: z.boolean({ error: "review must be a boolean" }).optional(),
+  /** Default true: punctuation, capitals and numerals for engines whose text lacks them (docs/jobs.md). */
+  smart_format: z.boolean({ error: "smart_format must be a boolean" }).optional(),
   metadata: safeJsonObject(metadataLimits, { error: "metadata must be an object" }).optional(),
 });
 export type SubmitJobBody = z.infer<typeof submitJobBody>;
@@ -91,6 +93,8 @@ export const jobSpec = z.object({
   concurrency: z.number().int().positive(),
   webhookUrl: z.string().optional(),
   review: z.boolean(),
+  /** Absent in jobs submitted before it existed: on, as the default is. */
+  smartFormat: z.boolean().optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
   /** The plan's maxAudioSecondsPerRequest when the job was submitted. */
   maxAudioSeconds: z.number().nonnegative(),

@@ -68,6 +68,8 @@ export const streamingSettings = z.object({
   streaming: z.boolean(),
   partial_interval_ms: partialIntervalMs,
   interim_results: z.boolean(),
+  /** Punctuation, capitals and numerals in deltas and `completed` (default true; docs/realtime.md "Formatting"). */
+  smart_format: z.boolean(),
 });
 export type StreamingSettings = z.infer<typeof streamingSettings>;
 
@@ -86,6 +88,8 @@ const sessionUpdate = z.object({
           partial_interval_ms: partialIntervalMs.optional(),
           /** Streaming sessions: also send the replaceable full hypothesis (`...transcription.interim`). */
           interim_results: z.boolean().optional(),
+          /** false: transcripts as recognised, without punctuation, capitals or numerals. */
+          smart_format: z.boolean().optional(),
         })
         .optional(),
     })
@@ -176,7 +180,9 @@ export const transcriptionCompleted = z.object({
   audio_start_ms: z.number().int().nonnegative(),
   audio_end_ms: z.number().int().nonnegative(),
   /** Word timings in milliseconds on the session's audio timeline. */
-  words: z.array(z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability })),
+  words: z.array(
+    z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability, punctuated_word: z.string().optional() }),
+  ),
   worker_id: z.string(),
   fallback_used: z.boolean(),
   /** Milliseconds spent in the worker(s); the rest of the latency is ours. */
@@ -212,6 +218,7 @@ export const sessionUpdated = z.object({
       model: z.string().nullable(),
       partial_interval_ms: partialIntervalMs.optional(),
       interim_results: z.boolean().optional(),
+      smart_format: z.boolean().optional(),
     }),
   }),
 });
@@ -279,6 +286,7 @@ export const audioControl = z.discriminatedUnion("kind", [
     key_id: z.string(),
     partial_interval_ms: partialIntervalMs.optional(),
     interim_results: z.boolean().optional(),
+    smart_format: z.boolean().optional(),
   }),
   z.object({
     kind: z.literal("update"),
@@ -288,6 +296,7 @@ export const audioControl = z.discriminatedUnion("kind", [
     model: z.string().nullable(),
     partial_interval_ms: partialIntervalMs.optional(),
     interim_results: z.boolean().optional(),
+    smart_format: z.boolean().optional(),
   }),
   z.object({ kind: z.literal("commit"), event_id: z.string().nullable() }),
   z.object({ kind: z.literal("clear"), event_id: z.string().nullable() }),
@@ -359,6 +368,8 @@ export const utteranceCommand = z.object({
   prompt: z.string().nullable(),
   model: z.string().nullable(),
   max_concurrent_utterances: z.number().int().positive(),
+  /** Absent: on (the default). */
+  smart_format: z.boolean().optional(),
   /** Wall-clock ms when the VAD decided the utterance ended, for latency measurement. */
   decided_at: z.number(),
 });

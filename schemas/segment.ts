@@ -36,6 +36,10 @@ export const segmentForm = zo
     ...segmentFields.shape,
     file: zo.string().openapi({ type: "string", format: "binary", description: "the speech clip: WAV, MP3, FLAC, OGG/Opus, M4A, WebM, …" }),
     stream: zo.enum(["true", "false"]).optional().describe("true: server-sent transcript.text.delta / transcript.text.done events (OpenAI's shape)"),
+    smart_format: zo
+      .enum(["true", "false"])
+      .optional()
+      .describe("default true: punctuation, capitals and numerals (\"25%\", \"$300\", \"3:30 p.m.\") for engines whose text lacks them; words gain punctuated_word. false: the words as recognised"),
     "timestamp_granularities[]": zo.array(zo.enum(["word", "segment"])).optional().describe("verbose_json: words only when `word` is asked for; both when absent"),
     "include[]": zo.array(zo.string()).optional().describe("no values are supported: any is 400 unsupported_include"),
   })
@@ -100,6 +104,12 @@ export const workerAnnouncement = z.object({
    * readers derive it from concurrency and real-time factor.
    */
   capacity: z.object({ requests: z.number().int().nonnegative(), streams: z.number().nonnegative() }).optional(),
+  /**
+   * True when the engine's text is already punctuated and cased (whisper.cpp,
+   * OpenAI-compatible servers); false for engines whose words need the smart-format
+   * stage (PocketSphinx). Absent (older workers): decided by `kind`.
+   */
+  formatsText: z.boolean().optional(),
   host: z.string(),
   /** ms since epoch of this heartbeat. */
   at: z.number(),

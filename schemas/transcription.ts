@@ -10,6 +10,13 @@ export const transcriptWord = z.object({
   end: z.number(),
   /** 0..1 where the engine gives one. */
   probability: z.number().min(0).max(1).optional(),
+  /**
+   * The word as it reads in the formatted text (smart format: capitals, sentence
+   * punctuation, numerals; like Deepgram's `punctuated_word`). Where several recognised
+   * words became one form ("twenty five percent" → "25%") the first carries it and the
+   * others are "". Absent when formatting was off or the engine formats itself.
+   */
+  punctuated_word: z.string().optional(),
 });
 export type TranscriptWord = z.infer<typeof transcriptWord>;
 

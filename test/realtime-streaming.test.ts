@@ -52,7 +52,7 @@ describe("streaming recognition", () => {
   it("sends stable deltas and interims while the speaker talks; deltas concatenate to completed", async () => {
     const c = await connectRt(wsUrl(stack.baseUrl), bearer());
     const created = await c.next("session.created");
-    expect(sessionCreated.parse(created).input_audio_transcription).toEqual({ streaming: true, partial_interval_ms: 300, interim_results: false });
+    expect(sessionCreated.parse(created).input_audio_transcription).toEqual({ streaming: true, partial_interval_ms: 300, interim_results: false, smart_format: true });
     c.sendJson({ type: "session.update", session: { input_audio_transcription: { interim_results: true, partial_interval_ms: 250 } } });
     expect((await c.next("session.updated")).session.input_audio_transcription).toMatchObject({ interim_results: true, partial_interval_ms: 250 });
     await streamPcm(c, silence(0.5), { speed: 1, chunkBytes: 640 });

@@ -1,4 +1,6 @@
 import { AppError } from "../../shared/errors";
+import { formatTranscription } from "../../shared/format/apply";
+import { termsFrom } from "../../shared/format/smart-format";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { isTransientRoutingFailure } from "../../shared/workers/router";
 import type { WorkerRouter } from "../../shared/workers/types";
@@ -76,7 +78,9 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     const e = err as AppError;
     throw new AppError(e.kind, e.code, e.message, { retryable: true, type: e.type, headers: { "Retry-After": String(ROUTING_RETRY_AFTER_SECONDS) }, cause: err });
   });
-  const segments = toAbsoluteSegments(result.result, startTime, endTime);
+  // Formatted per slice: a slice's end ends a sentence, as an utterance's does.
+  const formatted = job.spec.smartFormat !== false && !result.formatted ? formatTranscription(result.result, { terms: termsFrom(job.spec.metadata, job.spec.prompt) }) : result.result;
+  const segments = toAbsoluteSegments(formatted, startTime, endTime);
   const artifact: ChunkArtifact = {
     workflow_id: job.spec.workflowId,
     request_id: job.spec.requestId,

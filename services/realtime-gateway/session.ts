@@ -98,7 +98,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   let gracefulDeadline: number | null = null;
   let turnDetection = deps.defaultTurnDetection;
   let transcription = { language: admission.language, prompt: admission.prompt, model: null as string | null };
-  let partials = { partial_interval_ms: DEFAULT_PARTIAL_INTERVAL_MS, interim_results: false };
+  let partials = { partial_interval_ms: DEFAULT_PARTIAL_INTERVAL_MS, interim_results: false, smart_format: true };
   const pendingItems = new Set<string>();
   let vadFlushed = false; // the VAD has committed everything after session.close
   let closedDone = false; // the socket is gone
@@ -329,7 +329,12 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
           turnDetection = next.data;
           const t = message.session.input_audio_transcription;
           if (t) transcription = { language: t.language ?? transcription.language, prompt: t.prompt ?? transcription.prompt, model: t.model ?? transcription.model };
-          if (t) partials = { partial_interval_ms: t.partial_interval_ms ?? partials.partial_interval_ms, interim_results: t.interim_results ?? partials.interim_results };
+          if (t)
+            partials = {
+              partial_interval_ms: t.partial_interval_ms ?? partials.partial_interval_ms,
+              interim_results: t.interim_results ?? partials.interim_results,
+              smart_format: t.smart_format ?? partials.smart_format,
+            };
           control({ kind: "update", turn_detection: turnDetection, ...transcription, ...partials });
           send({
             type: "session.updated",

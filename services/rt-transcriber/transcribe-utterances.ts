@@ -1,4 +1,6 @@
 import type { JsMsg } from "@nats-io/jetstream";
+import { formatTranscription } from "../../shared/format/apply";
+import { termsFrom } from "../../shared/format/smart-format";
 import { randomUUID } from "node:crypto";
 import { rtEventEnvelope, UTTERANCE_HEADER, utteranceCommand, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
 import { ack, retry, runConsumer, terminate, type RunningConsumer } from "../../shared/consumer";
@@ -204,7 +206,9 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
   } else {
     try {
       const r = await router.transcribe({ pcm, language: c.language ?? undefined, prompt: c.prompt ?? undefined, model: c.model ?? undefined, fallbackOnly: grant === "fallback" });
-      const text = r.result.text.trim();
+      // an utterance is a sentence's end at least (the VAD cut it at a pause)
+      const result = c.smart_format !== false && !r.formatted ? formatTranscription(r.result, { terms: termsFrom(undefined, c.prompt) }) : r.result;
+      const text = result.text.trim();
       const toMs = (s: number) => c.audio_start_ms + Math.round(s * 1000);
       events = [
         { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: text },
@@ -213,10 +217,10 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
           event_id: `evt_${randomUUID()}`,
           ...base,
           transcript: text,
-          language: r.result.language,
+          language: result.language,
           audio_start_ms: c.audio_start_ms,
           audio_end_ms: c.audio_end_ms,
-          words: r.result.words.map((w) => ({ word: w.word, start_ms: toMs(w.start), end_ms: toMs(w.end), probability: w.probability })),
+          words: result.words.map((w) => ({ word: w.word, start_ms: toMs(w.start), end_ms: toMs(w.end), probability: w.probability, ...(w.punctuated_word === undefined ? {} : { punctuated_word: w.punctuated_word }) })),
           worker_id: r.workerId,
           fallback_used: r.fallbackUsed,
           worker_ms: Math.round(r.workerMs),

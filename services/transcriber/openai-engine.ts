@@ -35,6 +35,7 @@ export async function createOpenAIEngine(options: OpenAIEngineOptions): Promise<
   timer.unref();
   return {
     kind: "openai",
+    formatsText: true,
     models: options.models ?? (options.model ? [options.model] : ["stt-1"]),
     languages: options.languages ?? ["*"],
     realTimeFactor: options.realTimeFactor ?? 0.1,

@@ -98,6 +98,7 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
 
   return {
     kind: "whisper-cpp",
+    formatsText: true,
     models: options.models ?? ["stt-1", "whisper-1", "stt-large-v3-turbo"],
     languages: multilingual ? ["*"] : ["en"],
     realTimeFactor: options.realTimeFactor ?? 1,

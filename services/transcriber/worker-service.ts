@@ -59,6 +59,7 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
       id,
       kind: engine.kind,
       models: engine.models,
+      formatsText: engine.formatsText,
       languages: engine.languages ?? ["*"],
       warm: !stopped && engine.warm(),
       inFlight,

@@ -50,28 +50,88 @@ export interface TimedWord {
   start_ms: number;
   end_ms: number;
   probability: number;
+  /** The word as the formatted transcript shows it (smart format); absent when off. */
+  punctuated_word?: string;
+}
+
+/** An emitted word: as recognised, and as the delta showed it. */
+export interface EmittedWord {
+  word: string;
+  form: string;
 }
 
 /**
- * The completed item from the emitted prefix and the decoder's final words. The emitted
- * words stand (a client may show them); they are aligned to the final's words by edit
- * distance (the final may have split, merged or revised words the emitted prefix already
- * holds), take their timings from the final words they align with, and the final's words
- * after the aligned prefix follow (an emitted word the final has nothing for sits at
- * the previous word's end, or `timelineStart`). Returns the last delta too, so
+ * How stable words read in a delta, mid-utterance (smart format on): casing only, the
+ * item's first word capitalised, "i" and its contractions, and single-word `terms` in
+ * their given casing. Numerals and punctuation wait for the final: a number may still
+ * grow ("twenty" → "twenty five") and a sentence may not have ended.
+ */
+export function deltaForms(emittedCount: number, words: readonly string[], terms: ReadonlyMap<string, string>): string[] {
+  return words.map((w, i) => {
+    const term = terms.get(w.toLowerCase());
+    let form = term ?? (/^i('(m|ll|ve|d))?$/.test(w) ? `I${w.slice(1)}` : w);
+    if (emittedCount + i === 0) form = form.charAt(0).toUpperCase() + form.slice(1);
+    return form;
+  });
+}
+
+/** Single-word terms by lower case, for deltaForms. */
+export function singleWordTerms(terms: readonly string[]): Map<string, string> {
+  return new Map(terms.filter((t) => !/\s/.test(t)).map((t) => [t.toLowerCase(), t]));
+}
+
+/**
+ * The completed item from the emitted words and the decoder's final words. The emitted
+ * words stand as the deltas showed them (a client may show them); they are aligned to the
+ * final's words by edit distance (the final may have split, merged or revised words the
+ * emitted prefix holds), take their timings from the final words they align with (an
+ * emitted word the final has nothing for sits at the previous word's end, or
+ * `timelineStart`), and the final's words after the aligned prefix follow.
+ *
+ * `format` (smart format on) gives the formatted form of each final word: the words
+ * after the prefix take theirs (a word merged into an emitted one, form "", falls back to
+ * itself), and the sentence's closing mark comes last even when every word was emitted
+ * already. Returns the last delta too — text appended to the emitted forms, so the
  * concatenated deltas equal `transcript`.
  */
-export function composeFinal(emitted: readonly string[], final: readonly TimedWord[], timelineStart = 0): { transcript: string; lastDelta: string; words: TimedWord[] } {
-  const { end, pairs } = alignPrefix(emitted, final.map((w) => w.word));
+export function composeFinal(
+  emitted: readonly EmittedWord[],
+  final: readonly TimedWord[],
+  timelineStart = 0,
+  format?: (words: readonly TimedWord[]) => string[],
+): { transcript: string; lastDelta: string; words: TimedWord[] } {
+  const { end, pairs } = alignPrefix(
+    emitted.map((e) => e.word),
+    final.map((w) => w.word),
+  );
+  const forms = format ? format(final) : final.map((w) => w.word);
   let lastEnd = final[0]?.start_ms ?? timelineStart;
-  const words: TimedWord[] = emitted.map((word, i) => {
+  const words: TimedWord[] = emitted.map((e, i) => {
     const f = pairs[i] === undefined ? undefined : final[pairs[i]!];
     if (f) lastEnd = f.end_ms;
-    return f ? { ...f, word } : { word, start_ms: lastEnd, end_ms: lastEnd, probability: 0 };
+    const timed = f ? { ...f, word: e.word } : { word: e.word, start_ms: lastEnd, end_ms: lastEnd, probability: 0 };
+    return format ? { ...timed, punctuated_word: e.form } : timed;
   });
-  const rest = final.slice(end);
-  words.push(...rest);
-  return { transcript: words.map((w) => w.word).join(" "), lastDelta: deltaText(emitted.length, rest.map((w) => w.word)), words };
+  const restForms: string[] = [];
+  let leading = true;
+  for (let i = end; i < final.length; i++) {
+    const form = forms[i] === "" && leading ? final[i]!.word : forms[i]!;
+    if (form !== "") leading = false;
+    restForms.push(form);
+    words.push(format ? { ...final[i]!, punctuated_word: form } : final[i]!);
+  }
+  const shown = emitted.map((e) => e.form).join(" ");
+  const rest = restForms.filter(Boolean).join(" ");
+  let lastDelta = rest && shown ? ` ${rest}` : rest;
+  // the closing mark the formatter put on the sentence's last word follows, also when
+  // every word was out already (or the last ones fell back to themselves)
+  const mark = format ? /[.?!]$/.exec(forms.filter(Boolean).at(-1) ?? "")?.[0] : undefined;
+  if (mark && shown + lastDelta && !/[.?!]$/.test(shown + lastDelta)) {
+    lastDelta += mark;
+    const last = words.findLast((x) => (x.punctuated_word ?? x.word) !== "")!;
+    last.punctuated_word = `${last.punctuated_word ?? last.word}${mark}`;
+  }
+  return { transcript: shown + lastDelta, lastDelta, words };
 }
 
 /**

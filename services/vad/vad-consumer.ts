@@ -23,7 +23,8 @@ import { loadVadEngine, VAD_SAMPLE_RATE, type VadEngine, type VadEvent, type Vad
 import { appendEvents } from "../../shared/event-store";
 import { DEFAULT_PARTIAL_INTERVAL_MS } from "../../schemas/realtime";
 import type { StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./stream-decoders";
-import { AudioRing, composeFinal, deltaText, newlyStable, SETTLE_FRAMES } from "./streaming";
+import { AudioRing, composeFinal, deltaForms, deltaText, newlyStable, SETTLE_FRAMES, singleWordTerms, type EmittedWord } from "./streaming";
+import { smartFormat, termsFrom } from "../../shared/format/smart-format";
 
 /**
  * The server VAD: one durable pull consumer per partition of RT_AUDIO
@@ -65,7 +66,8 @@ interface OpenStream {
   hypBusy: boolean;
   ended: boolean;
   previous: string[] | null;
-  emitted: string[];
+  /** Words out in deltas: as recognised and as shown. */
+  emitted: EmittedWord[];
   lastInterim: string;
 }
 
@@ -359,6 +361,7 @@ function handle(meta: MessageMeta, msg: JsMsg, partition: number, env: HandleEnv
           model: c.model,
           partial_interval_ms: c.partial_interval_ms ?? state.settings.partial_interval_ms,
           interim_results: c.interim_results ?? state.settings.interim_results,
+          smart_format: c.smart_format ?? state.settings.smart_format,
         };
         state.seg.update(c.turn_detection);
         out.push(saveSettings(env, sessionId, state));
@@ -491,6 +494,7 @@ function emit(env: HandleEnv, sessionId: string, state: SessionState, events: Va
           prompt: state.settings.prompt,
           model: state.settings.model,
           max_concurrent_utterances: state.settings.max_concurrent_utterances,
+          ...(state.settings.smart_format === false ? { smart_format: false } : {}),
           decided_at: Date.now(),
         };
         const stream = state.stream;
@@ -589,9 +593,10 @@ function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s:
   const base = { item_id: s.item, content_index: 0 as const };
   const events: { e: ServerEvent; id: string }[] = [];
   if (fresh.length) {
-    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: deltaText(s.emitted.length, fresh) };
+    const forms = state.settings.smart_format === false ? fresh : deltaForms(s.emitted.length, fresh, singleWordTerms(termsFrom(undefined, state.settings.prompt)));
+    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: deltaText(s.emitted.length, forms) };
     events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.emitted.length}` });
-    s.emitted.push(...fresh);
+    s.emitted.push(...fresh.map((word, i) => ({ word, form: forms[i]! })));
   }
   const interim = words.join(" ");
   if (state.settings.interim_results && interim !== s.lastInterim) {
@@ -628,7 +633,9 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
   if (state) state.cmn = result.cmn;
   const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
   const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
-  const final = composeFinal(s.emitted, timed, startMs);
+  const smart = command.smart_format !== false;
+  const terms = smart ? termsFrom(undefined, command.prompt) : [];
+  const final = composeFinal(s.emitted, timed, startMs, smart ? (ws) => smartFormat(ws, { terms }).words.map((w) => w.punctuated_word) : undefined);
   const base = { item_id: item, content_index: 0 as const };
   const events: ServerEvent[] = [
     { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },

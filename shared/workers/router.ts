@@ -236,7 +236,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
         try {
           const result = await postToWorker(worker, request, primaryTimeout);
           consecutiveFailures = 0;
-          return { result, workerId: worker.id, fallbackUsed: false, workerMs: performance.now() - started };
+          return { result, workerId: worker.id, fallbackUsed: false, formatted: engineFormats(worker), workerMs: performance.now() - started };
         } catch (err) {
           if (request.signal?.aborted) throw err;
           failures.push(describe(worker.id, err, primaryTimeout));
@@ -261,7 +261,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       try {
         const result = await postToFallback(request, fallbackTimeout);
         consecutiveFailures = 0;
-        return { result, workerId: "fallback", fallbackUsed: true, workerMs: performance.now() - fallbackStarted + (worker ? fallbackStarted - started : 0) };
+        return { result, workerId: "fallback", fallbackUsed: true, formatted: true, workerMs: performance.now() - fallbackStarted + (worker ? fallbackStarted - started : 0) };
       } catch (err) {
         if (request.signal?.aborted) throw err;
         failures.push(describe("fallback", err, fallbackTimeout));
@@ -324,4 +324,9 @@ function withSignal<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
       },
     );
   });
+}
+
+/** Engines that announce nothing: PocketSphinx is the one whose words come unformatted. */
+export function engineFormats(w: Pick<WorkerAnnouncement, "kind" | "formatsText">): boolean {
+  return w.formatsText ?? w.kind !== "pocketsphinx";
 }

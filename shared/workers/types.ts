@@ -35,6 +35,12 @@ export interface TranscribeResult {
   workerId: string;
   /** True when the fallback provider answered. */
   fallbackUsed: boolean;
+  /**
+   * True when the text came formatted from the engine (its announcement's
+   * `formatsText`; the fallback provider is OpenAI-compatible and formats); false when
+   * callers apply the smart-format stage.
+   */
+  formatted: boolean;
   /** Milliseconds spent in the worker(s), for overhead measurements. */
   workerMs: number;
 }
@@ -86,6 +92,11 @@ export interface TranscriptionEngine {
   readonly realTimeFactor: number;
   /** How many clips it transcribes at once. */
   readonly concurrency: number;
+  /**
+   * True when the engine's text is punctuated and cased already; false when its words
+   * need the smart-format stage (shared/format). Announced to the registry.
+   */
+  readonly formatsText: boolean;
   /** True once the model is loaded and a request would not pay a load. */
   warm(): boolean;
   transcribe(request: EngineRequest): Promise<VerboseTranscription>;

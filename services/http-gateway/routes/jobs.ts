@@ -128,6 +128,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     concurrency: Math.min(jobDefaults.maxConcurrency, Math.max(1, Math.floor(body.concurrency ?? jobDefaults.concurrency))),
     ...(body.webhook_url ? { webhookUrl: body.webhook_url } : {}),
     review: body.review ?? false,
+    smartFormat: body.smart_format ?? true,
     ...(body.metadata ? { metadata: body.metadata } : {}),
     maxAudioSeconds: principal.limits.maxAudioSecondsPerRequest,
   };

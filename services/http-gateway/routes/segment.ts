@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import { formatTranscription } from "../../../shared/format/apply";
+import { termsFrom } from "../../../shared/format/smart-format";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
@@ -161,7 +163,8 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
       workerId: fields.workerId,
       signal: c.req.raw.signal,
     });
-    const result = { ...out.result, duration: out.result.duration || audio.durationSeconds };
+    const transcribed = { ...out.result, duration: out.result.duration || audio.durationSeconds };
+    const result = fields.smartFormat && !out.formatted ? formatTranscription(transcribed, { terms: termsFrom(undefined, fields.prompt) }) : transcribed;
     const now = deps.now();
     await Promise.all([
       recordUsage(deps.nats, {
@@ -250,6 +253,8 @@ interface SegmentFields {
   stream: boolean;
   /** `timestamp_granularities[]` when given: verbose_json carries `words` only if "word" is asked for. */
   granularities?: ("word" | "segment")[];
+  /** `smart_format` (default true): punctuation, casing and numerals for engines that lack them. */
+  smartFormat: boolean;
 }
 
 function parseFields(form: FormData): SegmentFields {
@@ -283,16 +288,18 @@ function parseFields(form: FormData): SegmentFields {
     prompt: f.prompt?.slice(0, MAX_PROMPT_CHARS),
     responseFormat: f.response_format,
     workerId: f.worker_id,
-    stream: parseStream(text("stream")),
+    stream: parseBoolean("stream", text("stream"), false),
+    smartFormat: parseBoolean("smart_format", text("smart_format"), true),
     granularities: parseGranularities(form),
     ...refuseIncludes(form),
   };
 }
 
-function parseStream(value: string | undefined): boolean {
-  if (value === undefined || value === "false") return false;
+function parseBoolean(name: string, value: string | undefined, absent: boolean): boolean {
+  if (value === undefined) return absent;
   if (value === "true") return true;
-  throw validationError("invalid_request", "stream: must be true or false", { param: "stream" });
+  if (value === "false") return false;
+  throw validationError("invalid_request", `${name}: must be true or false`, { param: name });
 }
 
 /** All values of a repeated field, under its OpenAI name with or without `[]`. */

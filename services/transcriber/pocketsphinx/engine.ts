@@ -134,6 +134,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
 
   return {
     kind: "pocketsphinx",
+    formatsText: false,
     models: options.models ?? ["stt-1", "pocketsphinx-en-us"],
     languages: ["en"],
     realTimeFactor: options.realTimeFactor ?? 2,
