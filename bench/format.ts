@@ -13,19 +13,12 @@ import { decodeAudio } from "../shared/audio/decode";
 import { formatTranscription } from "../shared/format/apply";
 import { termsFrom } from "../shared/format/smart-format";
 import { formattedErrorRate, wordErrorRate } from "../shared/workers/wer";
-import { FORMAT_SENTENCES, synthesise } from "../test/support/espeak";
+import { FORMAT_FIXTURES, FORMAT_SENTENCES, synthesise } from "../test/support/espeak";
 import { FIXTURES_DIR } from "../test/support/fixtures";
 
 const clips = [
   ...(await Promise.all(FORMAT_SENTENCES.map(async (s) => ({ name: s.spoken.slice(0, 28), spoken: s.spoken, formatted: s.formatted, prompt: s.prompt, bytes: await synthesise(s.spoken) })))),
-  {
-    name: "jfk.wav",
-    spoken: "and so my fellow americans ask not what your country can do for you ask what you can do for your country",
-    formatted: "And so, my fellow Americans, ask not what your country can do for you, ask what you can do for your country.",
-    prompt: undefined,
-    bytes: await readFile(`${FIXTURES_DIR}/jfk.wav`),
-  },
-  { name: "ldc93s1.wav", spoken: "she had your dark suit in greasy wash water all year", formatted: "She had your dark suit in greasy wash water all year.", prompt: undefined, bytes: await readFile(`${FIXTURES_DIR}/ldc93s1.wav`) },
+  ...(await Promise.all(FORMAT_FIXTURES.map(async (f) => ({ name: f.file, spoken: f.spoken, formatted: f.formatted, prompt: undefined, bytes: await readFile(`${FIXTURES_DIR}/${f.file}`) })))),
 ];
 
 const engine = await createPocketsphinxEngine({ processes: 1 });

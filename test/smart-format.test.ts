@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeAudio } from "../shared/audio/decode";
 import { formattedErrorRate, wordErrorRate } from "../shared/workers/wer";
-import { FORMAT_SENTENCES, synthesise } from "./support/espeak";
+import { FORMAT_FIXTURES, FORMAT_SENTENCES, synthesise } from "./support/espeak";
 import { fixturePath } from "./support/fixtures";
 import { randomHex, startHttp, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, silence, streamPcm, wsUrl } from "./support/realtime-support";
@@ -47,12 +47,16 @@ async function transcribe(bytes: Uint8Array, fields: Record<string, string> = {}
 }
 
 describe("segment plane", () => {
-  it("formats espeak-ng sentences: the formatted score improves, the recognised words do not change, off formats nothing", { timeout: 120_000 }, async () => {
+  it("formats espeak-ng sentences and the fixtures: the formatted score improves, the recognised words do not change, off formats nothing", { timeout: 120_000 }, async () => {
     let onErrors = 0;
     let offErrors = 0;
     let exact = 0;
-    for (const s of FORMAT_SENTENCES) {
-      const wav = await synthesise(s.spoken);
+    const clips = [
+      ...FORMAT_SENTENCES.map((s) => ({ ...s, wav: () => synthesise(s.spoken) })),
+      ...FORMAT_FIXTURES.map((f) => ({ ...f, prompt: undefined, wav: async () => new Uint8Array(readFileSync(fixturePath(f.file))) })),
+    ];
+    for (const s of clips) {
+      const wav = await s.wav();
       const extra: Record<string, string> = s.prompt ? { prompt: s.prompt } : {};
       const on = (await (await transcribe(wav, { ...extra, response_format: "verbose_json" })).json()) as any;
       const off = (await (await transcribe(wav, { ...extra, response_format: "verbose_json", smart_format: "false" })).json()) as any;
@@ -72,7 +76,7 @@ describe("segment plane", () => {
       if (on.text === s.formatted) exact++;
       console.log(`  ${s.formatted}\n    on:  ${on.text}\n    off: ${off.text}`);
     }
-    console.log(`formatted errors: ${onErrors} with smart format, ${offErrors} without; ${exact}/${FORMAT_SENTENCES.length} exactly as written`);
+    console.log(`formatted errors: ${onErrors} with smart format, ${offErrors} without; ${exact}/${clips.length} exactly as written`);
     expect(onErrors).toBeLessThan(offErrors / 2);
     expect(exact).toBeGreaterThanOrEqual(3);
   });

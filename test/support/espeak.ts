@@ -24,3 +24,13 @@ export const FORMAT_SENTENCES: { spoken: string; formatted: string; prompt?: str
   { spoken: "what is the population of new york", formatted: "What is the population of New York?", prompt: "New York" },
   { spoken: "we sold forty two cars in december", formatted: "We sold 42 cars in December." },
 ];
+
+/** The two speech fixtures (../shared/fixtures/audio), as said and as they should read. */
+export const FORMAT_FIXTURES: { file: string; spoken: string; formatted: string }[] = [
+  {
+    file: "jfk.wav",
+    spoken: "and so my fellow americans ask not what your country can do for you ask what you can do for your country",
+    formatted: "And so, my fellow Americans, ask not what your country can do for you, ask what you can do for your country.",
+  },
+  { file: "ldc93s1.wav", spoken: "she had your dark suit in greasy wash water all year", formatted: "She had your dark suit in greasy wash water all year." },
+];
