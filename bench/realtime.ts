@@ -30,6 +30,9 @@
  * jfk.wav with 1.5 s of silence.
  * The engine is the embedded PocketSphinx pool (`--ps-processes`, default 1, leaving a
  * core for the plane); it is the bottleneck for transcripts, not for audio intake.
+ * `--engine zero` measures the plane apart from engine capacity: the only worker is an
+ * OpenAI-compatible server in this process that answers every clip at once with an
+ * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { pct, stopServer, waitForServer } from "./support/server";
@@ -49,6 +52,16 @@ const seconds = Number(args.get("seconds") ?? 30);
 const frameMs = Number(args.get("frame-ms") ?? 40);
 const psProcesses = args.get("ps-processes") ?? "1";
 const audioSource = args.get("audio") ?? "jfk";
+const zeroEngine = args.get("engine") === "zero";
+const provider = zeroEngine ? await startZeroEngine() : null;
+
+/** The zero-cost engine (bench/support/zero-engine.ts) in its own process. */
+async function startZeroEngine(): Promise<{ url: string; proc: ChildProcess }> {
+  const proc = spawn(process.execPath, ["--import", "tsx", "bench/support/zero-engine.ts"], { stdio: ["ignore", "pipe", "inherit"] });
+  const line = await new Promise<string>((resolve) => proc.stdout!.once("data", (d: Buffer) => resolve(d.toString())));
+  process.once("exit", () => proc.kill());
+  return { url: (JSON.parse(line) as { url: string }).url, proc };
+}
 
 const id = randomBytes(4).toString("hex");
 const prefix = `b${id}`;
@@ -57,7 +70,9 @@ const adminToken = `admin-${randomBytes(8).toString("hex")}`;
 const base = loadConfig(process.env);
 
 function startServer(): Promise<{ proc: ChildProcess; port: number }> {
-  const proc = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "serve"], {
+  // BENCH_CPU_PROF=<dir>: the server writes a V8 CPU profile there when it stops
+  const prof = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const proc = spawn(process.execPath, [...prof, "--import", "tsx", "services/stt/main.ts", "serve"], {
     env: {
       ...process.env,
       STT_SERVICES: process.env.BENCH_SERVICES ?? "all",
@@ -75,6 +90,7 @@ function startServer(): Promise<{ proc: ChildProcess; port: number }> {
       RT_TRANSCRIBE_CONCURRENCY: psProcesses,
       // every streaming decoder loaded before the sessions start, as in production
       RT_STREAM_DECODERS_WARM: process.env.RT_STREAM_DECODERS ?? "12",
+      ...(provider ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_OPENAI_CONCURRENCY: "64", WORKER_OPENAI_REAL_TIME_FACTOR: "5", RT_TRANSCRIBE_CONCURRENCY: "64", RT_STREAM_DECODERS: "0" } : {}),
     },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -238,6 +238,11 @@ export async function connectNats(options: ConnectOptions): Promise<Nats> {
     name: options.name ?? "stt",
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
+    // Every JetStream publish is a request; with async traces on, each one builds two
+    // error objects with captured stacks up front (RequestError, TimeoutError) in case it
+    // fails: 14% of the realtime plane's CPU at 300 sessions (bench/realtime.ts
+    // --cpu-prof). Errors still say what timed out, without the caller's stack.
+    noAsyncTraces: true,
   });
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
