@@ -90,7 +90,7 @@ function startServer(): Promise<{ proc: ChildProcess; port: number }> {
       RT_TRANSCRIBE_CONCURRENCY: psProcesses,
       // every streaming decoder loaded before the sessions start, as in production
       RT_STREAM_DECODERS_WARM: process.env.RT_STREAM_DECODERS ?? "12",
-      ...(provider ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_OPENAI_CONCURRENCY: "64", WORKER_OPENAI_REAL_TIME_FACTOR: "5", RT_TRANSCRIBE_CONCURRENCY: "64", RT_STREAM_DECODERS: "0" } : {}),
+      ...(provider ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_OPENAI_CONCURRENCY: "256", WORKER_OPENAI_REAL_TIME_FACTOR: "0.5", RT_TRANSCRIBE_CONCURRENCY: "256", RT_STREAM_DECODERS: "0" } : {}),
     },
     stdio: ["ignore", "pipe", "pipe"],
   });

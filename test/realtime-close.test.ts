@@ -116,8 +116,8 @@ describe("close codes (spec 7.3)", () => {
     const base = await gatewayWith({}, { maxPendingAcks: 2, backpressureGraceMs: 0 });
     const c = await connectRt(wsUrl(base), auth());
     await c.next("session.created");
-    // 3 s in one frame = 30 coalesced messages published at once: more acks pending than allowed
-    c.sendAudio(new Uint8Array(fixture("jfk.wav").buffer.slice(0, 96000)));
+    // a 1 MiB frame (32 s) goes out at once as four 256 KiB batches: more in flight than allowed
+    c.sendAudio(new Uint8Array(1024 * 1024));
     expect(await c.closed).toEqual({ code: 1013, reason: "upstream_backpressure" });
   });
 

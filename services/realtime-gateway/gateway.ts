@@ -1,4 +1,5 @@
 import uWS, { type HttpResponse, type us_listen_socket, type WebSocket } from "@trufflesuite/uws-js-unofficial";
+import { createAudioBatcher } from "./audio-publisher";
 import { randomBytes } from "node:crypto";
 import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
 import type { Principal } from "../../shared/auth";
@@ -113,6 +114,15 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   };
   const sessions = new Set<Session>();
   const sockets = new Set<WebSocket<SocketData>>();
+  // batch msg ids must not repeat after a restart within the stream's duplicate window
+  const instanceId = `${gatewayId.replace(/[^A-Za-z0-9_-]/g, "_")}-${randomBytes(4).toString("hex")}`;
+  const audio = createAudioBatcher({
+    js: nats.js,
+    subject: (p) => nats.topology.subjects.rtAudio(p, instanceId),
+    instanceId,
+    maxPendingAcks: rt.maxPendingAcks,
+    now: () => now().getTime(),
+  });
 
   const openSocketSession = (ws: WebSocket<SocketData>, data: SocketData) => {
     const session = openSession(
@@ -128,7 +138,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         gatewayId,
         partitions: rt.vadPartitions,
         maxFrameBytes: rt.maxFrameBytes,
-        maxPendingAcks: rt.maxPendingAcks,
+        audio,
         backpressureGraceMs: rt.backpressureGraceMs,
         maxClientBufferBytes: rt.maxClientBufferBytes,
         defaultTurnDetection,
@@ -281,6 +291,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       for (const ws of [...sockets]) ws.end(CLOSE.upstreamUnavailable.code, CLOSE.upstreamUnavailable.reason);
       // let close handlers release leases and flush usage
       await new Promise((r) => setTimeout(r, 100));
+      await audio.stop();
       leases.stop();
       flag.stop();
     },

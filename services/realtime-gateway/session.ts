@@ -23,7 +23,7 @@ import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 import { recordUsage } from "../../shared/usage";
 import type { Admission } from "./admit";
-import { createAudioPublisher, type AudioPublisher } from "./audio-publisher";
+import type { AudioBatcher, AudioPublisher } from "./audio-publisher";
 
 /**
  * One realtime connection from `open` to `close`: audio in (aligned, resampled to
@@ -45,8 +45,9 @@ export interface SessionDeps {
   gatewayId: string;
   partitions: number;
   maxFrameBytes: number;
-  maxPendingAcks: number;
-  /** How long acks may stay over maxPendingAcks before 1013 upstream_backpressure. */
+  /** The gateway's audio batches to JetStream (one per VAD partition per interval). */
+  audio: AudioBatcher;
+  /** How long a partition's batches in flight may stay over RT_MAX_PENDING_ACKS before 1013 upstream_backpressure. */
   backpressureGraceMs: number;
   maxClientBufferBytes: number;
   defaultTurnDetection: TurnDetection;
@@ -106,12 +107,9 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const resampler = createResampler(admission.sampleRate, INTERNAL_SAMPLE_RATE, admission.channels);
   const subjects = deps.nats.topology.subjects;
 
-  const publisher: AudioPublisher = createAudioPublisher({
-    js: deps.nats.js,
-    subject: subjects.rtAudio(partitionOf(sessionId, deps.partitions), sessionId),
+  const publisher: AudioPublisher = deps.audio.session({
     sessionId,
-    maxPendingAcks: deps.maxPendingAcks,
-    now: deps.now,
+    partition: partitionOf(sessionId, deps.partitions),
     onFailure: (err) => {
       const refused = refusedByStream(err);
       log.warn(refused ? "audio refused by the stream" : "audio publish failed", { error: err instanceof Error ? err.message : String(err) });

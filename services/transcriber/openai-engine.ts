@@ -16,8 +16,15 @@ export interface OpenAIEngineOptions extends OpenAIEndpoint {
   probeMs?: number;
 }
 
+const PROBE_MISSES = 3;
+
 export async function createOpenAIEngine(options: OpenAIEngineOptions): Promise<TranscriptionEngine> {
   let warm = false;
+  // A probe that got no answer in time counts only when PROBE_MISSES in a row did: one
+  // late answer on a busy process must not turn the worker cold (the router then refuses
+  // realtime upgrades and closes every open session 1013). An answer that is not 2xx
+  // (a server loading its model) turns it cold at once.
+  let misses = 0;
   const probe = async () => {
     try {
       const res = await fetch(modelsUrl(options.url), {
@@ -26,8 +33,9 @@ export async function createOpenAIEngine(options: OpenAIEngineOptions): Promise<
       });
       await res.body?.cancel();
       warm = res.ok;
+      misses = 0;
     } catch {
-      warm = false;
+      if (++misses >= PROBE_MISSES || !warm) warm = false;
     }
   };
   await probe();

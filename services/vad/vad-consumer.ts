@@ -1,4 +1,5 @@
 import { headers as natsHeaders } from "@nats-io/transport-node";
+import { BATCH_KIND, decodeAudioBatch } from "../../schemas/audio-batch";
 import type { JsMsg } from "@nats-io/jetstream";
 import { randomBytes, randomUUID } from "node:crypto";
 import {
@@ -200,10 +201,15 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
         if (!acking) continue; // lost to another replica: what is buffered is theirs now
         const publishes: Promise<unknown>[] = [];
         try {
-          const meta = readMessage(msg);
-          // a session this replica has not seen start: restore its settings (takeover)
-          if (!sessions.has(meta.sessionId) && meta.control?.kind !== "start") await restoreSession(env, meta.sessionId, p);
-          handle(meta, msg, p, env, log, publishes);
+          for (const { meta, data } of readMessage(msg)) {
+            try {
+              // a session this replica has not seen start: restore its settings (takeover)
+              if (!sessions.has(meta.sessionId) && meta.control?.kind !== "start") await restoreSession(env, meta.sessionId, p);
+              handle(meta, data, p, env, log, publishes);
+            } catch (err) {
+              log.warn("vad entry failed", { subject: msg.subject, sessionId: meta.sessionId, error: (err as Error).message });
+            }
+          }
         } catch (err) {
           log.warn("vad message failed", { subject: msg.subject, error: (err as Error).message });
         }
@@ -297,20 +303,32 @@ interface MessageMeta {
   offset: number;
 }
 
-function readMessage(msg: JsMsg): MessageMeta {
-  const sessionId = msg.headers?.get(AUDIO_HEADERS.session) || msg.subject.split(".").at(-1)!;
-  const isControl = (msg.headers?.get(AUDIO_HEADERS.kind) || "audio") === "control";
-  const offset = Number(msg.headers?.get(AUDIO_HEADERS.offset) ?? "NaN");
-  let control: AudioControl | null = null;
-  if (isControl) {
-    try {
-      const parsed = audioControl.safeParse(JSON.parse(new TextDecoder().decode(msg.data)));
-      if (parsed.success) control = parsed.data;
-    } catch {
-      // reported by handle()
-    }
+/**
+ * The entries of an audio message: a gateway's batch (schemas/audio-batch.ts), or one
+ * session's message with its metadata in headers (the earlier format).
+ */
+function readMessage(msg: JsMsg): { meta: MessageMeta; data: Uint8Array }[] {
+  const kind = msg.headers?.get(AUDIO_HEADERS.kind) || "audio";
+  if (kind === BATCH_KIND) {
+    return decodeAudioBatch(msg.data).map((e) => ({
+      meta: { sessionId: e.sessionId, isControl: e.kind === "control", control: e.kind === "control" ? parseControl(e.payload) : null, offset: e.offset },
+      data: e.payload,
+    }));
   }
-  return { sessionId, control, isControl, offset };
+  const sessionId = msg.headers?.get(AUDIO_HEADERS.session) || msg.subject.split(".").at(-1)!;
+  const isControl = kind === "control";
+  const offset = Number(msg.headers?.get(AUDIO_HEADERS.offset) ?? "NaN");
+  return [{ meta: { sessionId, control: isControl ? parseControl(msg.data) : null, isControl, offset }, data: msg.data }];
+}
+
+/** A control message's JSON; null when it does not parse (reported by handle()). */
+function parseControl(bytes: Uint8Array): AudioControl | null {
+  try {
+    const parsed = audioControl.safeParse(JSON.parse(new TextDecoder().decode(bytes)));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
 }
 
 function saveSettings(env: HandleEnv, sessionId: string, state: SessionState): Promise<unknown> {
@@ -332,7 +350,7 @@ async function restoreSession(env: HandleEnv, sessionId: string, partition: numb
   env.sessions.set(sessionId, state);
 }
 
-function handle(meta: MessageMeta, msg: JsMsg, partition: number, env: HandleEnv, log: Logger, out: Promise<unknown>[]) {
+function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: HandleEnv, log: Logger, out: Promise<unknown>[]) {
   const { sessionId, control: c, offset } = meta;
   const { nats, sessions } = env;
   let state = sessions.get(sessionId);
@@ -405,7 +423,6 @@ function handle(meta: MessageMeta, msg: JsMsg, partition: number, env: HandleEnv
   }
   if (!state) return;
   state.lastSeen = Date.now();
-  const bytes = msg.data;
   const pcm = new Int16Array(bytes.byteLength >> 1);
   new Uint8Array(pcm.buffer).set(bytes.subarray(0, pcm.length * 2));
   const at = Number.isFinite(offset) ? offset : undefined;
