@@ -5,7 +5,9 @@ import type { TranscriptionEngine } from "../../shared/workers/types";
  * An OpenAI-compatible server run as a worker: the worker service announces it and
  * the router posts to it like any other worker. Warm means its last readiness probe
  * (GET …/v1/models, every `probeMs`) answered 2xx; a server still loading its model
- * (503) or down is announced cold and the router does not post to it.
+ * (503) is announced cold at once, one that does not answer (down, or this process too
+ * busy to read the answer in time) after three probes in a row, and the router does not
+ * post to it.
  */
 export interface OpenAIEngineOptions extends OpenAIEndpoint {
   models?: string[];
@@ -14,6 +16,8 @@ export interface OpenAIEngineOptions extends OpenAIEndpoint {
   realTimeFactor?: number;
   concurrency?: number;
   probeMs?: number;
+  /** How long one probe waits for its answer (default 2000 ms). */
+  probeTimeoutMs?: number;
 }
 
 const PROBE_MISSES = 3;
@@ -29,7 +33,7 @@ export async function createOpenAIEngine(options: OpenAIEngineOptions): Promise<
     try {
       const res = await fetch(modelsUrl(options.url), {
         headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
-        signal: AbortSignal.timeout(2000),
+        signal: AbortSignal.timeout(options.probeTimeoutMs ?? 2000),
       });
       await res.body?.cancel();
       warm = res.ok;
