@@ -207,18 +207,23 @@ export const errorEvent = z.object({
     event_id: z.string().nullable(),
   }),
 });
+/** A session's transcription settings as session.updated shows them and the start/update controls carry them to the VAD. */
+const transcriptionSettings = {
+  language: z.string().nullable(),
+  prompt: z.string().nullable(),
+  model: z.string().nullable(),
+  partial_interval_ms: partialIntervalMs.optional(),
+  interim_results: z.boolean().optional(),
+  smart_format: z.boolean().optional(),
+};
+
 export const sessionUpdated = z.object({
   type: z.literal("session.updated"),
   event_id: z.string(),
   session: z.object({
     turn_detection: turnDetection,
     input_audio_transcription: z.object({
-      language: z.string().nullable(),
-      prompt: z.string().nullable(),
-      model: z.string().nullable(),
-      partial_interval_ms: partialIntervalMs.optional(),
-      interim_results: z.boolean().optional(),
-      smart_format: z.boolean().optional(),
+      ...transcriptionSettings,
     }),
   }),
 });
@@ -279,24 +284,14 @@ export const audioControl = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("start"),
     turn_detection: turnDetection,
-    language: z.string().nullable(),
-    prompt: z.string().nullable(),
-    model: z.string().nullable(),
+    ...transcriptionSettings,
     max_concurrent_utterances: z.number().int().positive(),
     key_id: z.string(),
-    partial_interval_ms: partialIntervalMs.optional(),
-    interim_results: z.boolean().optional(),
-    smart_format: z.boolean().optional(),
   }),
   z.object({
     kind: z.literal("update"),
     turn_detection: turnDetection,
-    language: z.string().nullable(),
-    prompt: z.string().nullable(),
-    model: z.string().nullable(),
-    partial_interval_ms: partialIntervalMs.optional(),
-    interim_results: z.boolean().optional(),
-    smart_format: z.boolean().optional(),
+    ...transcriptionSettings,
   }),
   z.object({ kind: z.literal("commit"), event_id: z.string().nullable() }),
   z.object({ kind: z.literal("clear"), event_id: z.string().nullable() }),
