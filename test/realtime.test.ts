@@ -1,6 +1,9 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rtEventEnvelope, sessionCreated } from "../schemas/realtime";
+import { headers as natsHeaders } from "@nats-io/transport-node";
+import { AUDIO_HEADERS, rtEventEnvelope, sessionCreated } from "../schemas/realtime";
+import { BATCH_KIND, encodeAudioBatch } from "../schemas/audio-batch";
+import { partitionOf } from "../services/realtime-gateway/session";
 import { appendEvents } from "../shared/event-store";
 import { setRealtimeGatewayEnabled } from "../services/realtime-gateway/gateway-flag";
 import { startStack, type Stack } from "./support/stack";
@@ -271,6 +274,28 @@ describe("realtime session (spec 4.6, 6, 7.3)", () => {
     for (const m of committed) {
       expect(c.events.some((e) => (e.type.endsWith(".completed") || e.type.endsWith(".failed")) && e.item_id === m.item_id)).toBe(true);
     }
+  });
+
+  it("a control the VAD handles twice (a redelivered batch) is answered once: cleared and commit errors have deterministic msg ids", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
+    const { session_id: sessionId } = await c.next("session.created");
+    await streamPcm(c, silence(0.2), { speed: Infinity });
+    // the same two controls, at one place in the session, delivered to the VAD twice
+    const control = (kind: string, seq: number) => ({ sessionId, kind: "control" as const, seq, offset: 3200, payload: new TextEncoder().encode(JSON.stringify({ kind, event_id: null })) });
+    const batch = encodeAudioBatch([control("clear", 900_001), control("commit", 900_002)]);
+    const h = natsHeaders();
+    h.set(AUDIO_HEADERS.kind, BATCH_KIND);
+    const subject = stack.nats.topology.subjects.rtAudio(partitionOf(sessionId, stack.config.realtime.vadPartitions), "test-redelivery");
+    for (let i = 0; i < 2; i++) await stack.nats.js.publish(subject, batch, { headers: h, msgID: `redelivery-${sessionId}-${i}` });
+    await c.next("input_audio_buffer.cleared");
+    expect((await c.next("error")).error.code).toBe("input_audio_buffer_commit_empty");
+    // a later answer on the session: the duplicates had their chance to arrive
+    c.sendJson({ type: "input_audio_buffer.clear" });
+    await c.next("input_audio_buffer.cleared");
+    expect(c.events.filter((e) => e.type === "input_audio_buffer.cleared")).toHaveLength(2);
+    expect(c.events.filter((e) => e.type === "error")).toHaveLength(1);
+    c.sendJson({ type: "session.close" });
+    expect((await c.closed).code).toBe(1000);
   });
 
   it("delivers an event published twice under one msg id (a writer's retry) to the client once", async () => {

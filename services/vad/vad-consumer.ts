@@ -301,6 +301,8 @@ interface MessageMeta {
   control: AudioControl | null;
   isControl: boolean;
   offset: number;
+  /** The message's sequence number in its session (the same when it is delivered again). */
+  seq: number;
 }
 
 /**
@@ -311,14 +313,15 @@ function readMessage(msg: JsMsg): { meta: MessageMeta; data: Uint8Array }[] {
   const kind = msg.headers?.get(AUDIO_HEADERS.kind) || "audio";
   if (kind === BATCH_KIND) {
     return decodeAudioBatch(msg.data).map((e) => ({
-      meta: { sessionId: e.sessionId, isControl: e.kind === "control", control: e.kind === "control" ? parseControl(e.payload) : null, offset: e.offset },
+      meta: { sessionId: e.sessionId, isControl: e.kind === "control", control: e.kind === "control" ? parseControl(e.payload) : null, offset: e.offset, seq: e.seq },
       data: e.payload,
     }));
   }
   const sessionId = msg.headers?.get(AUDIO_HEADERS.session) || msg.subject.split(".").at(-1)!;
   const isControl = kind === "control";
   const offset = Number(msg.headers?.get(AUDIO_HEADERS.offset) ?? "NaN");
-  return [{ meta: { sessionId, control: isControl ? parseControl(msg.data) : null, isControl, offset }, data: msg.data }];
+  const seq = Number(msg.headers?.get(AUDIO_HEADERS.seq) ?? msg.seq);
+  return [{ meta: { sessionId, control: isControl ? parseControl(msg.data) : null, isControl, offset, seq }, data: msg.data }];
 }
 
 /** A control message's JSON; null when it does not parse (reported by handle()). */
@@ -387,13 +390,13 @@ function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: Ha
       case "commit": {
         const events = state.seg.commit("commit");
         if (events.length === 0) {
-          publishEvents(nats, sessionId, out, [
-            {
-              type: "error",
-              event_id: `evt_${randomUUID()}`,
-              error: { type: "invalid_request_error", code: "input_audio_buffer_commit_empty", message: "Nothing to commit: no speech is in progress.", event_id: c.event_id },
-            },
-          ]);
+          // msg id from the control's place in the session: a redelivered commit answers once
+          const e: ServerEvent = {
+            type: "error",
+            event_id: `evt_${randomUUID()}`,
+            error: { type: "invalid_request_error", code: "input_audio_buffer_commit_empty", message: "Nothing to commit: no speech is in progress.", event_id: c.event_id },
+          };
+          publishRecord(nats, sessionId, out, { type: "rt.server_event", data: e }, `${sessionId}:${e.type}:control-${meta.seq}`);
           return;
         }
         emit(env, sessionId, state, events, out);
@@ -403,7 +406,7 @@ function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: Ha
         dropStream(state);
         state.seg.clear();
         state.currentItem = null;
-        publishEvents(nats, sessionId, out, [{ type: "input_audio_buffer.cleared", event_id: `evt_${randomUUID()}` }]);
+        publishRecord(nats, sessionId, out, { type: "rt.server_event", data: { type: "input_audio_buffer.cleared", event_id: `evt_${randomUUID()}` } }, `${sessionId}:input_audio_buffer.cleared:control-${meta.seq}`);
         return;
       case "end":
         if (c.flush) {
