@@ -55,6 +55,16 @@ describe("stt supervise", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(300); // 100 + 200 ms of backoff
   });
 
+  it("routes uWS's per-upgrade cork warning to the log at debug level and passes other stderr lines through", async () => {
+    const runs = join(dir, "runs-uws");
+    const quiet = await run(["services/stt/main.ts", "supervise", "--", process.execPath, "--import", "tsx", "test/support/crash-child.ts", "uws-warning", runs], { LOG_LEVEL: "info" });
+    expect(quiet.code).toBe(0);
+    expect(quiet.output).toContain("an ordinary line");
+    expect(quiet.output).not.toContain("writes must be made from within a corked callback");
+    const debug = await run(["services/stt/main.ts", "supervise", "--", process.execPath, "--import", "tsx", "test/support/crash-child.ts", "uws-warning", runs], { LOG_LEVEL: "debug" });
+    expect(debug.output).toContain("uWS upgrade outside a corked callback");
+  });
+
   it("ends with the child when the child ends cleanly", async () => {
     const runs = join(dir, "runs-ok");
     const { code } = await run(["services/stt/main.ts", "supervise", "--", process.execPath, "--import", "tsx", "test/support/crash-child.ts", "ok", runs]);

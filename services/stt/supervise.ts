@@ -1,5 +1,13 @@
 import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import type { Logger } from "../../shared/logger";
+
+/**
+ * What uWS.js 20.30's native code prints on stderr for every WebSocket upgrade: the
+ * gateway upgrades outside `res.cork` on purpose (docs/realtime.md: corking it drops
+ * other sockets), so the line says nothing an operator must act on.
+ */
+const UWS_CORK_WARNING = /^Warning: uWS\.HttpResponse writes must be made from within a corked callback/;
 
 export interface SuperviseOptions {
   /** The command to keep running: argv[0] and its arguments. */
@@ -25,6 +33,9 @@ export interface SuperviseOptions {
  *
  * For a machine without an orchestrator (`scripts/start.sh`); under systemd, Docker or
  * Kubernetes run `stt serve` directly and let their restart policy do this.
+ *
+ * The child's stderr passes through line by line, except uWS's native per-upgrade cork
+ * warning, which goes to the log at debug level.
  */
 export async function supervise(options: SuperviseOptions): Promise<number> {
   const { logger } = options;
@@ -48,7 +59,13 @@ export async function supervise(options: SuperviseOptions): Promise<number> {
       const [cmd, ...args] = options.command;
       // Its own process group, so a terminal's Ctrl-C reaches the child once (through
       // us), and an IPC channel, so the child stops itself if the supervisor dies.
-      current = spawn(cmd!, args, { stdio: ["inherit", "inherit", "inherit", "ipc"], detached: true });
+      // stderr through us: the native per-upgrade uWS warning goes to the log at debug
+      // level, every other line to our stderr unchanged
+      current = spawn(cmd!, args, { stdio: ["inherit", "inherit", "pipe", "ipc"], detached: true });
+      createInterface({ input: current.stderr!, crlfDelay: Infinity }).on("line", (line) => {
+        if (UWS_CORK_WARNING.test(line)) logger.debug("uWS upgrade outside a corked callback (deliberate, harmless; docs/realtime.md)");
+        else process.stderr.write(`${line}\n`);
+      });
       const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
         current!.once("error", (err) => {
           logger.error("supervised process could not start", { error: err.message });

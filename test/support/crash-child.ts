@@ -5,7 +5,8 @@ import { installProcessGuard } from "../../shared/process-guard";
 /**
  * A process with the real guard of `stt serve` that fails the way argv[2] says, for
  * test/process-guard.test.ts: `rejection` (a promise nobody awaits), `exception` (a
- * throw from a timer callback), `ok` (exits 0). Each run appends a line to argv[3], so
+ * throw from a timer callback), `uws-warning` (prints uWS's per-upgrade warning and
+ * another line, exits 0), `ok` (exits 0). Each run appends a line to argv[3], so
  * the test counts how often a supervisor started it.
  */
 const [how = "ok", runs] = process.argv.slice(2);
@@ -19,6 +20,12 @@ installProcessGuard({
 setTimeout(() => {
   if (how === "rejection") void Promise.reject(new Error("nobody awaited this"));
   else if (how === "exception") throw new Error("thrown from a timer");
+  else if (how === "uws-warning") {
+    // what uWS.js prints natively per upgrade, then an ordinary line
+    process.stderr.write("Warning: uWS.HttpResponse writes must be made from within a corked callback. See documentation for uWS.HttpResponse.cork and consult the user manual.\n");
+    process.stderr.write("an ordinary line\n");
+    process.exit(0);
+  }
   else process.exit(0);
 }, 50);
 setTimeout(() => undefined, 10_000);
