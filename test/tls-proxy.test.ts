@@ -1,0 +1,127 @@
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { request as plainRequest } from "node:http";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { REALTIME_PATH } from "../schemas/realtime";
+import { fixture } from "./support/realtime-support";
+import { startStack, type Stack } from "./support/stack";
+
+/**
+ * deploy/proxy/nginx.conf as shipped, in front of a real stack, with a self-signed
+ * certificate made here: https:// answers, a wss:// session is transcribed end to end
+ * through the proxy, and plain http:// is redirected to https.
+ */
+let stack: Stack;
+let nginx: ChildProcess;
+let key: string;
+const dir = mkdtempSync(join(tmpdir(), "stt-tls-"));
+let httpsPort = 0;
+let httpPort = 0;
+let cert: Buffer;
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+
+beforeAll(async () => {
+  stack = await startStack({});
+  key = (await stack.issueKey("pro", "tls-owner")).key;
+  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", join(dir, "tls.key"), "-out", join(dir, "tls.crt")], { stdio: "ignore" });
+  cert = readFileSync(join(dir, "tls.crt"));
+  [httpsPort, httpPort] = [await freePort(), await freePort()];
+  const upstream = new URL(stack.baseUrl).host;
+  // the shipped file, with this machine's addresses, ports and certificate
+  const site = readFileSync("deploy/proxy/nginx.conf", "utf8")
+    .replace(/server http-gateway:8080;/, `server ${upstream};`)
+    .replace(/server realtime-gateway:8080;/, `server ${upstream};`)
+    .replace(/listen 443 ssl;/, `listen 127.0.0.1:${httpsPort} ssl;`)
+    .replace(/listen 80;/, `listen 127.0.0.1:${httpPort};`)
+    .replace("/etc/nginx/tls/tls.crt", join(dir, "tls.crt"))
+    .replace("/etc/nginx/tls/tls.key", join(dir, "tls.key"));
+  writeFileSync(join(dir, "site.conf"), site);
+  mkdirSync(join(dir, "logs"));
+  writeFileSync(
+    join(dir, "nginx.conf"),
+    `pid ${dir}/nginx.pid;\nerror_log ${dir}/logs/error.log;\nevents {}\nhttp {\n  access_log off;\n  client_body_temp_path ${dir}/body;\n  proxy_temp_path ${dir}/proxy;\n  include ${dir}/site.conf;\n}\n`,
+  );
+  nginx = spawn("nginx", ["-p", dir, "-c", join(dir, "nginx.conf"), "-g", "daemon off;"], { stdio: "ignore" });
+  for (let i = 0; i < 50; i++) {
+    if (await get(`/health`).then(() => true, () => false)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}, 120_000);
+
+afterAll(async () => {
+  nginx?.kill("SIGTERM");
+  await stack?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** GET over https, trusting only the test's certificate. */
+function get(path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port: httpsPort, path, ca: cert, servername: "localhost", headers }, (res) => {
+      let body = "";
+      res.on("data", (d) => (body += d));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("TLS proxy (deploy/proxy/nginx.conf)", () => {
+  it("serves the API over https with the certificate", async () => {
+    const health = await get("/health");
+    expect(health.status).toBe(200);
+    expect(JSON.parse(health.body)).toMatchObject({ status: "ok" });
+    const unauthorised = await get("/v1/usage");
+    expect(unauthorised.status).toBe(401);
+  });
+
+  it("redirects plain http to https", async () => {
+    const res = await new Promise<{ status: number; location?: string }>((resolve, reject) => {
+      const req = plainRequest({ host: "127.0.0.1", port: httpPort, path: "/health", headers: { host: "stt.example.com" } }, (r) => {
+        r.resume();
+        resolve({ status: r.statusCode ?? 0, location: r.headers.location });
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(res.status).toBe(301);
+    expect(res.location).toBe("https://stt.example.com/health");
+  });
+
+  it("carries a wss:// session end to end: audio in, transcript out, close 1000", { timeout: 60_000 }, async () => {
+    const ws = new WebSocket(`wss://localhost:${httpsPort}${REALTIME_PATH}`, { ca: cert, headers: { authorization: `Bearer ${key}` } });
+    const events: any[] = [];
+    const closed = new Promise<number>((resolve) => ws.on("close", (code) => resolve(code)));
+    ws.on("message", (d, binary) => {
+      if (!binary) events.push(JSON.parse(d.toString()));
+    });
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    const pcm = fixture("jfk.wav");
+    const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+    for (let off = 0; off < bytes.length; off += 32_000) ws.send(bytes.subarray(off, off + 32_000));
+    ws.send(new Uint8Array(16_000 * 2 * 1.5)); // 1.5 s of silence ends the last utterance
+    ws.send(JSON.stringify({ type: "session.close" }));
+    expect(await closed).toBe(1000);
+    expect(events[0].type).toBe("session.created");
+    const completed = events.filter((e) => e.type === "conversation.item.input_audio_transcription.completed");
+    expect(completed.length).toBeGreaterThan(0);
+    // jfk.wav is 22 words; the engine's words, whatever they are, came back through the proxy
+    expect(completed.map((e) => e.transcript).join(" ").split(/\s+/).length).toBeGreaterThanOrEqual(10);
+  });
+});
