@@ -2,6 +2,7 @@ import { headers as natsHeaders } from "@nats-io/transport-node";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { AUDIO_HEADERS, type AudioControl } from "../../schemas/realtime";
 import { BATCH_KIND, encodeAudioBatch, type AudioBatchEntry } from "../../schemas/audio-batch";
+import { concatBytes } from "../../shared/bytes";
 
 /**
  * A session's audio path to JetStream. Its audio and control messages (start, commit,
@@ -122,7 +123,7 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
     let bytes = 0;
     for (const s of part.dirty) {
       for (const item of s.items) {
-        const payload = item.kind === "control" ? item.payload : join(item.chunks, item.bytes);
+        const payload = item.kind === "control" ? item.payload : concatBytes(item.chunks, item.bytes);
         if (bytes + payload.byteLength > maxBatchBytes && entries.length) {
           publish(p, part, entries, owners);
           entries = [];
@@ -199,15 +200,4 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
       flushAll();
     },
   };
-}
-
-function join(chunks: Uint8Array[], bytes: number): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(bytes);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
 }
