@@ -39,7 +39,7 @@ export async function createOpenAIEngine(options: OpenAIEngineOptions): Promise<
       warm = res.ok;
       misses = 0;
     } catch {
-      if (++misses >= PROBE_MISSES || !warm) warm = false;
+      if (++misses >= PROBE_MISSES) warm = false;
     }
   };
   await probe();
