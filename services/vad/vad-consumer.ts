@@ -320,7 +320,8 @@ function readMessage(msg: JsMsg): { meta: MessageMeta; data: Uint8Array }[] {
   const sessionId = msg.headers?.get(AUDIO_HEADERS.session) || msg.subject.split(".").at(-1)!;
   const isControl = kind === "control";
   const offset = Number(msg.headers?.get(AUDIO_HEADERS.offset) ?? "NaN");
-  const seq = Number(msg.headers?.get(AUDIO_HEADERS.seq) ?? msg.seq);
+  // headers.get answers "" for a missing header: then the stream sequence stands in
+  const seq = Number(msg.headers?.get(AUDIO_HEADERS.seq) || msg.seq);
   return [{ meta: { sessionId, control: isControl ? parseControl(msg.data) : null, isControl, offset, seq }, data: msg.data }];
 }
 
