@@ -1,6 +1,5 @@
 import { AppError } from "../../shared/errors";
-import { formatTranscription } from "../../shared/format/apply";
-import { termsFrom } from "../../shared/format/smart-format";
+import { asDelivered } from "../../shared/format/apply";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { isTransientRoutingFailure } from "../../shared/workers/router";
 import type { WorkerRouter } from "../../shared/workers/types";
@@ -79,7 +78,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     throw new AppError(e.kind, e.code, e.message, { retryable: true, type: e.type, headers: { "Retry-After": String(ROUTING_RETRY_AFTER_SECONDS) }, cause: err });
   });
   // Formatted per slice: a slice's end ends a sentence, as an utterance's does.
-  const formatted = job.spec.smartFormat !== false && !result.formatted ? formatTranscription(result.result, { terms: termsFrom(job.spec.metadata, job.spec.prompt) }) : result.result;
+  const formatted = asDelivered(result.result, { enabled: job.spec.smartFormat !== false, engineFormatted: result.formatted, metadata: job.spec.metadata, prompt: job.spec.prompt });
   const segments = toAbsoluteSegments(formatted, startTime, endTime);
   const artifact: ChunkArtifact = {
     workflow_id: job.spec.workflowId,

@@ -1,6 +1,5 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { formatTranscription } from "../../shared/format/apply";
-import { termsFrom } from "../../shared/format/smart-format";
+import { asDelivered } from "../../shared/format/apply";
 import { randomUUID } from "node:crypto";
 import { rtEventEnvelope, UTTERANCE_HEADER, utteranceCommand, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
 import { ack, retry, runConsumer, terminate, type RunningConsumer } from "../../shared/consumer";
@@ -207,7 +206,7 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
     try {
       const r = await router.transcribe({ pcm, language: c.language ?? undefined, prompt: c.prompt ?? undefined, model: c.model ?? undefined, fallbackOnly: grant === "fallback" });
       // an utterance is a sentence's end at least (the VAD cut it at a pause)
-      const result = c.smart_format !== false && !r.formatted ? formatTranscription(r.result, { terms: termsFrom(undefined, c.prompt) }) : r.result;
+      const result = asDelivered(r.result, { enabled: c.smart_format !== false, engineFormatted: r.formatted, prompt: c.prompt });
       const text = result.text.trim();
       const toMs = (s: number) => c.audio_start_ms + Math.round(s * 1000);
       events = [

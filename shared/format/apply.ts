@@ -1,5 +1,5 @@
 import type { VerboseTranscription } from "../../schemas/transcription";
-import { smartFormat, smartFormatText, type FormatOptions } from "./smart-format";
+import { smartFormat, smartFormatText, termsFrom, type FormatOptions } from "./smart-format";
 
 /**
  * The smart-format stage applied to an engine's verbose_json (issue 16; docs/segment.md
@@ -34,4 +34,17 @@ export function formatTranscription(result: VerboseTranscription, options: Forma
   if (rest.length) formatRun(rest);
   const text = segments.length ? segments.map((s) => s.text.trim()).filter(Boolean).join(" ") : smartFormatText(result.text, options);
   return { ...result, text, segments, words };
+}
+
+/**
+ * An engine's result as users get it: smart-formatted, with the request's terms, unless
+ * the request turned formatting off or the engine formats its own text (the router's
+ * `formatted`, from the worker's announced `formatsText`). One rule for every plane.
+ */
+export function asDelivered(
+  result: VerboseTranscription,
+  options: { enabled: boolean; engineFormatted: boolean; metadata?: unknown; prompt?: string | null },
+): VerboseTranscription {
+  if (!options.enabled || options.engineFormatted) return result;
+  return formatTranscription(result, { terms: termsFrom(options.metadata, options.prompt) });
 }

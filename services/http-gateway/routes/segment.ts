@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { formatTranscription } from "../../../shared/format/apply";
-import { termsFrom } from "../../../shared/format/smart-format";
+import { asDelivered } from "../../../shared/format/apply";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
@@ -164,7 +163,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
       signal: c.req.raw.signal,
     });
     const transcribed = { ...out.result, duration: out.result.duration || audio.durationSeconds };
-    const result = fields.smartFormat && !out.formatted ? formatTranscription(transcribed, { terms: termsFrom(undefined, fields.prompt) }) : transcribed;
+    const result = asDelivered(transcribed, { enabled: fields.smartFormat, engineFormatted: out.formatted, prompt: fields.prompt });
     const now = deps.now();
     await Promise.all([
       recordUsage(deps.nats, {
