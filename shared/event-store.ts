@@ -17,9 +17,10 @@ import { injectTraceContext } from "./telemetry";
  * - `load` folds an aggregate's subject with an ordered consumer.
  *
  * Caveat: nats-server 2.9 has no atomic batch publish. Several events appended in one
- * call are published one after another, each expecting the previous one's sequence;
- * a crash midway leaves a prefix written, which deciders must tolerate (they do: every
- * event is a fact on its own, and the next command re-decides from the log).
+ * call with an expected sequence are published one after another, each expecting the
+ * previous one's sequence; a crash midway leaves a prefix written, which deciders must
+ * tolerate (they do: every event is a fact on its own, and the next command re-decides
+ * from the log). With "any" they are pipelined (one round trip for the lot).
  */
 
 type EventShape = { type: string; data: unknown };
@@ -62,10 +63,7 @@ export async function appendEvents<E extends EventShape>(
   options: AppendOptions = {},
 ): Promise<AppendResult> {
   const now = options.now ?? (() => new Date());
-  const seqs: number[] = [];
-  let duplicates = 0;
-  let expected: Expected = options.expected ?? "any";
-  for (const e of events) {
+  const publish = (e: NewEvent<E>, expected: Expected): Promise<PubAck> => {
     const eventId = e.msgId ?? randomUUID();
     const envelope = schema.parse({
       type: e.type,
@@ -75,27 +73,40 @@ export async function appendEvents<E extends EventShape>(
     const h = natsHeaders();
     h.set("Event-Type", envelope.type);
     injectTraceContext(h);
-    let ack: PubAck;
-    try {
-      ack = await js.publish(subject, JSON.stringify(envelope), {
+    return js
+      .publish(subject, JSON.stringify(envelope), {
         msgID: eventId,
         headers: h,
         timeout: options.timeoutMs ?? 5000,
         expect: expected === "any" ? undefined : { lastSubjectSequence: expected === "none" ? 0 : expected },
+      })
+      .catch((err) => {
+        if (isWrongLastSequence(err)) {
+          throw conflict("concurrent_modification", `another writer appended to ${subject} first`, { cause: err });
+        }
+        throw new AppError("unavailable", "event_store_unavailable", `could not append to ${subject}`, { cause: err });
       });
-    } catch (err) {
-      if (isWrongLastSequence(err)) {
-        throw conflict("concurrent_modification", `another writer appended to ${subject} first`, { cause: err });
-      }
-      throw new AppError("unavailable", "event_store_unavailable", `could not append to ${subject}`, { cause: err });
+  };
+  let acks: PubAck[];
+  let expected: Expected = options.expected ?? "any";
+  if (expected === "any") {
+    // No order asserted: every event is sent before any ack is awaited (one connection
+    // keeps them in order on the wire and in the stream), so n events cost one round
+    // trip; other writers may interleave (e.g. VAD and transcriber events of one
+    // realtime session). A failure midway may leave later events stored and earlier
+    // ones not; each is a fact on its own with its own dedup id, so a retry fills in.
+    acks = await Promise.all(events.map((e) => publish(e, "any")));
+  } else {
+    // With an expectation the batch stays contiguous: each event expects the one before.
+    acks = [];
+    for (const e of events) {
+      const ack = await publish(e, expected);
+      acks.push(ack);
+      expected = ack.seq;
     }
-    if (ack.duplicate) duplicates++;
-    seqs.push(ack.seq);
-    // With an expectation the batch stays contiguous; with "any" other writers may
-    // interleave (e.g. VAD and transcriber events of one realtime session).
-    if (expected !== "any") expected = ack.seq;
   }
-  return { lastSeq: seqs.at(-1) ?? 0, seqs, duplicates };
+  const seqs = acks.map((a) => a.seq);
+  return { lastSeq: seqs.at(-1) ?? 0, seqs, duplicates: acks.filter((a) => a.duplicate).length };
 }
 
 function isWrongLastSequence(err: unknown): boolean {

@@ -1,31 +1,19 @@
-import { headers as natsHeaders } from "@nats-io/transport-node";
 import { BATCH_KIND, decodeAudioBatch } from "../../schemas/audio-batch";
 import type { JsMsg } from "@nats-io/jetstream";
 import { randomBytes, randomUUID } from "node:crypto";
-import {
-  AUDIO_HEADERS,
-  audioControl,
-  defaultTurnDetection,
-  rtEventEnvelope,
-  UTTERANCE_HEADER,
-  type AudioControl,
-  type RtEvent,
-  type ServerEvent,
-  type TurnDetection,
-  type UtteranceCommand,
-} from "../../schemas/realtime";
+import { AUDIO_HEADERS, audioControl, defaultTurnDetection, rtEventEnvelope, type AudioControl, type RtEvent, type TurnDetection } from "../../schemas/realtime";
 import type { Logger } from "../../shared/logger";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { isNotFound, type Nats } from "../../shared/nats";
 import type { KV } from "@nats-io/kv";
 import { hostname } from "node:os";
 import { joinPartitionAssignment } from "./partition-assignment";
-import { loadVadEngine, VAD_SAMPLE_RATE, type VadEngine, type VadEvent, type VadSegmenter } from "../../shared/audio/vad";
-import { appendEvents } from "../../shared/event-store";
-import { DEFAULT_PARTIAL_INTERVAL_MS } from "../../schemas/realtime";
-import type { StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./stream-decoders";
-import { AudioRing, composeFinal, deltaForms, deltaText, newlyStable, SETTLE_FRAMES, singleWordTerms, type EmittedWord } from "./streaming";
-import { smartFormat, termsFrom } from "../../shared/format/smart-format";
+import { loadVadEngine, VAD_SAMPLE_RATE, type VadEngine, type VadSegmenter } from "../../shared/audio/vad";
+import { appendEvents, type NewEvent } from "../../shared/event-store";
+import type { StreamDecoderPool } from "./stream-decoders";
+import { AudioRing } from "./streaming";
+import { decide, initialState, type DecideContext, type DeciderInput, type DeciderState, type Effect, type StartControl } from "./session-decider";
+import { dropStream, feedStream, openStream, transcribe, type OpenStream } from "./stream-items";
 
 /**
  * The server VAD: one durable pull consumer per partition of RT_AUDIO
@@ -55,32 +43,12 @@ import { smartFormat, termsFrom } from "../../shared/format/smart-format";
  * `completed` itself (the transcriber's msg ids) instead of publishing the transcribe
  * command. No decoder, or one lost mid-utterance → the command, as without streaming.
  */
-interface OpenStream {
-  item: string;
-  utt: StreamUtterance;
-  /** Timeline sample of the utterance's first sample; word times count from it. */
-  startSample: number;
-  /** Timeline position fed so far. */
-  fed: number;
-  /** `fed` when the running hypothesis was last read. */
-  hypAt: number;
-  hypBusy: boolean;
-  ended: boolean;
-  previous: string[] | null;
-  /** Words out in deltas: as recognised and as shown. */
-  emitted: EmittedWord[];
-  lastInterim: string;
-}
-
-interface SessionState {
+export interface SessionState {
+  /** What the session decider knows (settings, item ids). */
+  decider: DeciderState;
   seg: VadSegmenter;
   partition: number;
-  /** The session's settings as a `start` control (what is saved in KV). */
-  settings: StartControl;
   settingsSavedAt: number;
-  lastItemMs: number;
-  currentItem: string | null;
-  previousItem: string | null;
   lastSeen: number;
   /** Recent audio (streaming only), for the prefix padding before speech_started. */
   ring: AudioRing | null;
@@ -88,8 +56,6 @@ interface SessionState {
   /** CMN estimate the session's last streamed utterance ended with. */
   cmn: number[] | null;
 }
-
-type StartControl = Extract<AudioControl, { kind: "start" }>;
 
 const STALE_SESSION_MS = 10 * 60_000;
 /** The `leases` bucket keeps entries 10 min: settings of longer sessions are re-saved. */
@@ -264,7 +230,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
         s.seg.close();
         sessions.delete(id);
       } else if (now - s.settingsSavedAt > RESAVE_SETTINGS_MS) {
-        void saveSettings(env, id, s).catch(() => undefined);
+        void saveSettings(env, id, s, s.decider.settings).catch(() => undefined);
       }
     }
   }, 60_000);
@@ -285,7 +251,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   };
 }
 
-interface HandleEnv {
+export interface HandleEnv {
   engine: VadEngine;
   sessions: Map<string, SessionState>;
   defaults: TurnDetection;
@@ -335,9 +301,9 @@ function parseControl(bytes: Uint8Array): AudioControl | null {
   }
 }
 
-function saveSettings(env: HandleEnv, sessionId: string, state: SessionState): Promise<unknown> {
+function saveSettings(env: HandleEnv, sessionId: string, state: SessionState, settings: StartControl): Promise<unknown> {
   state.settingsSavedAt = Date.now();
-  return env.kv.put(settingsKey(sessionId), JSON.stringify(state.settings));
+  return env.kv.put(settingsKey(sessionId), JSON.stringify(settings));
 }
 
 async function restoreSession(env: HandleEnv, sessionId: string, partition: number) {
@@ -349,76 +315,47 @@ async function restoreSession(env: HandleEnv, sessionId: string, partition: numb
   }
   // never saved (or already ended): the defaults, as before the session's start
   settings ??= { kind: "start", turn_detection: env.defaults, language: null, prompt: null, model: null, max_concurrent_utterances: 2, key_id: "unknown" };
-  const state = newState(env, settings, partition);
+  const state = newState(env, initialState(settings), partition);
   state.settingsSavedAt = Date.now();
   env.sessions.set(sessionId, state);
 }
 
+/**
+ * One entry of a partition: controls and audio become decider inputs (audio through the
+ * session's segmenter first), and the decision's effects are carried out in order.
+ */
 function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: HandleEnv, log: Logger, out: Promise<unknown>[]) {
   const { sessionId, control: c, offset } = meta;
-  const { nats, sessions } = env;
-  let state = sessions.get(sessionId);
+  const state = env.sessions.get(sessionId);
   if (meta.isControl) {
     if (!c) {
       log.warn("bad control message", { sessionId });
       return;
     }
     if (c.kind === "start") {
-      if (state) dropStream(state);
-      state?.seg.close();
-      state = newState(env, c, partition);
-      sessions.set(sessionId, state);
-      out.push(saveSettings(env, sessionId, state));
+      if (state) {
+        dropStream(state);
+        state.seg.close();
+      }
+      const d = decide({ kind: "start", settings: c }, state?.decider ?? null, context(sessionId));
+      const fresh = newState(env, d.state!, partition);
+      env.sessions.set(sessionId, fresh);
+      apply(env, sessionId, fresh, d.effects, out);
       return;
     }
     if (!state) return; // restored before handle(); gone only after `end`
     state.lastSeen = Date.now();
     switch (c.kind) {
       case "update":
-        state.settings = {
-          ...state.settings,
-          turn_detection: c.turn_detection,
-          language: c.language,
-          prompt: c.prompt,
-          model: c.model,
-          partial_interval_ms: c.partial_interval_ms ?? state.settings.partial_interval_ms,
-          interim_results: c.interim_results ?? state.settings.interim_results,
-          smart_format: c.smart_format ?? state.settings.smart_format,
-        };
         state.seg.update(c.turn_detection);
-        out.push(saveSettings(env, sessionId, state));
-        return;
-      case "commit": {
-        const events = state.seg.commit("commit");
-        if (events.length === 0) {
-          // msg id from the control's place in the session: a redelivered commit answers once
-          const e: ServerEvent = {
-            type: "error",
-            event_id: `evt_${randomUUID()}`,
-            error: { type: "invalid_request_error", code: "input_audio_buffer_commit_empty", message: "Nothing to commit: no speech is in progress.", event_id: c.event_id },
-          };
-          publishRecord(nats, sessionId, out, { type: "rt.server_event", data: e }, `${sessionId}:${e.type}:control-${meta.seq}`);
-          return;
-        }
-        emit(env, sessionId, state, events, out);
-        return;
-      }
+        return step(env, sessionId, state, { kind: "update", update: c }, out);
+      case "commit":
+        return step(env, sessionId, state, { kind: "commit", vad: state.seg.commit("commit"), seq: meta.seq, clientEventId: c.event_id }, out);
       case "clear":
-        dropStream(state);
         state.seg.clear();
-        state.currentItem = null;
-        publishRecord(nats, sessionId, out, { type: "rt.server_event", data: { type: "input_audio_buffer.cleared", event_id: `evt_${randomUUID()}` } }, `${sessionId}:input_audio_buffer.cleared:control-${meta.seq}`);
-        return;
+        return step(env, sessionId, state, { kind: "clear", seq: meta.seq }, out);
       case "end":
-        if (c.flush) {
-          emit(env, sessionId, state, state.seg.commit("close"), out);
-          publishRecord(nats, sessionId, out, { type: "rt.session.flushed", data: { session_id: sessionId } }, `${sessionId}:flushed`);
-        }
-        dropStream(state);
-        state.seg.close();
-        sessions.delete(sessionId);
-        out.push(env.kv.delete(settingsKey(sessionId)));
-        return;
+        return step(env, sessionId, state, { kind: "end", flush: c.flush, vad: c.flush ? state.seg.commit("close") : [] }, out);
       default: {
         const never: never = c;
         return never;
@@ -431,8 +368,8 @@ function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: Ha
   new Uint8Array(pcm.buffer).set(bytes.subarray(0, pcm.length * 2));
   const at = Number.isFinite(offset) ? offset : undefined;
   if (!state.ring) {
-    const events = state.seg.push(pcm, at);
-    if (events.length) emit(env, sessionId, state, events, out);
+    const vad = state.seg.push(pcm, at);
+    if (vad.length) step(env, sessionId, state, { kind: "audio", vad }, out);
     return;
   }
   // Streaming: VAD frame by VAD frame, so a decoder is fed exactly from speech_started
@@ -441,244 +378,76 @@ function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: Ha
     const chunk = pcm.subarray(i, i + FRAME_SAMPLES);
     const chunkAt = at === undefined ? undefined : at + i;
     state.ring.append(chunk, chunkAt ?? state.seg.position);
-    const events = state.seg.push(chunk, chunkAt);
-    if (events.length) emit(env, sessionId, state, events, out);
+    const vad = state.seg.push(chunk, chunkAt);
+    if (vad.length) step(env, sessionId, state, { kind: "audio", vad }, out);
     feedStream(env, sessionId, state);
   }
+}
+
+const context = (sessionId: string): DecideContext => ({ sessionId, now: Date.now(), newId: () => `evt_${randomUUID()}` });
+
+function step(env: HandleEnv, sessionId: string, state: SessionState, input: DeciderInput, out: Promise<unknown>[]) {
+  const d = decide(input, state.decider, context(sessionId));
+  apply(env, sessionId, state, d.effects, out);
+  if (d.state) state.decider = d.state;
+  else {
+    state.seg.close();
+    env.sessions.delete(sessionId);
+  }
+}
+
+/**
+ * Carries out a decision in order. Events go through the event store, pipelined: each
+ * run of events is sent without waiting (one connection keeps them ordered on the wire
+ * and in the stream), and `out` collects what the partition's ack waits for.
+ */
+function apply(env: HandleEnv, sessionId: string, state: SessionState, effects: Effect[], out: Promise<unknown>[]) {
+  let events: NewEvent<RtEvent>[] = [];
+  const flush = () => {
+    if (!events.length) return;
+    out.push(appendEvents(env.nats.js, rtEventEnvelope, env.nats.topology.subjects.rtEvent(sessionId), events, { timeoutMs: 10_000 }));
+    events = [];
+  };
+  for (const f of effects) {
+    switch (f.kind) {
+      case "event":
+        events.push({ type: f.event.type, data: f.event.data, msgId: f.id, metadata: { correlationId: sessionId } });
+        break;
+      case "utterance":
+        flush(); // committed is sent before the command, so the client sees it before any transcript
+        out.push(transcribe(env, state, f.command, f.pcm));
+        break;
+      case "open_stream":
+        openStream(env, state, f.item, f.startSample);
+        break;
+      case "drop_stream":
+        dropStream(state);
+        break;
+      case "settings":
+        out.push(f.settings ? saveSettings(env, sessionId, state, f.settings) : env.kv.delete(settingsKey(sessionId)));
+        break;
+      default: {
+        const never: never = f;
+        return never;
+      }
+    }
+  }
+  flush();
 }
 
 const FRAME_SAMPLES = 480;
 /** Enough for the longest prefix padding (2 s) plus the VAD's 300 ms start window. */
 const RING_SAMPLES = 3 * VAD_SAMPLE_RATE;
-const msToSamples = (ms: number) => Math.round((ms * VAD_SAMPLE_RATE) / 1000);
 
-function newState(env: HandleEnv, settings: StartControl, partition: number): SessionState {
+function newState(env: HandleEnv, decider: DeciderState, partition: number): SessionState {
   return {
+    decider,
     ring: env.pool ? new AudioRing(RING_SAMPLES) : null,
     stream: null,
     cmn: null,
-    seg: env.engine.createSegmenter(settings.turn_detection),
+    seg: env.engine.createSegmenter(decider.settings.turn_detection),
     partition,
-    settings,
     settingsSavedAt: 0,
-    lastItemMs: -1,
-    currentItem: null,
-    previousItem: null,
     lastSeen: Date.now(),
   };
-}
-
-/**
- * Item ids come from where the item starts on the session's audio timeline, so a
- * replica that handles the same audio again (redelivery, takeover) names it the same
- * and its events deduplicate; ids of one session never repeat.
- */
-function nextItemId(sessionId: string, state: SessionState, audioMs: number): string {
-  const ms = Math.max(Math.round(audioMs), state.lastItemMs + 1);
-  state.lastItemMs = ms;
-  return `item_${sessionId.slice(5, 17)}_${String(ms).padStart(8, "0")}`;
-}
-
-function emit(env: HandleEnv, sessionId: string, state: SessionState, events: VadEvent[], publishes: Promise<unknown>[]) {
-  const { nats } = env;
-  const out: ServerEvent[] = [];
-  for (const e of events) {
-    switch (e.kind) {
-      case "speech_started":
-        state.currentItem = nextItemId(sessionId, state, e.audioStartMs);
-        openStream(env, state, state.currentItem, msToSamples(e.audioStartMs));
-        out.push({ type: "input_audio_buffer.speech_started", event_id: `evt_${randomUUID()}`, item_id: state.currentItem, audio_start_ms: e.audioStartMs });
-        break;
-      case "speech_stopped":
-        out.push({ type: "input_audio_buffer.speech_stopped", event_id: `evt_${randomUUID()}`, item_id: state.currentItem ?? nextItemId(sessionId, state, e.audioEndMs), audio_end_ms: e.audioEndMs });
-        break;
-      case "utterance": {
-        const item = state.currentItem ?? nextItemId(sessionId, state, e.audioStartMs);
-        out.push({
-          type: "input_audio_buffer.committed",
-          event_id: `evt_${randomUUID()}`,
-          item_id: item,
-          previous_item_id: state.previousItem,
-          audio_start_ms: e.audioStartMs,
-          audio_end_ms: e.audioEndMs,
-          reason: e.reason,
-        });
-        // events first (so the client sees committed before any transcript), then the command
-        publishEvents(nats, sessionId, publishes, out.splice(0));
-        const command: UtteranceCommand = {
-          session_id: sessionId,
-          item_id: item,
-          key_id: state.settings.key_id,
-          audio_start_ms: e.audioStartMs,
-          audio_end_ms: e.audioEndMs,
-          language: state.settings.language,
-          prompt: state.settings.prompt,
-          model: state.settings.model,
-          max_concurrent_utterances: state.settings.max_concurrent_utterances,
-          ...(state.settings.smart_format === false ? { smart_format: false } : {}),
-          decided_at: Date.now(),
-        };
-        const stream = state.stream;
-        state.stream = null;
-        if (stream && stream.item === item && !stream.utt.lost) publishes.push(finishStream(env, stream, command, e.pcm));
-        else {
-          stream?.utt.abort();
-          publishes.push(publishUtterance(nats, command, e.pcm));
-        }
-        state.previousItem = item;
-        state.currentItem = null;
-        break;
-      }
-      default: {
-        const never: never = e;
-        return never;
-      }
-    }
-  }
-  if (out.length) publishEvents(nats, sessionId, publishes, out);
-}
-
-/**
- * Publishes session events in order without waiting between them: one connection
- * keeps them ordered on the wire and in the stream. Deterministic msgIDs dedup repeats.
- */
-function publishEvents(nats: Nats, sessionId: string, out: Promise<unknown>[], events: ServerEvent[]) {
-  for (const e of events) {
-    const key = "item_id" in e ? e.item_id : "event_id" in e ? e.event_id : randomUUID();
-    publishRecord(nats, sessionId, out, { type: "rt.server_event", data: e }, `${sessionId}:${e.type}:${key}`);
-  }
-}
-
-function publishRecord(nats: Nats, sessionId: string, out: Promise<unknown>[], event: RtEvent, eventId: string) {
-  const envelope = rtEventEnvelope.parse({ ...event, metadata: { eventId, occurredAt: new Date().toISOString(), correlationId: sessionId, version: 1 } });
-  const h = natsHeaders();
-  h.set("Event-Type", envelope.type);
-  out.push(nats.js.publish(nats.topology.subjects.rtEvent(sessionId), JSON.stringify(envelope), { msgID: eventId, headers: h, timeout: 10_000 }));
-}
-
-async function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array) {
-  const h = natsHeaders();
-  h.set(UTTERANCE_HEADER, JSON.stringify(command));
-  await nats.js.publish(nats.topology.subjects.rtCommand(command.session_id), new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength), {
-    headers: h,
-    msgID: `${command.session_id}:utterance:${command.item_id}`,
-    timeout: 10_000,
-  });
-}
-
-// ---------------------------------------------------------------- streaming recognition
-
-/** A decoder for the new item if the pool has one free; otherwise the item goes the commit path. */
-function openStream(env: HandleEnv, state: SessionState, item: string, startSample: number) {
-  dropStream(state);
-  if (!env.pool || !state.ring) return;
-  const utt = env.pool.acquire({ prompt: state.settings.prompt, cmn: state.cmn });
-  if (!utt) return;
-  state.stream = { item, utt, startSample, fed: startSample, hypAt: startSample, hypBusy: false, ended: false, previous: null, emitted: [], lastInterim: "" };
-}
-
-/** Drops the open stream (clear, session end, handover); its item, if committed later, goes the commit path. */
-function dropStream(state: SessionState) {
-  const s = state.stream;
-  if (!s) return;
-  state.stream = null;
-  s.ended = true;
-  s.utt.abort();
-}
-
-/** Feeds what the decoder has not had yet; reads the hypothesis every partial_interval_ms of new speech. */
-function feedStream(env: HandleEnv, sessionId: string, state: SessionState) {
-  const s = state.stream;
-  if (!s || !state.ring || s.utt.lost) return;
-  if (state.ring.end > s.fed) {
-    s.utt.feed(state.ring.slice(s.fed));
-    s.fed = state.ring.end;
-  }
-  const every = msToSamples(state.settings.partial_interval_ms ?? DEFAULT_PARTIAL_INTERVAL_MS);
-  if (s.hypBusy || s.fed - s.hypAt < every) return;
-  s.hypAt = s.fed;
-  s.hypBusy = true;
-  s.utt
-    .hypothesis()
-    .then((hyp) => onHypothesis(env, sessionId, state, s, hyp))
-    .catch(() => undefined) // a lost decoder: the commit takes the fallback
-    .finally(() => (s.hypBusy = false));
-}
-
-/** LocalAgreement-2: words two hypotheses in a row agree on go out as a delta; the whole hypothesis as an opt-in interim. */
-function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s: OpenStream, hyp: StreamHypothesis) {
-  if (s.ended) return; // committed meanwhile: the final has the last word
-  const words = hyp.words.map((w) => w.word);
-  const fresh = newlyStable(s.previous, hyp.words, s.emitted.length, hyp.frames - SETTLE_FRAMES);
-  s.previous = words;
-  const base = { item_id: s.item, content_index: 0 as const };
-  const events: { e: ServerEvent; id: string }[] = [];
-  if (fresh.length) {
-    const forms = state.settings.smart_format === false ? fresh : deltaForms(s.emitted.length, fresh, singleWordTerms(termsFrom(undefined, state.settings.prompt)));
-    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: deltaText(s.emitted.length, forms) };
-    events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.emitted.length}` });
-    s.emitted.push(...fresh.map((word, i) => ({ word, form: forms[i]! })));
-  }
-  const interim = words.join(" ");
-  if (state.settings.interim_results && interim !== s.lastInterim) {
-    s.lastInterim = interim;
-    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.interim", event_id: `evt_${randomUUID()}`, ...base, transcript: interim };
-    events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.fed}` });
-  }
-  const sink: Promise<unknown>[] = [];
-  for (const { e, id } of events) publishRecord(env.nats, sessionId, sink, { type: "rt.server_event", data: e }, id);
-  void Promise.all(sink).catch((err) => env.log.warn("partial not stored", { sessionId, error: (err as Error).message }));
-}
-
-/**
- * Ends the streamed utterance and appends its last delta and `completed` with the
- * transcriber's msg ids (so if both paths ever run for an item the stream keeps one).
- * A decoder lost before or during the end → the transcribe command with the whole audio.
- */
-async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCommand, pcm: Int16Array): Promise<void> {
-  s.ended = true;
-  const { session_id: sessionId, item_id: item, audio_start_ms: startMs, audio_end_ms: endMs } = command;
-  const startSample = msToSamples(startMs);
-  const endSample = startSample + pcm.length;
-  if (s.fed < endSample) s.utt.feed(pcm.subarray(Math.max(0, s.fed - startSample)));
-  const t0 = performance.now();
-  let result;
-  try {
-    result = await s.utt.end();
-  } catch (err) {
-    env.log.warn("stream decoder lost; transcribing the committed audio whole", { sessionId, itemId: item, error: (err as Error).message });
-    return publishUtterance(env.nats, command, pcm);
-  }
-  const workerMs = Math.round(performance.now() - t0);
-  const state = env.sessions.get(sessionId);
-  if (state) state.cmn = result.cmn;
-  const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
-  const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
-  const smart = command.smart_format !== false;
-  const terms = smart ? termsFrom(undefined, command.prompt) : [];
-  const final = composeFinal(s.emitted, timed, startMs, smart ? (ws) => smartFormat(ws, { terms }).words.map((w) => w.punctuated_word) : undefined);
-  const base = { item_id: item, content_index: 0 as const };
-  const events: ServerEvent[] = [
-    { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },
-    {
-      type: "conversation.item.input_audio_transcription.completed",
-      event_id: `evt_${randomUUID()}`,
-      ...base,
-      transcript: final.transcript,
-      language: "en",
-      audio_start_ms: startMs,
-      audio_end_ms: endMs,
-      words: final.words,
-      worker_id: `stream:${hostname()}`,
-      fallback_used: false,
-      worker_ms: workerMs,
-      queue_ms: 0,
-    },
-  ];
-  await appendEvents(
-    env.nats.js,
-    rtEventEnvelope,
-    env.nats.topology.subjects.rtEvent(sessionId),
-    events.map((e) => ({ type: "rt.server_event" as const, data: e, msgId: `${sessionId}:${e.type}:${item}`, metadata: { correlationId: sessionId } })),
-  );
 }

@@ -1,0 +1,204 @@
+import type { AudioControl, RtEvent, ServerEvent, UtteranceCommand } from "../../schemas/realtime";
+import type { VadEvent } from "../../shared/audio/vad";
+import { VAD_SAMPLE_RATE } from "../../shared/audio/vad";
+
+/**
+ * The server VAD's session logic as a pure decider: what a session's next input means,
+ * with no I/O. The partition consumer (vad-consumer.ts) turns each JetStream entry into
+ * an input (running the audio through the session's WebRTC segmenter first), calls
+ * `decide`, and carries out the effects in the order given.
+ *
+ * Every event gets a deterministic dedup id (the same when the same audio or control is
+ * handled again after a redelivery or a takeover): `${sessionId}:${type}:${item}` for
+ * item events, `${sessionId}:${type}:control-${seq}` for answers to a control (the
+ * control's place in the session), `${sessionId}:flushed` for the graceful end.
+ */
+
+export type StartControl = Extract<AudioControl, { kind: "start" }>;
+type UpdateControl = Extract<AudioControl, { kind: "update" }>;
+
+export interface DeciderState {
+  /** The session's settings as a `start` control (what is kept in KV for a takeover). */
+  settings: StartControl;
+  /** Start of the newest item id on the audio timeline (ms); ids never repeat. */
+  lastItemMs: number;
+  currentItem: string | null;
+  previousItem: string | null;
+}
+
+export type DeciderInput =
+  /** The gateway's `start` control: a new (or restarted) session. */
+  | { kind: "start"; settings: StartControl }
+  | { kind: "update"; update: UpdateControl }
+  /** What the segmenter made of a piece of audio. */
+  | { kind: "audio"; vad: VadEvent[] }
+  /** A client commit: `vad` is the segmenter's commit("commit"), [] when no speech was open. */
+  | { kind: "commit"; vad: VadEvent[]; seq: number; clientEventId: string | null }
+  | { kind: "clear"; seq: number }
+  /** The session ended; with `flush`, `vad` is the segmenter's commit("close"). */
+  | { kind: "end"; flush: boolean; vad: VadEvent[] };
+
+export type Effect =
+  /** Append to the session's event subject (in order, with this dedup id). */
+  | { kind: "event"; event: RtEvent; id: string }
+  /** Transcribe this committed utterance (the streamed decoder's, if it has this item). */
+  | { kind: "utterance"; command: UtteranceCommand; pcm: Int16Array }
+  /** Speech started: a streaming decoder may take the item from this timeline sample. */
+  | { kind: "open_stream"; item: string; startSample: number }
+  /** Drop the open streamed utterance (clear, restart, end). */
+  | { kind: "drop_stream" }
+  /** Keep the settings for a takeover; null deletes them (session over). */
+  | { kind: "settings"; settings: StartControl | null };
+
+export interface Decision {
+  /** null: the session is over. */
+  state: DeciderState | null;
+  effects: Effect[];
+}
+
+export interface DecideContext {
+  sessionId: string;
+  /** Wall clock (ms since the epoch) for `decided_at`. */
+  now: number;
+  /** A fresh `event_id` (shown to the client; the dedup id above is what repeats). */
+  newId: () => string;
+}
+
+export function initialState(settings: StartControl): DeciderState {
+  return { settings, lastItemMs: -1, currentItem: null, previousItem: null };
+}
+
+export function decide(input: DeciderInput, state: DeciderState | null, ctx: DecideContext): Decision {
+  if (input.kind === "start") {
+    const next = initialState(input.settings);
+    return { state: next, effects: [{ kind: "drop_stream" }, { kind: "settings", settings: next.settings }] };
+  }
+  if (!state) return { state, effects: [] }; // unknown session: nothing to decide
+  switch (input.kind) {
+    case "update": {
+      const u = input.update;
+      const s = state.settings;
+      const settings: StartControl = {
+        ...s,
+        turn_detection: u.turn_detection,
+        language: u.language,
+        prompt: u.prompt,
+        model: u.model,
+        partial_interval_ms: u.partial_interval_ms ?? s.partial_interval_ms,
+        interim_results: u.interim_results ?? s.interim_results,
+        smart_format: u.smart_format ?? s.smart_format,
+      };
+      return { state: { ...state, settings }, effects: [{ kind: "settings", settings }] };
+    }
+    case "audio":
+      return fromVad(input.vad, state, ctx);
+    case "commit": {
+      if (input.vad.length > 0) return fromVad(input.vad, state, ctx);
+      const e: ServerEvent = {
+        type: "error",
+        event_id: ctx.newId(),
+        error: { type: "invalid_request_error", code: "input_audio_buffer_commit_empty", message: "Nothing to commit: no speech is in progress.", event_id: input.clientEventId },
+      };
+      return { state, effects: [serverEvent(ctx, e, `control-${input.seq}`)] };
+    }
+    case "clear":
+      return {
+        state: { ...state, currentItem: null },
+        effects: [{ kind: "drop_stream" }, serverEvent(ctx, { type: "input_audio_buffer.cleared", event_id: ctx.newId() }, `control-${input.seq}`)],
+      };
+    case "end": {
+      const effects: Effect[] = [];
+      if (input.flush) {
+        effects.push(...fromVad(input.vad, state, ctx).effects);
+        effects.push({ kind: "event", event: { type: "rt.session.flushed", data: { session_id: ctx.sessionId } }, id: `${ctx.sessionId}:flushed` });
+      }
+      effects.push({ kind: "drop_stream" }, { kind: "settings", settings: null });
+      return { state: null, effects };
+    }
+    default: {
+      const never: never = input;
+      return never;
+    }
+  }
+}
+
+function fromVad(vad: VadEvent[], state: DeciderState, ctx: DecideContext): Decision {
+  let next = state;
+  const effects: Effect[] = [];
+  const itemAt = (ms: number) => {
+    const id = itemId(ctx.sessionId, Math.max(Math.round(ms), next.lastItemMs + 1));
+    next = { ...next, lastItemMs: Math.max(Math.round(ms), next.lastItemMs + 1) };
+    return id;
+  };
+  for (const e of vad) {
+    switch (e.kind) {
+      case "speech_started": {
+        const item = itemAt(e.audioStartMs);
+        next = { ...next, currentItem: item };
+        effects.push({ kind: "open_stream", item, startSample: Math.round((e.audioStartMs * VAD_SAMPLE_RATE) / 1000) });
+        effects.push(serverEvent(ctx, { type: "input_audio_buffer.speech_started", event_id: ctx.newId(), item_id: item, audio_start_ms: e.audioStartMs }, item));
+        break;
+      }
+      case "speech_stopped": {
+        const item = next.currentItem ?? itemAt(e.audioEndMs);
+        next = { ...next, currentItem: item };
+        effects.push(serverEvent(ctx, { type: "input_audio_buffer.speech_stopped", event_id: ctx.newId(), item_id: item, audio_end_ms: e.audioEndMs }, item));
+        break;
+      }
+      case "utterance": {
+        const item = next.currentItem ?? itemAt(e.audioStartMs);
+        const s = next.settings;
+        // the event first (the client sees committed before any transcript), then the command
+        effects.push(
+          serverEvent(
+            ctx,
+            {
+              type: "input_audio_buffer.committed",
+              event_id: ctx.newId(),
+              item_id: item,
+              previous_item_id: next.previousItem,
+              audio_start_ms: e.audioStartMs,
+              audio_end_ms: e.audioEndMs,
+              reason: e.reason,
+            },
+            item,
+          ),
+        );
+        const command: UtteranceCommand = {
+          session_id: ctx.sessionId,
+          item_id: item,
+          key_id: s.key_id,
+          audio_start_ms: e.audioStartMs,
+          audio_end_ms: e.audioEndMs,
+          language: s.language,
+          prompt: s.prompt,
+          model: s.model,
+          max_concurrent_utterances: s.max_concurrent_utterances,
+          ...(s.smart_format === false ? { smart_format: false } : {}),
+          decided_at: ctx.now,
+        };
+        effects.push({ kind: "utterance", command, pcm: e.pcm });
+        next = { ...next, previousItem: item, currentItem: null };
+        break;
+      }
+      default: {
+        const never: never = e;
+        return never;
+      }
+    }
+  }
+  return { state: next, effects };
+}
+
+function serverEvent(ctx: DecideContext, e: ServerEvent, key: string): Effect {
+  return { kind: "event", event: { type: "rt.server_event", data: e }, id: `${ctx.sessionId}:${e.type}:${key}` };
+}
+
+/**
+ * Item ids come from where the item starts on the session's audio timeline, so a
+ * replica that handles the same audio again (redelivery, takeover) names it the same
+ * and its events deduplicate; ids of one session never repeat.
+ */
+export function itemId(sessionId: string, ms: number): string {
+  return `item_${sessionId.slice(5, 17)}_${String(ms).padStart(8, "0")}`;
+}

@@ -1,0 +1,183 @@
+import { headers as natsHeaders } from "@nats-io/transport-node";
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { DEFAULT_PARTIAL_INTERVAL_MS, rtEventEnvelope, UTTERANCE_HEADER, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
+import { appendEvents } from "../../shared/event-store";
+import { VAD_SAMPLE_RATE } from "../../shared/audio/vad";
+import type { Nats } from "../../shared/nats";
+import { smartFormat, termsFrom } from "../../shared/format/smart-format";
+import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
+import { composeFinal, deltaForms, deltaText, newlyStable, SETTLE_FRAMES, singleWordTerms, type EmittedWord } from "./streaming";
+import type { HandleEnv, SessionState } from "./vad-consumer";
+
+/**
+ * A committed utterance's way to its transcript, and the streaming half of the VAD
+ * (used by vad-consumer.ts when the decider's effects are carried out):
+ *
+ * - `transcribe`: the item's streamed decoder ends it (`finishStream`) if it has this
+ *   item and is alive; otherwise the transcribe command on rt.cmd.<sessionId> with the
+ *   whole utterance (the commit path).
+ * - At speech_started the item takes a decoder from the local pool if one is free
+ *   (`openStream`), fed the prefix padding and then the audio as it is read
+ *   (`feedStream`); partials (stable-word deltas, opt-in interims) every
+ *   partial_interval_ms of new speech (`onHypothesis`).
+ */
+export interface OpenStream {
+  item: string;
+  utt: StreamUtterance;
+  /** Timeline sample of the utterance's first sample; word times count from it. */
+  startSample: number;
+  /** Timeline position fed so far. */
+  fed: number;
+  /** `fed` when the running hypothesis was last read. */
+  hypAt: number;
+  hypBusy: boolean;
+  ended: boolean;
+  previous: string[] | null;
+  /** Words out in deltas: as recognised and as shown. */
+  emitted: EmittedWord[];
+  lastInterim: string;
+}
+
+const msToSamples = (ms: number) => Math.round((ms * VAD_SAMPLE_RATE) / 1000);
+
+/** The committed utterance to its transcript: through its streamed decoder, or the transcribe command. */
+export function transcribe(env: HandleEnv, state: SessionState, command: UtteranceCommand, pcm: Int16Array): Promise<unknown> {
+  const stream = state.stream;
+  state.stream = null;
+  if (stream && stream.item === command.item_id && !stream.utt.lost) return finishStream(env, stream, command, pcm);
+  stream?.utt.abort();
+  return publishUtterance(env.nats, command, pcm);
+}
+
+function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array) {
+  const h = natsHeaders();
+  h.set(UTTERANCE_HEADER, JSON.stringify(command));
+  return nats.js.publish(nats.topology.subjects.rtCommand(command.session_id), new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength), {
+    headers: h,
+    msgID: `${command.session_id}:utterance:${command.item_id}`,
+    timeout: 10_000,
+  });
+}
+
+
+/** A decoder for the new item if the pool has one free; otherwise the item goes the commit path. */
+export function openStream(env: HandleEnv, state: SessionState, item: string, startSample: number) {
+  dropStream(state);
+  if (!env.pool || !state.ring) return;
+  const utt = env.pool.acquire({ prompt: state.decider.settings.prompt, cmn: state.cmn });
+  if (!utt) return;
+  state.stream = { item, utt, startSample, fed: startSample, hypAt: startSample, hypBusy: false, ended: false, previous: null, emitted: [], lastInterim: "" };
+}
+
+/** Drops the open stream (clear, session end, handover); its item, if committed later, goes the commit path. */
+export function dropStream(state: SessionState) {
+  const s = state.stream;
+  if (!s) return;
+  state.stream = null;
+  s.ended = true;
+  s.utt.abort();
+}
+
+/** Feeds what the decoder has not had yet; reads the hypothesis every partial_interval_ms of new speech. */
+export function feedStream(env: HandleEnv, sessionId: string, state: SessionState) {
+  const s = state.stream;
+  if (!s || !state.ring || s.utt.lost) return;
+  if (state.ring.end > s.fed) {
+    s.utt.feed(state.ring.slice(s.fed));
+    s.fed = state.ring.end;
+  }
+  const every = msToSamples(state.decider.settings.partial_interval_ms ?? DEFAULT_PARTIAL_INTERVAL_MS);
+  if (s.hypBusy || s.fed - s.hypAt < every) return;
+  s.hypAt = s.fed;
+  s.hypBusy = true;
+  s.utt
+    .hypothesis()
+    .then((hyp) => onHypothesis(env, sessionId, state, s, hyp))
+    .catch(() => undefined) // a lost decoder: the commit takes the fallback
+    .finally(() => (s.hypBusy = false));
+}
+
+/** LocalAgreement-2: words two hypotheses in a row agree on go out as a delta; the whole hypothesis as an opt-in interim. */
+function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s: OpenStream, hyp: StreamHypothesis) {
+  if (s.ended) return; // committed meanwhile: the final has the last word
+  const words = hyp.words.map((w) => w.word);
+  const fresh = newlyStable(s.previous, hyp.words, s.emitted.length, hyp.frames - SETTLE_FRAMES);
+  s.previous = words;
+  const base = { item_id: s.item, content_index: 0 as const };
+  const events: { e: ServerEvent; id: string }[] = [];
+  if (fresh.length) {
+    const forms = state.decider.settings.smart_format === false ? fresh : deltaForms(s.emitted.length, fresh, singleWordTerms(termsFrom(undefined, state.decider.settings.prompt)));
+    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: deltaText(s.emitted.length, forms) };
+    events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.emitted.length}` });
+    s.emitted.push(...fresh.map((word, i) => ({ word, form: forms[i]! })));
+  }
+  const interim = words.join(" ");
+  if (state.decider.settings.interim_results && interim !== s.lastInterim) {
+    s.lastInterim = interim;
+    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.interim", event_id: `evt_${randomUUID()}`, ...base, transcript: interim };
+    events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.fed}` });
+  }
+  if (!events.length) return;
+  void appendEvents(
+    env.nats.js,
+    rtEventEnvelope,
+    env.nats.topology.subjects.rtEvent(sessionId),
+    events.map(({ e, id }) => ({ type: "rt.server_event" as const, data: e, msgId: id, metadata: { correlationId: sessionId } })),
+    { timeoutMs: 10_000 },
+  ).catch((err) => env.log.warn("partial not stored", { sessionId, error: (err as Error).message }));
+}
+
+/**
+ * Ends the streamed utterance and appends its last delta and `completed` with the
+ * transcriber's msg ids (so if both paths ever run for an item the stream keeps one).
+ * A decoder lost before or during the end → the transcribe command with the whole audio.
+ */
+async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCommand, pcm: Int16Array): Promise<void> {
+  s.ended = true;
+  const { session_id: sessionId, item_id: item, audio_start_ms: startMs, audio_end_ms: endMs } = command;
+  const startSample = msToSamples(startMs);
+  const endSample = startSample + pcm.length;
+  if (s.fed < endSample) s.utt.feed(pcm.subarray(Math.max(0, s.fed - startSample)));
+  const t0 = performance.now();
+  let result;
+  try {
+    result = await s.utt.end();
+  } catch (err) {
+    env.log.warn("stream decoder lost; transcribing the committed audio whole", { sessionId, itemId: item, error: (err as Error).message });
+    await publishUtterance(env.nats, command, pcm);
+    return;
+  }
+  const workerMs = Math.round(performance.now() - t0);
+  const state = env.sessions.get(sessionId);
+  if (state) state.cmn = result.cmn;
+  const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
+  const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
+  const smart = command.smart_format !== false;
+  const terms = smart ? termsFrom(undefined, command.prompt) : [];
+  const final = composeFinal(s.emitted, timed, startMs, smart ? (ws) => smartFormat(ws, { terms }).words.map((w) => w.punctuated_word) : undefined);
+  const base = { item_id: item, content_index: 0 as const };
+  const events: ServerEvent[] = [
+    { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },
+    {
+      type: "conversation.item.input_audio_transcription.completed",
+      event_id: `evt_${randomUUID()}`,
+      ...base,
+      transcript: final.transcript,
+      language: "en",
+      audio_start_ms: startMs,
+      audio_end_ms: endMs,
+      words: final.words,
+      worker_id: `stream:${hostname()}`,
+      fallback_used: false,
+      worker_ms: workerMs,
+      queue_ms: 0,
+    },
+  ];
+  await appendEvents(
+    env.nats.js,
+    rtEventEnvelope,
+    env.nats.topology.subjects.rtEvent(sessionId),
+    events.map((e) => ({ type: "rt.server_event" as const, data: e, msgId: `${sessionId}:${e.type}:${item}`, metadata: { correlationId: sessionId } })),
+  );
+}
