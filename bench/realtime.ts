@@ -30,6 +30,9 @@
  * jfk.wav with 1.5 s of silence.
  * The engine is the embedded PocketSphinx pool (`--ps-processes`, default 1, leaving a
  * core for the plane); it is the bottleneck for transcripts, not for audio intake.
+ * `--split vad,rt-transcriber` runs those services in a second `stt serve` process (the
+ * rest in the first; memory and CPU are the two processes' sums), as a deployment
+ * that gives the VAD its own core would.
  * `--engine zero` measures the plane apart from engine capacity: the only worker is an
  * OpenAI-compatible server in this process that answers every clip at once with an
  * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
@@ -69,13 +72,18 @@ const schema = `b_${id}`;
 const adminToken = `admin-${randomBytes(8).toString("hex")}`;
 const base = loadConfig(process.env);
 
-function startServer(): Promise<{ proc: ChildProcess; port: number }> {
+/** Every service of `stt serve` (docs/operations.md). */
+const ALL_SERVICES = ["projector", "transcriber", "http-gateway", "vad", "rt-transcriber", "jobs-manager", "jobs-fetcher", "jobs-slicer", "jobs-transcriber", "jobs-aggregator", "jobs-reviewer", "webhooks", "realtime-gateway"];
+// --split vad,rt-transcriber: those services run in a second `stt serve` process
+const split = args.get("split")?.split(",").filter(Boolean) ?? [];
+
+function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split.includes(x)).join(",") : "all"): Promise<{ proc: ChildProcess; port: number }> {
   // BENCH_CPU_PROF=<dir>: the server writes a V8 CPU profile there when it stops
   const prof = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   const proc = spawn(process.execPath, [...prof, "--import", "tsx", "services/stt/main.ts", "serve"], {
     env: {
       ...process.env,
-      STT_SERVICES: process.env.BENCH_SERVICES ?? "all",
+      STT_SERVICES: services,
       HOST: "127.0.0.1",
       PORT: "0",
       LOG_LEVEL: "info",
@@ -97,11 +105,15 @@ function startServer(): Promise<{ proc: ChildProcess; port: number }> {
   return waitForServer(proc).then((port) => ({ proc, port }));
 }
 
-function procStat(pid: number) {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)![1]);
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  const ticks = Number(stat[11]) + Number(stat[12]);
+/** RSS and CPU seconds of the server processes, summed. */
+function procStat(pids: number[]) {
+  let rssKb = 0;
+  let ticks = 0;
+  for (const pid of pids) {
+    rssKb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]);
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    ticks += Number(stat[11]) + Number(stat[12]);
+  }
   return { rssMb: rssKb / 1024, cpuSeconds: ticks / 100 };
 }
 
@@ -159,12 +171,15 @@ async function main() {
   console.log(`realtime bench: ${seconds} s of ${audioSource} speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, a fresh server per round`);
   console.log("sessions | held | closes | lost ms | vad pending | VAD decision p50/p99 | stopped→transcript p50/p99 minus engine (wait+work) | engine wait p50/p99 | stopped→transcript with engine p50/p99 | completed/failed of committed | first partial after speech_started | MB/session | server CPU");
   let proc: ChildProcess | undefined;
+  let second: ChildProcess | undefined;
   try {
     for (const n of rounds) {
       const server = await startServer();
       proc = server.proc;
+      // the second process starts once the first has run the migrations
+      if (split.length) second = (await startServer(split.join(","))).proc;
       const port = server.port;
-      const pid = server.proc.pid!;
+      const pids = [server.proc.pid!, ...(second ? [second.pid!] : [])];
       const baseUrl = `http://127.0.0.1:${port}`;
       const keys: string[] = [];
       for (let i = 0; i < Math.ceil(n / 10); i++) {
@@ -177,7 +192,7 @@ async function main() {
       }
       // the streaming decoders load their models (0.44 CPU-s each) before the sessions start
       await new Promise((r) => setTimeout(r, 4000));
-      const before = procStat(pid);
+      const before = procStat(pids);
       const sessions: SessionRun[] = [];
       for (let i = 0; i < n; i++) {
         const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, { headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` }, perMessageDeflate: process.env.BENCH_DEFLATE === "1" });
@@ -244,19 +259,19 @@ async function main() {
               s.sendLog.push([s.sentBytes, performance.now()]);
             }
           }
-          if (ticks % Math.round(5000 / frameMs) === 0) peak = procStat(pid);
+          if (ticks % Math.round(5000 / frameMs) === 0) peak = procStat(pids);
           if (performance.now() - start >= seconds * 1000) {
             clearInterval(timer);
             resolve();
           }
         }, Math.max(5, frameMs / 2));
       });
-      peak = procStat(pid);
+      peak = procStat(pids);
       for (const s of open) if (s.ws.readyState === WebSocket.OPEN) s.ws.send(JSON.stringify({ type: "session.close" }));
       await Promise.race([Promise.all(open.map((s) => s.closed)), new Promise((r) => setTimeout(r, 60_000))]);
       // the gateway appends rt.session.closed after flushing a session's publishes
       for (let i = 0; i < 100 && open.some((s) => s.sessionId && !closedAudio.has(s.sessionId)); i++) await new Promise((r) => setTimeout(r, 100));
-      const after = procStat(pid);
+      const after = procStat(pids);
 
       let vadPending = 0;
       for (let p = 0; p < base.realtime.vadPartitions; p++) {
@@ -339,10 +354,13 @@ async function main() {
       );
       await stopServer(proc);
       proc = undefined;
+      if (second) await stopServer(second);
+      second = undefined;
       await new Promise((r) => setTimeout(r, 1000));
     }
   } finally {
     if (proc) await stopServer(proc);
+    if (second) await stopServer(second);
     await destroyTopology(nats).catch(() => undefined);
     await nats.close();
     const db = createDb({ ...base.db, schema });

@@ -2,7 +2,7 @@ import type { ChildProcess } from "node:child_process";
 
 /**
  * Waits for a spawned `stt serve` to log "stt is up" and returns its port (the log line's
- * fields come in either order); rejects with the end of its log if it exits first.
+ * fields come in either order; 0 for a process that serves no port); rejects with the end of its log if it exits first.
  * BENCH_DEBUG=1 echoes its warnings and errors.
  */
 export function waitForServer(proc: ChildProcess): Promise<number> {
@@ -11,8 +11,9 @@ export function waitForServer(proc: ChildProcess): Promise<number> {
     const onData = (c: Buffer) => {
       log += c.toString();
       if (process.env.BENCH_DEBUG) for (const line of c.toString().split("\n")) if (/"level":"(warn|error)"/.test(line)) console.log("server:", line.slice(0, 300));
-      const m = /"port":(\d+)[^\n]*"msg":"stt is up"|"msg":"stt is up"[^\n]*"port":(\d+)/.exec(log);
-      if (m) resolve(Number(m[1] ?? m[2]));
+      // a process without a gateway logs no port: 0
+      const up = /^.*"msg":"stt is up".*$/m.exec(log);
+      if (up) resolve(Number(/"port":(\d+)/.exec(up[0])?.[1] ?? 0));
       if (log.length > 1e6) log = log.slice(-1e5);
     };
     proc.stdout!.on("data", onData);
