@@ -6,6 +6,7 @@ import type { Envelope, Recorded } from "../schemas/envelope";
 import type { Database, Db } from "./db/index";
 import type { Logger } from "./logger";
 import type { Nats } from "./nats";
+import { withSpanFromHeaders } from "./telemetry";
 
 type EventShape = { type: string; data: unknown };
 
@@ -162,7 +163,7 @@ export async function startProjection<E extends EventShape>(
     messages = await consumer.consume({ max_messages: 256 });
     for await (const m of messages) {
       if (stopped) break;
-      await applyOne(db, projection, m, logger);
+      await withSpanFromHeaders(`projection ${projection.name}`, m.headers, () => applyOne(db, projection, m, logger));
       applied = m.seq;
     }
   };

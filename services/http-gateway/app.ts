@@ -12,6 +12,7 @@ import { registerSegmentRoutes, SEGMENT_PATH } from "./routes/segment";
 import { registerSessionTokenRoutes } from "./routes/session-token";
 import { registerStreamDoc } from "./routes/stream-doc";
 import { registerUsageRoutes } from "./routes/usage";
+import { traceRequests } from "./trace-middleware";
 
 /**
  * The hono app serving every plain HTTP route under the one base URL. Route modules
@@ -31,6 +32,7 @@ export function createApp(deps: GatewayDeps): OpenAPIHono<GatewayEnv> {
   app.onError(onError(deps.logger));
   app.notFound(notFound);
   app.use("*", assignRequestId());
+  app.use("*", traceRequests());
   // Every body is bounded while it streams in; the segment upload streams its own
   // (larger) multipart limit in the route.
   app.use(

@@ -1,5 +1,4 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { headers as natsHeaders } from "@nats-io/transport-node";
 import { ack, runConsumer, terminate, type Outcome } from "../../shared/consumer";
 import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
@@ -7,6 +6,7 @@ import { ensureConsumer, type Nats } from "../../shared/nats";
 import type { Db } from "../../shared/db/index";
 import { consumeAudioBudget } from "../../shared/audio-budget";
 import { recordUsage } from "../../shared/usage";
+import { traceHeaders } from "../../shared/telemetry";
 import { jobEventEnvelope, type StepCommand } from "../../schemas/jobs";
 import { stepKind } from "./job";
 import type { JobStore } from "./job-store";
@@ -77,7 +77,7 @@ export async function startProcessManager(options: ProcessManagerOptions) {
     if (envelope.type === "StepStarted") {
       const { step, attempt } = envelope.data;
       const command: StepCommand = { workflowId, step, attempt };
-      const h = natsHeaders();
+      const h = traceHeaders();
       h.set("Job-Step", step);
       try {
         await nats.js.publish(nats.topology.subjects.jobCommand(stepKind(step), workflowId), JSON.stringify(command), {

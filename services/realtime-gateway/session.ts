@@ -20,6 +20,7 @@ import { issueErrorCode } from "../../schemas/safe-string";
 import { appendEvents } from "../../shared/event-store";
 import { createFrameAligner, createResampler } from "../../shared/audio/resample";
 import type { Logger } from "../../shared/logger";
+import { withSpanFromHeaders } from "../../shared/telemetry";
 import type { Nats } from "../../shared/nats";
 import { recordUsage } from "../../shared/usage";
 import type { Admission } from "./admit";
@@ -180,8 +181,12 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (event.type === "input_audio_buffer.committed") pendingItems.add(event.item_id);
       if (event.type === "conversation.item.input_audio_transcription.completed" || event.type === "conversation.item.input_audio_transcription.failed") {
         pendingItems.delete(event.item_id);
-      }
-      send(event);
+        // the utterance's last hop: its transcript to the socket, in the utterance's trace
+        void withSpanFromHeaders("ws send transcript", msg.headers, async (span) => {
+          span.setAttributes({ "session.id": sessionId, "item.id": event.item_id, "event.type": event.type });
+          send(event);
+        });
+      } else send(event);
       if (gracefulDeadline && pendingItems.size === 0 && vadFlushed) finish(CLOSE.normal);
     },
   });

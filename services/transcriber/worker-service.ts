@@ -4,6 +4,7 @@ import type { WorkerAnnouncement, WorkerReply } from "../../schemas/segment";
 import { toAppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
+import { withSpanFromHeaders } from "../../shared/telemetry";
 import { decodeWorkerRequest, pullPcm, toInt16 } from "../../shared/workers/protocol";
 import { announcedCapacity } from "../../shared/workers/registry";
 import type { TranscriptionEngine } from "../../shared/workers/types";
@@ -105,9 +106,12 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     if (msg.reply) msg.respond(JSON.stringify(reply));
   };
 
+  // the request's span continues the caller's trace (the router sends `traceparent`)
+  const traced = (m: Msg) => withSpanFromHeaders(`worker ${engine.kind} transcribe`, m.headers, () => handle(m));
+
   const subs: Subscription[] = [
-    nats.nc.subscribe(nats.topology.subjects.workerRequest(id), { callback: (_e, m) => void handle(m) }),
-    nats.nc.subscribe(nats.topology.subjects.workerAny, { queue: `${nats.topology.prefix}_workers`, callback: (_e, m) => void handle(m) }),
+    nats.nc.subscribe(nats.topology.subjects.workerRequest(id), { callback: (_e, m) => void traced(m) }),
+    nats.nc.subscribe(nats.topology.subjects.workerAny, { queue: `${nats.topology.prefix}_workers`, callback: (_e, m) => void traced(m) }),
   ];
   await nats.nc.flush();
   await announce();

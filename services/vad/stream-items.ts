@@ -1,8 +1,8 @@
-import { headers as natsHeaders } from "@nats-io/transport-node";
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { DEFAULT_PARTIAL_INTERVAL_MS, rtEventEnvelope, UTTERANCE_HEADER, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
 import { appendEvents } from "../../shared/event-store";
+import { traceHeaders } from "../../shared/telemetry";
 import { VAD_SAMPLE_RATE } from "../../shared/audio/vad";
 import type { Nats } from "../../shared/nats";
 import { smartFormat, termsFrom } from "../../shared/format/smart-format";
@@ -51,7 +51,7 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
 }
 
 function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array) {
-  const h = natsHeaders();
+  const h = traceHeaders();
   h.set(UTTERANCE_HEADER, JSON.stringify(command));
   return nats.js.publish(nats.topology.subjects.rtCommand(command.session_id), new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength), {
     headers: h,

@@ -14,6 +14,8 @@ import type { StreamDecoderPool } from "./stream-decoders";
 import { AudioRing } from "./streaming";
 import { decide, initialState, type DecideContext, type DeciderInput, type DeciderState, type Effect, type StartControl } from "./session-decider";
 import { dropStream, feedStream, openStream, transcribe, type OpenStream } from "./stream-items";
+import { context, trace } from "@opentelemetry/api";
+import { tracer } from "../../shared/telemetry";
 
 /**
  * The server VAD: one durable pull consumer per partition of RT_AUDIO
@@ -337,7 +339,7 @@ function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: Ha
         dropStream(state);
         state.seg.close();
       }
-      const d = decide({ kind: "start", settings: c }, state?.decider ?? null, context(sessionId));
+      const d = decide({ kind: "start", settings: c }, state?.decider ?? null, decideContext(sessionId));
       const fresh = newState(env, d.state!, partition);
       env.sessions.set(sessionId, fresh);
       apply(env, sessionId, fresh, d.effects, out);
@@ -384,10 +386,10 @@ function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: Ha
   }
 }
 
-const context = (sessionId: string): DecideContext => ({ sessionId, now: Date.now(), newId: () => `evt_${randomUUID()}` });
+const decideContext = (sessionId: string): DecideContext => ({ sessionId, now: Date.now(), newId: () => `evt_${randomUUID()}` });
 
 function step(env: HandleEnv, sessionId: string, state: SessionState, input: DeciderInput, out: Promise<unknown>[]) {
-  const d = decide(input, state.decider, context(sessionId));
+  const d = decide(input, state.decider, decideContext(sessionId));
   apply(env, sessionId, state, d.effects, out);
   if (d.state) state.decider = d.state;
   else {
@@ -413,10 +415,16 @@ function apply(env: HandleEnv, sessionId: string, state: SessionState, effects: 
       case "event":
         events.push({ type: f.event.type, data: f.event.data, msgId: f.id, metadata: { correlationId: sessionId } });
         break;
-      case "utterance":
-        flush(); // committed is sent before the command, so the client sees it before any transcript
-        out.push(transcribe(env, state, f.command, f.pcm));
+      case "utterance": {
+        // one trace per utterance: committed, the transcribe command (or the streamed
+        // decoder's end), the transcriber, the worker and the transcript continue it
+        const span = tracer.startSpan("vad utterance", { root: true, attributes: { "session.id": sessionId, "item.id": f.command.item_id, "utterance.reason": f.reason } });
+        context.with(trace.setSpan(context.active(), span), () => {
+          flush(); // committed is sent before the command, so the client sees it before any transcript
+          out.push(transcribe(env, state, f.command, f.pcm).finally(() => span.end()));
+        });
         break;
+      }
       case "open_stream":
         openStream(env, state, f.item, f.startSample);
         break;

@@ -5,6 +5,7 @@ import type { VerboseTranscription } from "../../schemas/transcription";
 import { AppError } from "../errors";
 import type { Logger } from "../logger";
 import type { Nats } from "../nats";
+import { SpanKind, traceHeaders, withSpan } from "../telemetry";
 import { transcribeWithOpenAI, type OpenAIEndpoint } from "./openai-client";
 import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
 import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
@@ -168,9 +169,8 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     const lost = new AbortController();
     pending.add(lost);
     try {
-      const reply = await withSignal(
-        withSignal(nc.request(nats.topology.subjects.workerRequest(worker.id), payload, { timeout: timeoutMs }), lost.signal),
-        request.signal,
+      const reply = await withSpan(`worker request ${worker.kind}`, { kind: SpanKind.CLIENT, attributes: { "worker.id": worker.id, "audio.samples": request.pcm.length } }, () =>
+        withSignal(withSignal(nc.request(nats.topology.subjects.workerRequest(worker.id), payload, { timeout: timeoutMs, headers: traceHeaders() }), lost.signal), request.signal),
       );
       const parsed = workerReply.parse(reply.json());
       if (!parsed.ok) throw new AppError("upstream", parsed.code, `worker ${worker.id}: ${parsed.message}`);
