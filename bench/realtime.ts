@@ -80,6 +80,8 @@ const split = args.get("split")?.split(",").filter(Boolean) ?? [];
 function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split.includes(x)).join(",") : "all"): Promise<{ proc: ChildProcess; port: number }> {
   // BENCH_CPU_PROF=<dir>: the server writes a V8 CPU profile there when it stops
   const prof = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  // BENCH_HEAP_SNAPSHOT=<dir>: each server process writes a heap snapshot there half way through a round
+  if (process.env.BENCH_HEAP_SNAPSHOT) prof.push("--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${process.env.BENCH_HEAP_SNAPSHOT}`);
   const proc = spawn(process.execPath, [...prof, "--import", "tsx", "services/stt/main.ts", "serve"], {
     env: {
       ...process.env,
@@ -107,14 +109,12 @@ function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split
 
 /** RSS and CPU seconds of the server processes, summed. */
 function procStat(pids: number[]) {
-  let rssKb = 0;
-  let ticks = 0;
-  for (const pid of pids) {
-    rssKb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]);
+  const each = pids.map((pid) => {
+    const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]);
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    ticks += Number(stat[11]) + Number(stat[12]);
-  }
-  return { rssMb: rssKb / 1024, cpuSeconds: ticks / 100 };
+    return { rssMb: rssKb / 1024, cpuSeconds: (Number(stat[11]) + Number(stat[12])) / 100 };
+  });
+  return { rssMb: each.reduce((a, e) => a + e.rssMb, 0), cpuSeconds: each.reduce((a, e) => a + e.cpuSeconds, 0), each };
 }
 
 
@@ -242,6 +242,7 @@ async function main() {
       // stream in real time: one timer for every session
       const start = performance.now();
       let ticks = 0;
+      let snapped = false;
       const clientLag: number[] = [];
       let peak = before;
       await new Promise<void>((resolve) => {
@@ -260,6 +261,10 @@ async function main() {
             }
           }
           if (ticks % Math.round(5000 / frameMs) === 0) peak = procStat(pids);
+          if (process.env.BENCH_HEAP_SNAPSHOT && !snapped && ticks >= (seconds * 500) / frameMs) {
+            snapped = true;
+            for (const pid of pids) process.kill(pid, "SIGUSR2");
+          }
           if (performance.now() - start >= seconds * 1000) {
             clearInterval(timer);
             resolve();
@@ -348,8 +353,9 @@ async function main() {
           `${pct(total, 50).toFixed(0)}/${pct(total, 99).toFixed(0)} ms`,
           `${completed}/${failed} of ${commits} (${((100 * completed) / Math.max(1, commits)).toFixed(1)}% transcribed, ${streamed} streamed)`,
           `first partial ${pct(firstPartial, 50).toFixed(0)}/${pct(firstPartial, 99).toFixed(0)} ms, ≤1 s in ${longWithPartial}/${longUtterances} utterances >2 s`,
-          ((peak.rssMb - before.rssMb) / Math.max(1, open.length)).toFixed(2),
-          `${cpu.toFixed(0)}%`,
+          ((peak.rssMb - before.rssMb) / Math.max(1, open.length)).toFixed(2) +
+            (split.length ? ` (${peak.each.map((e, i) => ((e.rssMb - before.each[i]!.rssMb) / Math.max(1, open.length)).toFixed(2)).join(" + ")})` : ""),
+          `${cpu.toFixed(0)}%` + (split.length ? ` (${after.each.map((e, i) => (((e.cpuSeconds - before.each[i]!.cpuSeconds) / ((performance.now() - start) / 1000)) * 100).toFixed(0) + "%").join(" + ")})` : ""),
         ].join(" | "),
       );
       await stopServer(proc);

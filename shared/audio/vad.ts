@@ -140,7 +140,8 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
       bufLen = 0;
     }
     if (bufLen + pcm.length > buf.length) {
-      const grown = new Int16Array(Math.max(buf.length * 2, bufLen + pcm.length));
+      // by a quarter (not doubling): what a speaking session holds is mostly its audio
+      const grown = new Int16Array(Math.max(Math.ceil(buf.length * 1.25), bufLen + pcm.length));
       grown.set(buf.subarray(0, bufLen));
       buf = grown;
     }
@@ -172,7 +173,7 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
     dropBefore(uttStart + keep);
     window = [];
     for (let at = bufStart; at < bufStart + bufLen; at += FRAME_SAMPLES) window.push({ start: at, voiced: false });
-    if (buf.length > BUFFER_SAMPLES * 4) {
+    if (buf.length > BUFFER_SAMPLES * 2) {
       // a long utterance grew the buffer: give the memory back
       const shrunk = new Int16Array(Math.max(BUFFER_SAMPLES, bufLen));
       shrunk.set(buf.subarray(0, bufLen));
