@@ -107,6 +107,17 @@ function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split
   return waitForServer(proc).then((port) => ({ proc, port }));
 }
 
+/** The gateway's /metrics as `name{labels}` → value (labels as exposed). */
+async function scrapeMetrics(baseUrl: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    const m = /^([^#\s][^\s]*)\s+(\S+)$/.exec(line);
+    if (m) out.set(m[1]!, Number(m[2]));
+  }
+  return out;
+}
+
 /** RSS and CPU seconds of the server processes, summed. */
 function procStat(pids: number[]) {
   const each = pids.map((pid) => {
@@ -129,6 +140,7 @@ interface SessionRun {
   error?: string;
   closedAt?: number;
   closed: Promise<void>;
+  frames?: number;
   /** (bytes sent so far, time) after each frame: when a timeline position left the client. */
   sendLog: [number, number][];
 }
@@ -193,6 +205,7 @@ async function main() {
       // the streaming decoders load their models (0.44 CPU-s each) before the sessions start
       await new Promise((r) => setTimeout(r, 4000));
       const before = procStat(pids);
+      const metricsBefore = await scrapeMetrics(baseUrl);
       const sessions: SessionRun[] = [];
       for (let i = 0; i < n; i++) {
         const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, { headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` }, perMessageDeflate: process.env.BENCH_DEFLATE === "1" });
@@ -257,6 +270,7 @@ async function main() {
               const frame = loopBytes.subarray(from, Math.min(loopBytes.length, from + frameBytes));
               s.ws.send(frame);
               s.sentBytes += frame.length;
+              s.frames = (s.frames ?? 0) + 1;
               s.sendLog.push([s.sentBytes, performance.now()]);
             }
           }
@@ -358,6 +372,24 @@ async function main() {
           `${cpu.toFixed(0)}%` + (split.length ? ` (${after.each.map((e, i) => (((e.cpuSeconds - before.each[i]!.cpuSeconds) / ((performance.now() - start) / 1000)) * 100).toFixed(0) + "%").join(" + ")})` : ""),
         ].join(" | "),
       );
+      // what the gateway's /metrics says about the same round (docs/operations.md "Metrics")
+      const metricsAfter = await scrapeMetrics(baseUrl);
+      const d = (name: string) => (metricsAfter.get(name) ?? 0) - (metricsBefore.get(name) ?? 0);
+      const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
+      const closesByCode = new Map<string, number>();
+      for (const s of sessions) if (s.close) closesByCode.set(String(s.close.code), (closesByCode.get(String(s.close.code)) ?? 0) + 1);
+      const rows: [string, number, number][] = [
+        ["sessions opened", sessions.filter((s) => s.sessionId).length, d("stt_realtime_sessions_opened_total")],
+        ...[...closesByCode].map(([code, k]): [string, number, number] => [`closes ${code}`, k, d(`stt_realtime_session_closes_total{code="${code}"}`)]),
+        ["audio frames", sessions.reduce((a, s) => a + (s.frames ?? 0), 0), d("stt_realtime_audio_frames_total")],
+        ["audio bytes", sessions.reduce((a, s) => a + s.sentBytes, 0), d("stt_realtime_audio_bytes_total")],
+        ["VAD decisions", decision.length, d("stt_realtime_vad_decision_seconds_count")],
+        ["VAD decision mean ms", mean(decision), (1000 * d("stt_realtime_vad_decision_seconds_sum")) / d("stt_realtime_vad_decision_seconds_count")],
+        ["completed", completed, d('stt_realtime_transcripts_total{outcome="completed"}')],
+        ["failed", failed, d('stt_realtime_transcripts_total{outcome="failed"}')],
+        ["final mean ms", mean(total), (1000 * d("stt_realtime_final_seconds_sum")) / d("stt_realtime_final_seconds_count")],
+      ];
+      console.log(`  /metrics vs bench: ${rows.map(([k, b, m]) => `${k} ${Number.isInteger(b) ? b : b.toFixed(1)}/${Number.isInteger(m) ? m : m.toFixed(1)} (${b ? (((m - b) / b) * 100).toFixed(1) : "0.0"}%)`).join("; ")}`);
       await stopServer(proc);
       proc = undefined;
       if (second) await stopServer(second);

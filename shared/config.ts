@@ -30,6 +30,8 @@ const envSchema = z.object({
   // HTTP/WebSocket listener (one base URL)
   HOST: z.string().default("0.0.0.0"),
   PORT: int.min(0).max(65535).default(8080),
+  /** /metrics for a process that serves no HTTP (a process with a gateway serves it on PORT); 0 = a free port. */
+  METRICS_PORT: int.min(0).max(65535).default(9464),
   PUBLIC_BASE_URL: optionalString,
 
   // NATS / JetStream
@@ -151,7 +153,7 @@ function build(env: Env) {
     services: env.STT_SERVICES.split(",").map((s) => s.trim()).filter(Boolean),
     dataDir: env.DATA_DIR,
     supervise: { initialDelayMs: env.SUPERVISE_INITIAL_DELAY_MS, maxCrashes: env.SUPERVISE_MAX_CRASHES },
-    http: { host: env.HOST, port: env.PORT, publicBaseUrl: env.PUBLIC_BASE_URL },
+    http: { host: env.HOST, port: env.PORT, publicBaseUrl: env.PUBLIC_BASE_URL, metricsPort: env.METRICS_PORT },
     nats: { url: env.NATS_URL, prefix: env.NATS_PREFIX, replicas: env.NATS_REPLICAS, unhealthyLivenessMs: env.NATS_UNHEALTHY_LIVENESS_MS },
     db: {
       url: env.DATABASE_URL,

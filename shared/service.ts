@@ -31,6 +31,8 @@ export interface ServiceContext {
     projections?: RunningProjection[];
     /** Port actually bound by the listener (PORT=0 picks one). */
     port?: number;
+    /** Port of /metrics when this process runs no http-gateway (METRICS_PORT). */
+    metricsPort?: number;
     /** Whether the realtime gateway in this process would admit an upgrade now. */
     realtimeStatus?: () => { ok: boolean; detail: string };
   };

@@ -86,6 +86,9 @@ describe("TLS proxy (deploy/proxy/nginx.conf)", () => {
     expect(JSON.parse(health.body)).toMatchObject({ status: "ok" });
     const unauthorised = await get("/v1/usage");
     expect(unauthorised.status).toBe(401);
+    // the stack serves /metrics; the public proxy does not pass it on
+    expect((await fetch(`${stack.baseUrl}/metrics`)).status).toBe(200);
+    expect((await get("/metrics")).status).toBe(404);
   });
 
   it("redirects plain http to https", async () => {

@@ -7,6 +7,7 @@ import { stepCommand, type StepCommand, type StepKind } from "../../schemas/jobs
 import type { ActiveJob } from "./job";
 import type { JobStore } from "./job-store";
 import { createStepLeases, StepBusy } from "./step-lease";
+import { jobStepDuration, jobSteps } from "../../shared/metrics";
 
 /**
  * The shared shell of every step consumer (fetcher, slicer, transcriber, aggregator,
@@ -131,10 +132,23 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
     }
   };
 
+  // each attempt's duration and outcome by step kind (shared/metrics.ts)
+  const measured = async (msg: JsMsg): Promise<Outcome> => {
+    const started = performance.now();
+    let outcome = "error";
+    try {
+      const o = await handle(msg);
+      outcome = o.kind;
+      return o;
+    } finally {
+      jobSteps.inc({ step: kind, outcome });
+      jobStepDuration.observe({ step: kind }, (performance.now() - started) / 1000);
+    }
+  };
   const running = await runConsumer(
     nats.js,
     { stream, durable, concurrency: options.concurrency, logger, workingEveryMs: Math.max(1000, Math.floor(options.ackWaitMs / 3)) },
-    handle,
+    measured,
   );
   return {
     stop: async () => {

@@ -21,6 +21,7 @@ import { appendEvents } from "../../shared/event-store";
 import { createFrameAligner, createResampler } from "../../shared/audio/resample";
 import type { Logger } from "../../shared/logger";
 import { withSpanFromHeaders } from "../../shared/telemetry";
+import { createSessionMetrics } from "./session-metrics";
 import type { Nats } from "../../shared/nats";
 import { recordUsage } from "../../shared/usage";
 import type { Admission } from "./admit";
@@ -90,6 +91,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const startedAt = deps.now();
   let lastAudioAt = startedAt;
   let inputFrames = 0; // per-channel frames at the client's rate
+  const metrics = createSessionMetrics(deps.now);
   let usageRecordedMs = 0;
   let usageSeq = 0;
   // The live audio budget (shared/audio-budget.ts): audio up to allowanceMs is paid for.
@@ -120,6 +122,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
 
   const send = (event: ServerEvent) => {
     if (closing || closedDone) return;
+    metrics.sent(event, turnDetection.silence_duration_ms);
     const r = socket.send(JSON.stringify(event));
     if (r === 2 || socket.bufferedAmount() > deps.maxClientBufferBytes) close(CLOSE.clientBackpressure);
   };
@@ -288,6 +291,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       lastAudioAt = deps.now();
       const samples = aligner.push(new Uint8Array(frame));
       inputFrames += samples.length / admission.channels;
+      metrics.audio(frame.byteLength, audioMs());
       if (audioMs() > limits.maxAudioSecondsPerSession * 1000) return close(CLOSE.sessionAudioLimit);
       if (budgetExhausted && audioMs() > allowanceMs) return close(CLOSE.audioQuotaExhausted);
       topUpBudget();
@@ -362,6 +366,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     },
     /** Called by the gateway's sweep (every 250 ms). */
     tick(now: number, upstreamAvailable: boolean) {
+      metrics.flush();
       if (closing) return;
       if (gracefulDeadline) {
         if (now >= gracefulDeadline) finish(CLOSE.normal);
@@ -379,6 +384,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     async closed(code: number, reason: string) {
       if (closedDone) return;
       closedDone = true;
+      metrics.closed(code);
       subscription.unsubscribe();
       if (!gracefulDeadline) control({ kind: "end", flush: false });
       publisher.flush();

@@ -47,7 +47,7 @@ async function main(argv: string[]): Promise<number> {
         await embedded?.stop();
         await stopTelemetry();
       };
-      logger.info("stt is up", { services: [...runtime.ctx.running], port: runtime.ctx.slots.port, base_url: `http://127.0.0.1:${runtime.ctx.slots.port}` });
+      logger.info("stt is up", { services: [...runtime.ctx.running], port: runtime.ctx.slots.port, base_url: `http://127.0.0.1:${runtime.ctx.slots.port}`, metrics_port: runtime.ctx.slots.metricsPort });
       await new Promise<void>((resolve) => {
         const shutdown = (signal: string) => {
           logger.info("shutting down", { signal });

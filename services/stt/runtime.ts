@@ -7,6 +7,9 @@ import { createWorkerRouter } from "../../shared/workers/router";
 import type { RunningService, ServiceContext } from "../../shared/service";
 import { allProjections } from "../projector/projections";
 import { serviceDefs } from "./services";
+import { registerRuntimeMetrics } from "./runtime-metrics";
+import { serveMetrics } from "../../shared/metrics";
+import type { Server } from "node:http";
 
 /**
  * Builds the adapters (NATS with its topology, Postgres with migrations, the object
@@ -50,7 +53,11 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
   });
   ctx.router = router;
   const services: RunningService[] = [];
+  const unregisterMetrics = registerRuntimeMetrics(ctx);
+  let metricsServer: Server | undefined;
   const stop = async () => {
+    unregisterMetrics();
+    await new Promise((r) => (metricsServer ? metricsServer.close(r) : r(undefined)));
     for (const s of [...services].reverse()) {
       await s.stop().catch((err) => logger.warn("service did not stop cleanly", { service: s.name, error: String(err) }));
     }
@@ -68,6 +75,15 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
   } catch (err) {
     await stop();
     throw err;
+  }
+  // no HTTP gateway here to serve /metrics: it gets its own port (a taken port is not fatal)
+  if (!ctx.running.has("http-gateway")) {
+    metricsServer = await serveMetrics(config.http.metricsPort, config.http.host).catch((err) => {
+      logger.warn("metrics port not served", { port: config.http.metricsPort, error: (err as Error).message });
+      return undefined;
+    });
+    const address = metricsServer?.address();
+    if (address && typeof address === "object") ctx.slots.metricsPort = address.port;
   }
   return { ctx, services, stop };
 }

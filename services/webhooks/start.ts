@@ -15,6 +15,7 @@ import {
 } from "../../schemas/jobs";
 import type { RunningService, ServiceContext } from "../../shared/service";
 import { deliverWebhook } from "./deliver";
+import { webhookDeliveries } from "../../shared/metrics";
 
 /**
  * The webhook service: consumes `job.cmd.webhook.>` and POSTs the finished job's full
@@ -85,6 +86,7 @@ export async function startWebhooks(ctx: ServiceContext): Promise<RunningService
         signal: aborter.signal,
       });
       await record(workflowId, { type: "WebhookDelivered", data: { attempt: delivery, status, at: now() } }, `${workflowId}:webhook:delivered`);
+      webhookDeliveries.inc({ outcome: "delivered" });
       return ack();
     } catch (err) {
       if (aborter.signal.aborted) return retry(0, "shutting down");
@@ -96,6 +98,7 @@ export async function startWebhooks(ctx: ServiceContext): Promise<RunningService
         { type: "StepAttemptFailed", data: { step: "webhook", attempt, delivery, error: { code: e.code, message: e.message }, final, at: now() } },
         `${workflowId}:webhook:${attempt}:${delivery}`,
       );
+      webhookDeliveries.inc({ outcome: final ? (e.retryable ? "gave_up" : "refused") : "retry" });
       return final ? ack() : retry(Math.min(10 * 60_000, config.jobs.webhookBackoffMs * 2 ** (delivery - 1)), e.code);
     }
   };

@@ -6,6 +6,7 @@ import { AppError } from "../errors";
 import type { Logger } from "../logger";
 import type { Nats } from "../nats";
 import { SpanKind, traceHeaders, withSpan } from "../telemetry";
+import { transcriptionDuration, transcriptionOutcomes } from "../metrics";
 import { transcribeWithOpenAI, type OpenAIEndpoint } from "./openai-client";
 import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
 import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
@@ -199,6 +200,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
   };
 
   const fail = (message: string, transient: boolean): never => {
+    transcriptionOutcomes.inc({ outcome: "failed", code: transient ? "transient" : "engine_error" });
     consecutiveFailures++;
     if (consecutiveFailures >= threshold) openUntil = now() + openMs;
     throw new TranscriptionFailed(message, transient);
@@ -236,7 +238,10 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
         try {
           const result = await postToWorker(worker, request, primaryTimeout);
           consecutiveFailures = 0;
-          return { result, workerId: worker.id, fallbackUsed: false, formatted: engineFormats(worker), workerMs: performance.now() - started };
+          const workerMs = performance.now() - started;
+          transcriptionOutcomes.inc({ outcome: "ok", code: "" });
+          transcriptionDuration.observe({ engine: worker.kind }, workerMs / 1000);
+          return { result, workerId: worker.id, fallbackUsed: false, formatted: engineFormats(worker), workerMs };
         } catch (err) {
           if (request.signal?.aborted) throw err;
           failures.push(describe(worker.id, err, primaryTimeout));
@@ -261,6 +266,8 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       try {
         const result = await postToFallback(request, fallbackTimeout);
         consecutiveFailures = 0;
+        transcriptionOutcomes.inc({ outcome: "fallback", code: "" });
+        transcriptionDuration.observe({ engine: "fallback" }, (performance.now() - fallbackStarted) / 1000);
         return { result, workerId: "fallback", fallbackUsed: true, formatted: true, workerMs: performance.now() - fallbackStarted + (worker ? fallbackStarted - started : 0) };
       } catch (err) {
         if (request.signal?.aborted) throw err;

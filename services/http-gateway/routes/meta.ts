@@ -6,6 +6,7 @@ import { health, readiness, type Health } from "../../../schemas/http";
 import type { NatsHealth } from "../../../shared/nats";
 import type { GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
+import { renderMetrics } from "../../../shared/metrics";
 
 const started = Date.now();
 
@@ -62,6 +63,13 @@ export function registerMetaRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDe
       return c.json(report, report.status === "ready" ? 200 : 503);
     },
   );
+
+  // Prometheus text exposition of this process (docs/operations.md "Metrics"); not in
+  // the OpenAPI document: it is for the operator's scraper, not for API clients.
+  app.get("/metrics", async (c) => {
+    const { contentType, body } = await renderMetrics();
+    return c.body(body, 200, { "content-type": contentType });
+  });
 }
 
 const require = createRequire(import.meta.url);
