@@ -161,6 +161,8 @@ export async function startProjection<E extends EventShape>(
       ...(from > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from + 1 } : { deliver_policy: DeliverPolicy.All }),
     });
     messages = await consumer.consume({ max_messages: 256 });
+    // stopped while this was starting: stop() found no iterator to close
+    if (stopped) return void messages.close().catch(() => undefined);
     for await (const m of messages) {
       if (stopped) break;
       await withSpanFromHeaders(`projection ${projection.name}`, m.headers, () => applyOne(db, projection, m, logger));
