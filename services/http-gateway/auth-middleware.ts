@@ -27,7 +27,8 @@ export function requireApiKey(deps: GatewayDeps): MiddlewareHandler<GatewayEnv> 
   return async function requireApiKeyMiddleware(c, next) {
     const now = deps.now();
     refuseKeysInUrl(new URL(c.req.url));
-    const principal = await authenticateApiKey(deps.db, c.req.header("authorization"), now, deps.config.plans);
+    const authorization = c.req.header("authorization");
+    const principal = deps.keys ? await deps.keys.authenticate(authorization, now) : await authenticateApiKey(deps.db, authorization, now, deps.config.plans);
     c.set("principal", principal);
     noteKeyUse(deps.nats, principal, now, deps.logger);
     await next();

@@ -2,6 +2,7 @@ import type { Readiness } from "../../schemas/http";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import type { Logger } from "../../shared/logger";
+import type { KeyCache } from "../../shared/key-cache";
 import type { Nats } from "../../shared/nats";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { ObjectStore } from "../../shared/objects/index";
@@ -18,4 +19,6 @@ export interface GatewayDeps {
   /** Object store for job artifacts. */
   objects?: ObjectStore;
   readiness: () => Promise<Readiness>;
+  /** API keys in memory, kept current from the key stream (absent with KEY_CACHE_TTL_MS=0: every request reads Postgres). */
+  keys?: KeyCache;
 }
