@@ -4,6 +4,7 @@ import type { Db } from "../../shared/db/index";
 import type { Logger } from "../../shared/logger";
 import type { KeyCache } from "../../shared/key-cache";
 import type { Nats } from "../../shared/nats";
+import type { RequestLimiter } from "../../shared/rate-limit";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { ObjectStore } from "../../shared/objects/index";
 
@@ -21,4 +22,6 @@ export interface GatewayDeps {
   readiness: () => Promise<Readiness>;
   /** API keys in memory, kept current from the key stream (absent with KEY_CACHE_TTL_MS=0: every request reads Postgres). */
   keys?: KeyCache;
+  /** maxRequestsPerMinute counted in blocks per process (absent: one compare-and-set per request). */
+  limiter?: RequestLimiter;
 }

@@ -1,6 +1,7 @@
 import { serve, type ServerType } from "@hono/node-server";
 import type { RunningService, ServiceContext } from "../../shared/service";
-import { startKeyCache } from "../../shared/key-cache";
+import { startKeyCache, type KeyCache } from "../../shared/key-cache";
+import { createRequestLimiter, type RequestLimiter } from "../../shared/rate-limit";
 import { createApp } from "./app";
 import { checkReadiness } from "./readiness";
 
@@ -13,19 +14,21 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
   const logger = ctx.logger.child({ service: "http-gateway" });
   const ttlMs = ctx.config.auth.keyCacheTtlMs;
   const keys = ttlMs > 0 ? await startKeyCache({ nats: ctx.nats, db: ctx.db, plans: ctx.config.plans, logger, ttlMs }) : undefined;
+  const limiter = createRequestLimiter(ctx.nats);
   const app = createApp({
     config: ctx.config,
     nats: ctx.nats,
     db: ctx.db,
     logger,
     keys,
+    limiter,
     now: ctx.now,
     router: ctx.router,
     objects: ctx.objects,
     readiness: () => checkReadiness(ctx),
   });
   ctx.slots.httpFetch = app.fetch;
-  if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: async () => keys?.stop() };
+  if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: () => stopAll(limiter, keys) };
 
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: ctx.config.http.host, port: ctx.config.http.port }, (info) => {
@@ -37,7 +40,12 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
     name: "http-gateway",
     stop: async () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await keys?.stop();
+      await stopAll(limiter, keys);
     },
   };
+}
+
+async function stopAll(limiter: RequestLimiter, keys: KeyCache | undefined): Promise<void> {
+  await limiter.stop();
+  await keys?.stop();
 }
