@@ -2,6 +2,7 @@ import type { Readiness } from "../../schemas/http";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import type { Logger } from "../../shared/logger";
+import type { SegmentBudgets } from "../../shared/audio-budget";
 import type { KeyCache } from "../../shared/key-cache";
 import type { Nats } from "../../shared/nats";
 import type { RequestLimiter } from "../../shared/rate-limit";
@@ -24,4 +25,6 @@ export interface GatewayDeps {
   keys?: KeyCache;
   /** maxRequestsPerMinute counted in blocks per process (absent: one compare-and-set per request). */
   limiter?: RequestLimiter;
+  /** The segment plane's audio budget drawn in blocks per process (absent: the counter on every request). */
+  budgets?: SegmentBudgets;
 }

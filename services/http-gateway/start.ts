@@ -1,5 +1,6 @@
 import { serve, type ServerType } from "@hono/node-server";
 import type { RunningService, ServiceContext } from "../../shared/service";
+import { createSegmentBudgets, type SegmentBudgets } from "../../shared/audio-budget";
 import { startKeyCache, type KeyCache } from "../../shared/key-cache";
 import { createRequestLimiter, type RequestLimiter } from "../../shared/rate-limit";
 import { createApp } from "./app";
@@ -15,6 +16,7 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
   const ttlMs = ctx.config.auth.keyCacheTtlMs;
   const keys = ttlMs > 0 ? await startKeyCache({ nats: ctx.nats, db: ctx.db, plans: ctx.config.plans, logger, ttlMs }) : undefined;
   const limiter = createRequestLimiter(ctx.nats);
+  const budgets = createSegmentBudgets({ nats: ctx.nats, db: ctx.db, windowSeconds: ctx.config.usage.windowSeconds });
   const app = createApp({
     config: ctx.config,
     nats: ctx.nats,
@@ -22,13 +24,14 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
     logger,
     keys,
     limiter,
+    budgets,
     now: ctx.now,
     router: ctx.router,
     objects: ctx.objects,
     readiness: () => checkReadiness(ctx),
   });
   ctx.slots.httpFetch = app.fetch;
-  if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: () => stopAll(limiter, keys) };
+  if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: () => stopAll(limiter, budgets, keys) };
 
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: ctx.config.http.host, port: ctx.config.http.port }, (info) => {
@@ -40,12 +43,13 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
     name: "http-gateway",
     stop: async () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await stopAll(limiter, keys);
+      await stopAll(limiter, budgets, keys);
     },
   };
 }
 
-async function stopAll(limiter: RequestLimiter, keys: KeyCache | undefined): Promise<void> {
-  await limiter.stop();
+/** Hands back what this gateway holds of the shared counters, then stops following the key stream. */
+async function stopAll(limiter: RequestLimiter, budgets: SegmentBudgets, keys: KeyCache | undefined): Promise<void> {
+  await Promise.all([limiter.stop(), budgets.stop()]);
   await keys?.stop();
 }
