@@ -220,11 +220,14 @@ interface Round {
   p50: number;
   p99: number;
   errors: number;
+  /** p50 of the service's Server-Timing entries (ms), when it sent them. */
+  timing: Record<string, number>;
 }
 
 /** `total` POSTs of `wav` to `url`, `concurrency` at a time, key `keys[lane]` per lane. */
 async function postRound(url: string, keys: string[], wav: Uint8Array, total: number, concurrency: number): Promise<Round> {
   const latency: number[] = [];
+  const timings: Record<string, number[]> = {};
   let errors = 0;
   let issued = 0;
   const t0 = performance.now();
@@ -240,6 +243,7 @@ async function postRound(url: string, keys: string[], wav: Uint8Array, total: nu
         const res = await fetch(url, { method: "POST", body: form, headers: { authorization: `Bearer ${keys[i % keys.length]}` } });
         await res.arrayBuffer();
         if (res.status !== 200) errors++;
+        for (const m of (res.headers.get("server-timing") ?? "").matchAll(/(\w+);dur=([\d.]+)/g)) (timings[m[1]!] ??= []).push(Number(m[2]));
       } catch {
         errors++;
       }
@@ -247,7 +251,8 @@ async function postRound(url: string, keys: string[], wav: Uint8Array, total: nu
     }
   };
   await Promise.all(Array.from({ length: concurrency }, (_, i) => lane(i)));
-  return { reqPerSec: total / ((performance.now() - t0) / 1000), p50: pct(latency, 50), p99: pct(latency, 99), errors };
+  const timing = Object.fromEntries(Object.entries(timings).map(([k, xs]) => [k, pct(xs, 50)]));
+  return { reqPerSec: total / ((performance.now() - t0) / 1000), p50: pct(latency, 50), p99: pct(latency, 99), errors, timing };
 }
 
 /** Spawns `npx tsx <script>` and returns it with the `{url}` it prints on its first line. */
@@ -309,7 +314,10 @@ async function benchSideBySide() {
     await postRound(direct, keys, wav, 200, CONCURRENCY);
     await postRound(through, keys, wav, 200, CONCURRENCY);
     const show = (label: string, r: Round, c: number) =>
-      console.log(`  ${label.padEnd(8)} concurrency ${c}: ${r.reqPerSec.toFixed(0).padStart(4)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}`);
+      console.log(
+        `  ${label.padEnd(8)} concurrency ${c}: ${r.reqPerSec.toFixed(0).padStart(4)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}` +
+          (Object.keys(r.timing).length ? ` (Server-Timing p50: ${Object.entries(r.timing).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ")} ms)` : ""),
+      );
     const d8 = await postRound(direct, keys, wav, REQUESTS, CONCURRENCY);
     show("direct", d8, CONCURRENCY);
     const s8 = await postRound(through, keys, wav, REQUESTS, CONCURRENCY);
