@@ -318,14 +318,29 @@ async function benchSideBySide() {
         `  ${label.padEnd(8)} concurrency ${c}: ${r.reqPerSec.toFixed(0).padStart(4)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}` +
           (Object.keys(r.timing).length ? ` (Server-Timing p50: ${Object.entries(r.timing).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ")} ms)` : ""),
       );
-    const d8 = await postRound(direct, keys, wav, REQUESTS, CONCURRENCY);
+    // CPU seconds the service process (and the zero-cost server) spent per request: less
+    // sensitive to the machine's other load than requests per second
+    const cpuOf = (pid: number) => {
+      const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      return (Number(f[11]) + Number(f[12])) / 100;
+    };
+    const measured = async (pid: number, url: string, c: number) => {
+      const before = cpuOf(pid);
+      const r = await postRound(url, keys, wav, REQUESTS, c);
+      return { ...r, cpuMs: ((cpuOf(pid) - before) * 1000) / REQUESTS };
+    };
+    const cpu = (r: { cpuMs: number }, who: string) => console.log(`           ${who} CPU per request: ${r.cpuMs.toFixed(2)} ms`);
+    const d8 = await measured(zero.proc.pid!, direct, CONCURRENCY);
     show("direct", d8, CONCURRENCY);
-    const s8 = await postRound(through, keys, wav, REQUESTS, CONCURRENCY);
+    cpu(d8, "zero-cost server");
+    const s8 = await measured(service.pid!, through, CONCURRENCY);
     show("service", s8, CONCURRENCY);
+    cpu(s8, "service process");
     const d1 = await postRound(direct, keys, wav, REQUESTS, 1);
     show("direct", d1, 1);
-    const s1 = await postRound(through, keys, wav, REQUESTS, 1);
+    const s1 = await measured(service.pid!, through, 1);
     show("service", s1, 1);
+    cpu(s1, "service process");
     const errors = d8.errors + s8.errors + d1.errors + s1.errors;
     console.log(
       `  service/direct at concurrency ${CONCURRENCY}: ${((s8.reqPerSec / d8.reqPerSec) * 100).toFixed(1)}% of the direct req/s; ` +
