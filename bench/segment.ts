@@ -11,10 +11,20 @@
  *    engine returns an empty transcript at once) so nothing but the gateway, NATS
  *    request/reply, auth, rate limiting, decode and the usage/audit appends is measured.
  *
+ * 3. Side by side (`BENCH_PART=side-by-side`, not run by default): the same load, a 1 s
+ *    WAV as multipart with `response_format=json`, sent straight to a zero-cost
+ *    OpenAI-compatible server (bench/support/zero-openai.ts: hono + node-server, parses
+ *    the form, answers an empty transcript) and through the service (`stt serve`, its own
+ *    process, `WORKER_EMBEDDED=none WORKER_OPENAI_URL=<that server>`), alternating
+ *    rounds: requests per second at concurrency 8 and p50 at concurrency 1 of each, the
+ *    service's share of the direct requests per second, the p50 it adds (the direct hop
+ *    included in its path) and the error count. BENCH_PROFILE_DIR=dir writes the
+ *    service's CPU profile there.
+ *
  * Options (env): BENCH_REQUESTS (default 1000), BENCH_CONCURRENCY (default 8),
- * BENCH_PART=engine|gateway to run one half.
+ * BENCH_PART=engine|gateway|side-by-side to run one part.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { execFileSync, spawn } from "node:child_process";
@@ -29,6 +39,11 @@ import type { TranscriptionEngine } from "../shared/workers/types";
 import { wordErrorRate } from "../shared/workers/wer";
 import { startStack } from "../test/support/stack";
 import { FIXTURES_DIR } from "../test/support/fixtures";
+import { randomBytes } from "node:crypto";
+import { loadConfig } from "../shared/config";
+import { createDb, dropSchema } from "../shared/db/index";
+import { connectNats, destroyTopology } from "../shared/nats";
+import { stopServer, waitForServer } from "./support/server";
 
 const LIBRI = "/usr/share/pocketsphinx/test/data/librivox";
 const FIX = FIXTURES_DIR;
@@ -36,6 +51,7 @@ const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const AUDIO_ONLY = process.env.BENCH_PART === "engine";
 const GATEWAY_ONLY = process.env.BENCH_PART === "gateway";
+const SIDE_BY_SIDE = process.env.BENCH_PART === "side-by-side";
 
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -199,8 +215,159 @@ async function benchGateway() {
   }
 }
 
+interface Round {
+  reqPerSec: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  /** p50 of the service's Server-Timing entries (ms), when it sent them. */
+  timing: Record<string, number>;
+}
+
+/** `total` POSTs of `wav` to `url`, `concurrency` at a time, key `keys[lane]` per lane. */
+async function postRound(url: string, keys: string[], wav: Uint8Array, total: number, concurrency: number): Promise<Round> {
+  const latency: number[] = [];
+  const timings: Record<string, number[]> = {};
+  let errors = 0;
+  let issued = 0;
+  const t0 = performance.now();
+  const lane = async (i: number) => {
+    while (issued < total) {
+      issued++;
+      const form = new FormData();
+      form.set("file", new Blob([new Uint8Array(wav)], { type: "audio/wav" }), "clip.wav");
+      form.set("model", "whisper-1");
+      form.set("response_format", "json");
+      const s = performance.now();
+      try {
+        const res = await fetch(url, { method: "POST", body: form, headers: { authorization: `Bearer ${keys[i % keys.length]}` } });
+        await res.arrayBuffer();
+        if (res.status !== 200) errors++;
+        for (const m of (res.headers.get("server-timing") ?? "").matchAll(/(\w+);dur=([\d.]+)/g)) (timings[m[1]!] ??= []).push(Number(m[2]));
+      } catch {
+        errors++;
+      }
+      latency.push(performance.now() - s);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, (_, i) => lane(i)));
+  const timing = Object.fromEntries(Object.entries(timings).map(([k, xs]) => [k, pct(xs, 50)]));
+  return { reqPerSec: total / ((performance.now() - t0) / 1000), p50: pct(latency, 50), p99: pct(latency, 99), errors, timing };
+}
+
+/** Spawns `npx tsx <script>` and returns it with the `{url}` it prints on its first line. */
+async function startZeroOpenAI(): Promise<{ proc: ReturnType<typeof spawn>; url: string }> {
+  const proc = spawn(process.execPath, ["--import", "tsx", "bench/support/zero-openai.ts"], { stdio: ["ignore", "pipe", "inherit"] });
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: proc.stdout! }).once("line", resolve);
+    proc.once("exit", (code) => reject(new Error(`zero-cost server exited (${code})`)));
+  });
+  return { proc, url: (JSON.parse(line) as { url: string }).url };
+}
+
+async function benchSideBySide() {
+  const id = randomBytes(4).toString("hex");
+  const prefix = `b${id}`;
+  const schema = `b_${id}`;
+  const adminToken = `admin-${randomBytes(8).toString("hex")}`;
+  const zero = await startZeroOpenAI();
+  const profile = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+  const service = spawn(process.execPath, [...profile, "--import", "tsx", "services/stt/main.ts", "serve"], {
+    env: {
+      ...process.env,
+      HOST: "127.0.0.1",
+      PORT: "0",
+      LOG_LEVEL: "info",
+      NATS_PREFIX: prefix,
+      DATABASE_SCHEMA: schema,
+      DATA_DIR: `/tmp/stt-bench-${id}`,
+      GATEWAY_ADMIN_TOKEN: adminToken,
+      GATEWAY_SESSION_TOKEN_SECRET: randomBytes(16).toString("hex"),
+      WORKER_EMBEDDED: "none",
+      WORKER_OPENAI_URL: zero.url,
+      WORKER_OPENAI_CONCURRENCY: "64",
+      RT_STREAM_DECODERS: "0",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  try {
+    const base = `http://127.0.0.1:${await waitForServer(service)}`;
+    // One key per client lane, its per-minute limit lifted so the bench measures cost, not refusals.
+    const keys: string[] = [];
+    for (let i = 0; i < CONCURRENCY; i++) {
+      const res = await fetch(`${base}/v1/external-transcription/keys`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        body: JSON.stringify({ plan: "pro", owner_id: `bench-${i}`, limits: { maxRequestsPerMinute: 1_000_000 } }),
+      });
+      keys.push(((await res.json()) as { data: { key: string } }).data.key);
+    }
+    const wav = encodeWav(new Int16Array(16_000).map((_, i) => Math.round(2000 * Math.sin(i / 7))));
+    const direct = `${zero.url}/v1/audio/transcriptions`;
+    const through = `${base}/v1/audio/transcriptions`;
+    // the worker announces itself warm after its first probe: wait for a 200
+    for (let t = 0; (await postRound(through, keys, wav, 1, 1)).errors > 0; t++) {
+      if (t > 100) throw new Error("the service never answered 200");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    console.log(`\n== Side by side: 1 s WAV as multipart, response_format json, ${REQUESTS} requests per round; load ${loadAverage()}`);
+    await postRound(direct, keys, wav, 200, CONCURRENCY);
+    await postRound(through, keys, wav, 200, CONCURRENCY);
+    const show = (label: string, r: Round, c: number) =>
+      console.log(
+        `  ${label.padEnd(8)} concurrency ${c}: ${r.reqPerSec.toFixed(0).padStart(4)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}` +
+          (Object.keys(r.timing).length ? ` (Server-Timing p50: ${Object.entries(r.timing).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ")} ms)` : ""),
+      );
+    // CPU seconds the service process (and the zero-cost server) spent per request: less
+    // sensitive to the machine's other load than requests per second
+    const cpuOf = (pid: number) => {
+      const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      return (Number(f[11]) + Number(f[12])) / 100;
+    };
+    const measured = async (pid: number, url: string, c: number) => {
+      const before = cpuOf(pid);
+      const r = await postRound(url, keys, wav, REQUESTS, c);
+      return { ...r, cpuMs: ((cpuOf(pid) - before) * 1000) / REQUESTS };
+    };
+    const cpu = (r: { cpuMs: number }, who: string) => console.log(`           ${who} CPU per request: ${r.cpuMs.toFixed(2)} ms`);
+    const d8 = await measured(zero.proc.pid!, direct, CONCURRENCY);
+    show("direct", d8, CONCURRENCY);
+    cpu(d8, "zero-cost server");
+    const s8 = await measured(service.pid!, through, CONCURRENCY);
+    show("service", s8, CONCURRENCY);
+    cpu(s8, "service process");
+    const d1 = await postRound(direct, keys, wav, REQUESTS, 1);
+    show("direct", d1, 1);
+    const s1 = await measured(service.pid!, through, 1);
+    show("service", s1, 1);
+    cpu(s1, "service process");
+    const errors = d8.errors + s8.errors + d1.errors + s1.errors;
+    console.log(
+      `  service/direct at concurrency ${CONCURRENCY}: ${((s8.reqPerSec / d8.reqPerSec) * 100).toFixed(1)}% of the direct req/s; ` +
+        `added p50 at concurrency 1: ${(s1.p50 - d1.p50).toFixed(2)} ms; errors: ${errors}; load ${loadAverage()}`,
+    );
+  } finally {
+    await stopServer(service);
+    zero.proc.kill("SIGTERM");
+    rmSync(`/tmp/stt-bench-${id}`, { recursive: true, force: true });
+    const config = loadConfig(process.env);
+    const nats = await connectNats({ url: config.nats.url, prefix, declare: false });
+    await destroyTopology(nats).catch(() => undefined);
+    await nats.close();
+    const db = createDb({ ...config.db, schema });
+    await dropSchema(db, schema).catch(() => undefined);
+    await db.destroy();
+  }
+}
+
+const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+
 if (process.argv.includes("--serve")) {
   await serveGateway();
+  process.exit(0);
+}
+if (SIDE_BY_SIDE) {
+  await benchSideBySide();
   process.exit(0);
 }
 if (!GATEWAY_ONLY) await benchEngine();

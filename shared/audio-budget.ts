@@ -48,33 +48,45 @@ function readCounter(entry: { length: number; string(): string } | null): number
   return Number.isFinite(n) && n >= 0 ? n : undefined;
 }
 
+/**
+ * Reads the counter `key` (seeding it from the read model when absent, expired or
+ * unreadable), applies `change` and writes the result with compare-and-set; `change`
+ * answering undefined writes nothing. Resolves the counter as left.
+ */
+async function updateCounter(
+  deps: BudgetDeps,
+  keyId: string,
+  key: string,
+  now: Date,
+  change: (used: number) => number | undefined,
+): Promise<number> {
+  const kv = await deps.nats.kv("budget");
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const entry = await kv.get(key);
+    const stored = readCounter(entry);
+    // absent, expired or unreadable: start again from the read model (and overwrite it)
+    const used = stored ?? (await usedAudioSeconds(deps.db, keyId, now, deps.windowSeconds));
+    const next = change(used);
+    if (next === undefined) return used;
+    try {
+      if (entry) await kv.update(key, String(round3(next)), entry.revision);
+      else await kv.create(key, String(round3(next)));
+      return next;
+    } catch (err) {
+      if (!isCasConflict(err)) throw err;
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(20, attempt + 1)));
+    }
+  }
+  throw new AppError("unavailable", "budget_unavailable", "Could not update the audio budget; retry shortly.");
+}
+
+const counterKey = (keyId: string, start: Date) => `${keyId}.${Math.floor(start.getTime() / 1000)}`;
+
 export function audioBudget(deps: BudgetDeps, principal: { keyId: string; limits: Limits }, now: Date): AudioBudget {
   const limit = principal.limits.maxAudioSecondsPerWindow;
-  const start = windowStart(now, deps.windowSeconds);
-  const key = `${principal.keyId}.${Math.floor(start.getTime() / 1000)}`;
+  const key = counterKey(principal.keyId, windowStart(now, deps.windowSeconds));
   const unlimited = limit <= 0;
-
-  /** Reads the counter (seeding it from the read model), applies `change`, writes with CAS. */
-  const update = async (change: (used: number) => number | undefined): Promise<number | undefined> => {
-    const kv = await deps.nats.kv("budget");
-    for (let attempt = 0; attempt < 50; attempt++) {
-      const entry = await kv.get(key);
-      const stored = readCounter(entry);
-      // absent, expired or unreadable: start again from the read model (and overwrite it)
-      const used = stored ?? (await usedAudioSeconds(deps.db, principal.keyId, now, deps.windowSeconds));
-      const next = change(used);
-      if (next === undefined) return used;
-      try {
-        if (entry) await kv.update(key, String(round3(next)), entry.revision);
-        else await kv.create(key, String(round3(next)));
-        return next;
-      } catch (err) {
-        if (!isCasConflict(err)) throw err;
-        await new Promise((r) => setTimeout(r, Math.random() * Math.min(20, attempt + 1)));
-      }
-    }
-    throw new AppError("unavailable", "budget_unavailable", "Could not update the audio budget; retry shortly.");
-  };
+  const update = (change: (used: number) => number | undefined) => updateCounter(deps, principal.keyId, key, now, change);
 
   return {
     async remaining() {
@@ -101,6 +113,149 @@ export function audioBudget(deps: BudgetDeps, principal: { keyId: string; limits
     async consume(seconds) {
       if (unlimited || seconds <= 0) return;
       await update((used) => used + seconds);
+    },
+  };
+}
+
+/**
+ * The segment plane's view of the budget without a KV round trip per request: each
+ * gateway draws a key's window from the same counter in blocks and spends them on clips
+ * locally (all or nothing, as `claim` does).
+ *
+ * - Never more than `maxAudioSecondsPerWindow` granted across planes and gateways: the
+ *   counter grants only what is left, and a gateway spends only what it was granted.
+ * - A block is the clip's shortfall plus 1% of the window's budget (at most 300 s), as
+ *   far as the counter has it. Seconds a gateway holds unspent are not available to the
+ *   other planes and gateways: they may be refused up to one block per such gateway early,
+ *   until the holder gives it back after `returnAfterMs` (default 1 s) without a segment
+ *   request of that key. A gateway that dies strands at most one block until the window
+ *   ends (the key can use that much less; it is never billed: billing is the usage events).
+ * - `remaining()` answers from memory while it is at least the plan's
+ *   maxAudioSecondsPerRequest (then the decode bound and the pre-decode check are the
+ *   plan's whatever the exact figure); below that it reads the counter, as before.
+ */
+export interface SegmentBudgets {
+  forKey(principal: { keyId: string; limits: Limits }, now: Date): Pick<AudioBudget, "remaining" | "claim" | "release">;
+  /** Seconds this process holds unspent for the key in the current window. */
+  unspent(keyId: string, now: Date): number;
+  /** Gives every unspent block back. */
+  stop(): Promise<void>;
+}
+
+export const budgetBlockSeconds = (limit: number) => Math.min(300, limit * 0.01);
+
+interface Allowance {
+  key: string;
+  keyId: string;
+  now: Date;
+  /** Seconds granted by the counter and not spent. */
+  held: number;
+  /** What the counter had left after this process's last read or write. */
+  left: number;
+  synced: boolean;
+  lastUse: number;
+  /** Operations on one allowance run one after another. */
+  chain: Promise<unknown>;
+}
+
+export function createSegmentBudgets(deps: BudgetDeps, options: { returnAfterMs?: number } = {}): SegmentBudgets {
+  const returnAfterMs = options.returnAfterMs ?? 1000;
+  const allowances = new Map<string, Allowance>();
+  const serial = <T>(a: Allowance, op: () => Promise<T>, touch = true): Promise<T> => {
+    const guarded = async () => {
+      if (touch) a.lastUse = Date.now();
+      try {
+        return await op();
+      } finally {
+        // dropped by the sweep while a request still used it (a long decode): nothing may stay held
+        if (allowances.get(a.keyId) !== a && a.held > 0) await giveBack(a).catch(() => undefined);
+      }
+    };
+    const run = a.chain.then(guarded, guarded);
+    a.chain = run.catch(() => undefined);
+    return run;
+  };
+  /** Takes `need` seconds plus up to `extra` from the counter; resolves whether `need` was granted. */
+  const take = async (a: Allowance, limit: number, need: number, extra: number): Promise<boolean> => {
+    let granted = 0;
+    const used = await updateCounter(deps, a.keyId, a.key, a.now, (u) => {
+      const left = limit - u;
+      granted = left >= need ? need + Math.max(0, Math.min(extra, left - need)) : 0;
+      return granted > 0 ? u + granted : undefined;
+    });
+    a.left = Math.max(0, limit - used);
+    a.held = round3(a.held + granted);
+    a.synced = true;
+    return need <= 0 || granted > 0;
+  };
+  /** Gives the held seconds back (taken out of the allowance first, so none is spent twice). */
+  const giveBack = async (a: Allowance): Promise<void> => {
+    const held = a.held;
+    if (held <= 0) return;
+    a.held = 0;
+    a.synced = false;
+    await updateCounter(deps, a.keyId, a.key, a.now, (u) => Math.max(0, u - held));
+  };
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const [k, a] of allowances) {
+      if (now - a.lastUse < returnAfterMs) continue;
+      if (now - a.lastUse >= 60_000) allowances.delete(k);
+      if (a.held > 0) void serial(a, () => giveBack(a), false).catch(() => undefined);
+    }
+  }, Math.max(50, returnAfterMs / 2));
+  sweep.unref();
+
+  const allowanceOf = (keyId: string, now: Date): Allowance => {
+    const key = counterKey(keyId, windowStart(now, deps.windowSeconds));
+    let a = allowances.get(keyId);
+    if (!a || a.key !== key) {
+      // a past window's seconds are moot: its counter is never read again
+      a = { key, keyId, now, held: 0, left: 0, synced: false, lastUse: Date.now(), chain: Promise.resolve() };
+      allowances.set(keyId, a);
+    }
+    a.lastUse = Date.now();
+    return a;
+  };
+
+  return {
+    forKey(principal, now) {
+      const limit = principal.limits.maxAudioSecondsPerWindow;
+      if (limit <= 0) return audioBudget(deps, principal, now);
+      const a = allowanceOf(principal.keyId, now);
+      const block = budgetBlockSeconds(limit);
+      return {
+        remaining: () =>
+          serial(a, async () => {
+            if (!a.synced) await take(a, limit, 0, block);
+            if (a.held + a.left < principal.limits.maxAudioSecondsPerRequest) {
+              const kv = await deps.nats.kv("budget");
+              const used = readCounter(await kv.get(a.key));
+              if (used !== undefined) a.left = Math.max(0, limit - used);
+            }
+            return Math.max(0, round3(a.held + a.left));
+          }),
+        claim: (seconds) =>
+          serial(a, async () => {
+            if (seconds <= 0) return 0;
+            if (a.held < seconds && !(await take(a, limit, round3(seconds - a.held), block))) return 0;
+            a.held = round3(a.held - seconds);
+            return seconds;
+          }),
+        release: (seconds) =>
+          serial(a, async () => {
+            if (seconds > 0) a.held = round3(a.held + seconds);
+          }),
+      };
+    },
+    unspent(keyId, now) {
+      const a = allowances.get(keyId);
+      return a && a.key === counterKey(keyId, windowStart(now, deps.windowSeconds)) ? a.held : 0;
+    },
+    async stop() {
+      clearInterval(sweep);
+      await Promise.all([...allowances.values()].map((a) => serial(a, () => giveBack(a), false).catch(() => undefined)));
+      allowances.clear();
     },
   };
 }

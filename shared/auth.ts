@@ -78,7 +78,8 @@ export function refuseKeysInUrl(url: URL): void {
   }
 }
 
-interface KeyRow {
+/** The api_keys columns authentication reads (also what shared/key-cache.ts keeps). */
+export interface KeyRow {
   id: string;
   owner_id: string;
   key_hash: string;
@@ -89,7 +90,7 @@ interface KeyRow {
   limit_overrides: LimitOverrides | null;
 }
 
-function principalFromRow(row: KeyRow, now: Date, via: Principal["via"], plans: PlanCatalog): Principal {
+export function principalFromRow(row: KeyRow, now: Date, via: Principal["via"], plans: PlanCatalog): Principal {
   if (row.revoked_at) throw unauthorized("revoked_api_key", "This API key has been revoked.");
   if (row.expires_at && row.expires_at.getTime() <= now.getTime()) throw unauthorized("expired_api_key", "This API key has expired.");
   return { keyId: row.id, ownerId: row.owner_id, plan: row.plan, limits: resolveLimits(plans, row.plan, row.limit_overrides), lastUsedAt: row.last_used_at, via };
@@ -97,16 +98,29 @@ function principalFromRow(row: KeyRow, now: Date, via: Principal["via"], plans: 
 
 const keyColumns = ["id", "owner_id", "key_hash", "plan", "expires_at", "revoked_at", "last_used_at", "limit_overrides"] as const;
 
-/** Authenticates an `sk-` key from an Authorization header value. */
-export async function authenticateApiKey(db: Db, authorization: string | undefined | null, now: Date, plans: PlanCatalog = defaultPlanCatalog): Promise<Principal> {
+/** The SHA-256 of a Bearer `sk-` key, after the format checks (401 when it fails them). */
+export function bearerKeyHash(authorization: string | undefined | null): string {
   const key = bearerCredential(authorization);
   if (!isWellFormedKey(key)) throw unauthorized("invalid_api_key", "Invalid API key format; keys start with 'sk-' and are at least 16 characters.");
-  const hash = sha256Hex(key);
-  const row = await withStore("auth_unavailable", () =>
-    db.selectFrom("api_keys").select(keyColumns).where("key_hash", "=", hash).executeTakeFirst(),
-  );
+  return sha256Hex(key);
+}
+
+/** The api_keys row of a key hash, or undefined (503 `auth_unavailable` when Postgres is down). */
+export async function readKeyByHash(db: Db, hash: string): Promise<KeyRow | undefined> {
+  return withStore("auth_unavailable", () => db.selectFrom("api_keys").select(keyColumns).where("key_hash", "=", hash).executeTakeFirst());
+}
+
+/** 401 unless `row` is the key of `hash` (compared in constant time). */
+export function assertKeyRow(row: KeyRow | undefined, hash: string): asserts row is KeyRow {
   // The lookup is by hash, so timing reveals nothing about the key; compare anyway.
   if (!row || !safeEqual(row.key_hash, hash)) throw unauthorized("invalid_api_key", "Invalid API key.");
+}
+
+/** Authenticates an `sk-` key from an Authorization header value. */
+export async function authenticateApiKey(db: Db, authorization: string | undefined | null, now: Date, plans: PlanCatalog = defaultPlanCatalog): Promise<Principal> {
+  const hash = bearerKeyHash(authorization);
+  const row = await readKeyByHash(db, hash);
+  assertKeyRow(row, hash);
   return principalFromRow(row, now, "api_key", plans);
 }
 

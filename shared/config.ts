@@ -67,6 +67,7 @@ const envSchema = z.object({
   GATEWAY_SESSION_TOKEN_SECRET: optionalString,
   GATEWAY_ENABLED: bool.default(true),
   KEY_PROJECTION_WAIT_MS: int.min(0).default(3000),
+  KEY_CACHE_TTL_MS: int.min(0).default(30_000),
 
   // usage and quotas
   USAGE_WINDOW_SECONDS: int.min(60).default(86_400),
@@ -177,6 +178,7 @@ function build(env: Env) {
       adminToken: env.GATEWAY_ADMIN_TOKEN,
       sessionTokenSecret: env.GATEWAY_SESSION_TOKEN_SECRET,
       keyProjectionWaitMs: env.KEY_PROJECTION_WAIT_MS,
+      keyCacheTtlMs: env.KEY_CACHE_TTL_MS,
     },
     gateway: { enabled: env.GATEWAY_ENABLED },
     usage: { windowSeconds: env.USAGE_WINDOW_SECONDS },

@@ -133,10 +133,38 @@ async function applyOne<E extends EventShape>(db: Db, projection: Projection<E>,
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Runs a projection live: an ordered consumer from the stored offset + 1, one
- * transaction per event. An event it cannot apply (malformed, or refused by Postgres)
- * is dead-lettered and stepped over, so one bad message cannot wedge a read model; any
- * other failure (Postgres down) backs off and resumes from the stored offset.
+ * Applies the messages that queued up while the previous transaction ran, in one
+ * transaction (group commit: under load one offset lock and one commit serve many
+ * events; alone, an event is applied as soon as it arrives). When one of them cannot
+ * be applied the batch rolls back and its messages go one by one through applyOne,
+ * which dead-letters the bad one; offsets keep every replay a no-op.
+ */
+async function applyBatch<E extends EventShape>(db: Db, projection: Projection<E>, batch: JsMsg[], logger: Logger): Promise<void> {
+  // each event in a span continuing its own trace (shared/telemetry.ts)
+  const traced = (m: JsMsg, apply: () => Promise<void>) => withSpanFromHeaders(`projection ${projection.name}`, m.headers, apply);
+  if (batch.length === 1) return traced(batch[0]!, () => applyOne(db, projection, batch[0]!, logger));
+  try {
+    await db.transaction().execute(async (trx) => {
+      const last = await readOffset(trx, projection.name, true);
+      const fresh = batch.filter((m) => m.seq > last);
+      if (fresh.length === 0) return;
+      for (const m of fresh) await traced(m, () => projection.apply(trx, toRecorded(projection, m)));
+      await writeOffset(trx, projection.name, fresh.at(-1)!.seq);
+    });
+  } catch (err) {
+    if (!cannotApplyEvent(err)) throw err;
+    for (const m of batch) await traced(m, () => applyOne(db, projection, m, logger));
+  }
+}
+
+const MAX_BATCH = 256;
+
+/**
+ * Runs a projection live: an ordered consumer from the stored offset + 1, the events
+ * that arrive while a transaction runs applied together in the next (applyBatch). An
+ * event it cannot apply (malformed, or refused by Postgres) is dead-lettered and
+ * stepped over, so one bad message cannot wedge a read model; any other failure
+ * (Postgres down) backs off and resumes from the stored offset.
  *
  * After a NATS reconnect the ordered consumer (ephemeral: a restarted nats-server has
  * forgotten it) is not trusted to resume by itself: the current one is closed and a new
@@ -163,11 +191,40 @@ export async function startProjection<E extends EventShape>(
     messages = await consumer.consume({ max_messages: 256 });
     // stopped while this was starting: stop() found no iterator to close
     if (stopped) return void messages.close().catch(() => undefined);
-    for await (const m of messages) {
-      if (stopped) break;
-      await withSpanFromHeaders(`projection ${projection.name}`, m.headers, () => applyOne(db, projection, m, logger));
-      applied = m.seq;
+    const queue: JsMsg[] = [];
+    let wake: (() => void) | undefined;
+    let ended = false;
+    const applier = (async () => {
+      while (!stopped) {
+        if (queue.length === 0) {
+          if (ended) return;
+          await new Promise<void>((r) => (wake = r));
+          continue;
+        }
+        const batch = queue.splice(0, MAX_BATCH);
+        await applyBatch(db, projection, batch, logger);
+        applied = batch.at(-1)!.seq;
+      }
+    })();
+    // a failed transaction ends the read side too, so runOnce throws and the loop resumes from the stored offset
+    let failed = false;
+    applier.catch(() => {
+      failed = true;
+      void messages?.close().catch(() => undefined);
+    });
+    try {
+      for await (const m of messages) {
+        if (stopped) break;
+        queue.push(m);
+        wake?.();
+        // the consumer's buffer (256) is the backpressure; this bounds what waits here
+        while (queue.length >= 4 * MAX_BATCH && !stopped && !failed) await new Promise((r) => setTimeout(r, 5));
+      }
+    } finally {
+      ended = true;
+      wake?.();
     }
+    await applier;
   };
 
   const unhook = nats.onReconnect(() => {

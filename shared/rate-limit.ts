@@ -71,3 +71,143 @@ export async function peekRate(nats: Nats, keyId: string, kind: "requests" | "co
   const stored = entry && entry.length > 0 ? Number(entry.string()) : 0;
   return Number.isInteger(stored) && stored >= 0 ? stored : 0;
 }
+
+/**
+ * Requests per key and minute without a KV round trip per request: each process takes
+ * the minute's units from the same `rate` counter in blocks (one compare-and-set per
+ * block) and spends them locally.
+ *
+ * - Never more than `limit` in a minute across every gateway: the counter only grants
+ *   what is left, and a process spends only what it was granted.
+ * - The tolerance is the other way: units one gateway holds are not available to
+ *   another, so with G gateways serving one key, up to (G − 1) × block units of its
+ *   minute may be refused while held elsewhere. A block is ⌊limit / 20⌋ (5%), at least
+ *   1 and at most 100; units unspent for `returnAfterMs` (default 1 s) go back to the
+ *   counter, and a gateway that dies strands at most one block until the minute ends.
+ *   At limits under 40 a block is one unit: every request is counted exactly as before.
+ * - `remaining` in the headers is exact with one gateway; with several it counts the
+ *   others' units as of this process's last take.
+ */
+export interface RequestLimiter {
+  /** Counts one request; throws 429 `rate_limit_exceeded` (with Retry-After) when the minute is full. */
+  consume(keyId: string, limit: number, now: Date): Promise<RateState>;
+  /** Units this process holds unspent for the key in the current minute (counted in the bucket, not used). */
+  unspent(keyId: string, now: Date): number;
+  /** Gives the unspent units back. */
+  stop(): Promise<void>;
+}
+
+export const rateBlockSize = (limit: number) => Math.max(1, Math.min(100, Math.floor(limit / 20)));
+
+interface Allowance {
+  minute: number;
+  /** Units granted to this process by the counter. */
+  taken: number;
+  spent: number;
+  /** The counter after this process's last compare-and-set: what every gateway took. */
+  counterSeen: number;
+  lastUse: number;
+  refill?: Promise<number>;
+}
+
+export function createRequestLimiter(nats: Nats, options: { returnAfterMs?: number } = {}): RequestLimiter {
+  const returnAfterMs = options.returnAfterMs ?? 1000;
+  const allowances = new Map<string, Allowance>();
+  const counterKey = (keyId: string, minute: number) => `${keyId}.requests.${minute}`;
+
+  /** Takes up to a block from the counter; resolves the units granted (0: the minute is full). */
+  const take = async (keyId: string, a: Allowance, limit: number): Promise<number> => {
+    const kv = await nats.kv("rate");
+    const k = counterKey(keyId, a.minute);
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const entry = await kv.get(k);
+      const stored = entry && entry.length > 0 ? Number(entry.string()) : 0;
+      const count = Number.isInteger(stored) && stored >= 0 ? stored : 0;
+      if (count >= limit) {
+        a.counterSeen = count;
+        return 0;
+      }
+      const grant = Math.min(rateBlockSize(limit), limit - count);
+      try {
+        if (entry) await kv.update(k, String(count + grant), entry.revision);
+        else await kv.create(k, String(grant));
+        a.taken += grant;
+        a.counterSeen = count + grant;
+        return grant;
+      } catch (err) {
+        if (!isCasConflict(err)) throw err;
+      }
+    }
+    throw new AppError("unavailable", "rate_limiter_unavailable", "Could not update the rate limiter; retry shortly.");
+  };
+
+  /** Returns a key's unspent units to the counter (moved out of the allowance first, so none is spent twice). */
+  const giveBack = async (keyId: string, a: Allowance, minute: number): Promise<void> => {
+    const held = a.taken - a.spent;
+    if (held <= 0 || a.refill) return;
+    a.taken -= held;
+    if (a.minute !== minute) return; // a past minute's units are moot
+    const kv = await nats.kv("rate");
+    const k = counterKey(keyId, a.minute);
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const entry = await kv.get(k);
+      if (!entry || entry.length === 0) return;
+      const count = Number(entry.string());
+      if (!Number.isInteger(count) || count <= 0) return;
+      try {
+        await kv.update(k, String(Math.max(0, count - held)), entry.revision);
+        a.counterSeen = Math.max(0, count - held);
+        return;
+      } catch (err) {
+        if (!isCasConflict(err)) throw err;
+      }
+    }
+  };
+
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    const minute = Math.floor(now / 60_000);
+    for (const [keyId, a] of allowances) {
+      if (a.refill) continue;
+      if (a.minute !== minute && a.taken - a.spent <= 0) allowances.delete(keyId);
+      else if (now - a.lastUse >= returnAfterMs) void giveBack(keyId, a, minute).catch(() => undefined);
+    }
+  }, Math.max(50, returnAfterMs / 2));
+  sweep.unref();
+
+  return {
+    async consume(keyId, limit, now) {
+      const minute = Math.floor(now.getTime() / 60_000);
+      const resetSeconds = Math.max(1, Math.ceil(((minute + 1) * 60_000 - now.getTime()) / 1000));
+      let a = allowances.get(keyId);
+      if (!a || a.minute !== minute) {
+        a = { minute, taken: 0, spent: 0, counterSeen: 0, lastUse: 0 };
+        allowances.set(keyId, a);
+      }
+      while (a.taken - a.spent <= 0) {
+        const allowance = a;
+        allowance.refill ??= take(keyId, allowance, limit).finally(() => (allowance.refill = undefined));
+        if ((await allowance.refill) === 0 && allowance.taken - allowance.spent <= 0) {
+          const state = { limit, remaining: 0, resetSeconds };
+          throw new AppError("rate_limited", "rate_limit_exceeded", `Rate limit of ${limit} requests per minute exceeded; retry in ${resetSeconds} s.`, {
+            headers: { ...rateHeaders(state), "Retry-After": String(resetSeconds) },
+          });
+        }
+      }
+      a.spent++;
+      a.lastUse = Date.now();
+      const used = a.counterSeen - a.taken + a.spent;
+      return { limit, remaining: Math.max(0, limit - used), resetSeconds };
+    },
+    unspent(keyId, now) {
+      const a = allowances.get(keyId);
+      return a && a.minute === Math.floor(now.getTime() / 60_000) ? Math.max(0, a.taken - a.spent) : 0;
+    },
+    async stop() {
+      clearInterval(sweep);
+      const minute = Math.floor(Date.now() / 60_000);
+      await Promise.all([...allowances].map(([keyId, a]) => giveBack(keyId, a, minute).catch(() => undefined)));
+      allowances.clear();
+    },
+  };
+}

@@ -4,6 +4,9 @@ import { connectRt, extraGateways, silence, streamPcm, wsUrl } from "./support/r
 import { fixturePath } from "./support/fixtures";
 import { waitFor } from "./support/jobs-helpers";
 import { startStack, type Stack } from "./support/stack";
+import { startServiceProcess } from "./support/service-process";
+import { budgetBlockSeconds } from "../shared/audio-budget";
+import { encodeWav } from "../shared/audio/wav";
 
 /**
  * One live audio budget per key and window across planes and gateway processes: two
@@ -111,4 +114,60 @@ describe("live audio budget", () => {
     const statuses = (await Promise.all([0, 1].map(() => stack.fetch("/v1/audio/transcriptions", { method: "POST", headers, body: clip() })))).map((r) => r.status).sort();
     expect(statuses).toEqual([200, 429]);
   });
+
+  it("the segment plane holds at most a block (1% of the window) ahead of its clips, and gives it back after 1 s without requests", async () => {
+    const window = 1000;
+    const { key, id } = await issueBudgetKey("budget4", window);
+    const headers = { authorization: `Bearer ${key}` };
+    // a short clip, so the answer comes well within the second after the draw
+    const res = await stack.fetch("/v1/audio/transcriptions", { method: "POST", headers, body: silenceForm(1) });
+    expect(res.status).toBe(200);
+    const clip = (((await res.json()) as any).duration as number);
+    const counter = async () => {
+      const start = Math.floor(Date.now() / 1000 / stack.config.usage.windowSeconds) * stack.config.usage.windowSeconds;
+      return Number((await (await stack.nats.kv("budget")).get(`${id}.${start}`))!.string());
+    };
+    const held = (await counter()) - clip;
+    expect(held).toBeGreaterThan(0);
+    expect(held).toBeLessThanOrEqual(budgetBlockSeconds(window) + 0.01);
+    const back = await waitFor(async () => ((await counter()) - clip < 0.01 ? await counter() : undefined), { timeoutMs: 5000, what: "the block given back" });
+    expect(back).toBeCloseTo(clip, 2);
+  });
+
+  it("segment requests of one key on two gateway processes never draw more than the window", async () => {
+    const child = await startServiceProcess(stack, "http-gateway");
+    try {
+      const { key } = await issueBudgetKey("budget5", 12);
+      const headers = { authorization: `Bearer ${key}` };
+      const bases = [stack.baseUrl, `http://127.0.0.1:${child.port}`];
+      // eight 5 s clips at once, four per gateway, against 12 s: two fit
+      const statuses = await Promise.all(
+        Array.from({ length: 8 }, async (_, i) => {
+          const r = await fetch(`${bases[i % 2]}/v1/audio/transcriptions`, { method: "POST", headers, body: silenceForm(5) });
+          await r.arrayBuffer();
+          return r.status;
+        }),
+      );
+      expect(statuses.filter((s) => s === 200)).toHaveLength(2);
+      expect(statuses.filter((s) => s === 429)).toHaveLength(6);
+    } finally {
+      await child.kill();
+    }
+  });
 });
+
+async function issueBudgetKey(owner: string, windowSeconds: number): Promise<{ key: string; id: string }> {
+  const res = await stack.fetch("/v1/external-transcription/keys", {
+    method: "POST",
+    headers: { authorization: `Bearer ${stack.adminToken}`, "content-type": "application/json" },
+    body: JSON.stringify({ owner_id: owner, plan: "pro", limits: { maxAudioSecondsPerWindow: windowSeconds } }),
+  });
+  return ((await res.json()) as any).data;
+}
+
+function silenceForm(seconds: number): FormData {
+  const form = new FormData();
+  form.set("file", new Blob([new Uint8Array(encodeWav(new Int16Array(16_000 * seconds)))], { type: "audio/wav" }), "silence.wav");
+  form.set("response_format", "verbose_json");
+  return form;
+}

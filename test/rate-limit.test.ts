@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectRt, wsUrl } from "./support/realtime-support";
 import { waitFor } from "./support/jobs-helpers";
 import { startStack, type Stack } from "./support/stack";
+import { startServiceProcess } from "./support/service-process";
+import { rateBlockSize } from "../shared/rate-limit";
 
 /** Request limits with OpenAI's header names, and lastUsedAt from WebSocket use. */
 let stack: Stack;
@@ -42,6 +44,49 @@ describe("rate limits", () => {
       body: JSON.stringify({ audio_url: "https://127.0.0.1:1/a.wav" }),
     });
     expect(job.status).toBe(429);
+  });
+
+  it("counted in blocks (limit 100: 5 per take), one gateway still admits exactly the limit with exact remaining headers", async () => {
+    await freshMinute();
+    const limit = 100;
+    expect(rateBlockSize(limit)).toBe(5);
+    const { key } = await stack.issueKey("pro", "rl-block", { limits: { maxRequestsPerMinute: limit } });
+    const issue = () => stack.fetch("/v1/audio/transcriptions/session-token", { method: "POST", headers: { authorization: `Bearer ${key}` } });
+    for (let i = 1; i <= limit; i++) {
+      const res = await issue();
+      expect(res.status, `token ${i}`).toBe(200);
+      expect(res.headers.get("x-ratelimit-remaining-requests"), `token ${i}`).toBe(String(limit - i));
+    }
+    expect((await issue()).status).toBe(429);
+  });
+
+  it("a key served by two gateway processes is never admitted past its limit, and at most one block is held back", async () => {
+    await freshMinute();
+    const child = await startServiceProcess(stack, "http-gateway");
+    try {
+      const limit = 100;
+      const { key } = await stack.issueKey("pro", "rl-two", { limits: { maxRequestsPerMinute: limit } });
+      const bases = [stack.baseUrl, `http://127.0.0.1:${child.port}`];
+      const total = 140;
+      let sent = 0;
+      let admitted = 0;
+      let refused = 0;
+      const lane = async (i: number) => {
+        while (sent < total) {
+          sent++;
+          const res = await fetch(`${bases[i % 2]}/v1/audio/transcriptions/session-token`, { method: "POST", headers: { authorization: `Bearer ${key}` } });
+          await res.arrayBuffer();
+          if (res.status === 200) admitted++;
+          else if (res.status === 429) refused++;
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, (_, i) => lane(i)));
+      expect(admitted + refused).toBe(total);
+      expect(admitted).toBeLessThanOrEqual(limit);
+      expect(admitted).toBeGreaterThanOrEqual(limit - rateBlockSize(limit));
+    } finally {
+      await child.kill();
+    }
   });
 
   it("a key used only over WebSocket gets lastUsedAt", async () => {

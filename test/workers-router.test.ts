@@ -46,8 +46,10 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
     [primaryA, primaryB, fallback] = await Promise.all([startProviderServer("primary-a"), startProviderServer("primary-b"), startProviderServer("fallback")]);
     await startOpenAIWorker(primaryA, "worker-a");
     await startOpenAIWorker(primaryB, "worker-b");
-    router = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 5000, fallback: { url: fallback.url, apiKey: "sk-fallback-secret" }, logger });
-    noFallbackRouter = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 5000, logger });
+    // The workers run in this process: these routers post to them over NATS all the same
+    // (the path between processes); the in-process call has its own test below.
+    router = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 5000, fallback: { url: fallback.url, apiKey: "sk-fallback-secret" }, logger, localWorkers: false });
+    noFallbackRouter = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 5000, logger, localWorkers: false });
     await waitFor(() => router.workers().filter((w) => w.warm).length === 2);
   });
 
@@ -222,5 +224,41 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
     expect(r.result.duration).toBeCloseTo(long.length / 16_000, 1);
     expect(r.result.text.split(" ").filter((w) => w === "amiable").length).toBeGreaterThanOrEqual(4);
     expect(r.result.words.at(-1)!.end).toBeGreaterThan(30);
+  });
+
+  it("a worker in the router's own process gets the clip by a call: nothing crosses NATS, and its timeout still sends the clip to the fallback", async () => {
+    reset();
+    // its own worker and server: the others' observed real-time factors carry earlier tests' delays
+    const primaryC = await startProviderServer("primary-c");
+    await startOpenAIWorker(primaryC, "worker-c");
+    const local = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 5000, fallback: { url: fallback.url, apiKey: "sk-fallback-secret" }, logger });
+    const seen: string[] = [];
+    const spy = nats.nc.subscribe(nats.topology.subjects.workerRequest("worker-c"), { callback: (_e, m) => void seen.push(m.subject) });
+    try {
+      await nats.nc.flush();
+      await waitFor(() => local.workers().some((w) => w.id === "worker-c" && w.warm) && router.workers().some((w) => w.id === "worker-c" && w.warm));
+      const r = await local.transcribe({ pcm: second, workerId: "worker-c", language: "en", prompt: "hello" });
+      expect(r).toMatchObject({ workerId: "worker-c", fallbackUsed: false });
+      expect(r.result.text).toBe("primary-c heard 1.00 seconds");
+      expect(primaryC.requests[0]).toMatchObject({ samples: 16_000, language: "en", prompt: "hello" });
+      expect(seen).toHaveLength(0);
+      // the same request over NATS is seen by the spy
+      await router.transcribe({ pcm: second, workerId: "worker-c" });
+      await nats.nc.flush();
+      expect(seen).toHaveLength(1);
+
+      primaryC.behaviour.delayMs = 3000;
+      const t0 = performance.now();
+      const slow = await local.transcribe({ pcm: second, workerId: "worker-c" });
+      expect(slow).toMatchObject({ workerId: "fallback", fallbackUsed: true });
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(790);
+      expect(performance.now() - t0).toBeLessThan(1600 + SLACK_MS);
+    } finally {
+      spy.unsubscribe();
+      await local.stop();
+      primaryC.behaviour.delayMs = 0;
+      await workers.pop()!.stop();
+      await primaryC.close();
+    }
   });
 });

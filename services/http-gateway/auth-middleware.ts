@@ -27,7 +27,8 @@ export function requireApiKey(deps: GatewayDeps): MiddlewareHandler<GatewayEnv> 
   return async function requireApiKeyMiddleware(c, next) {
     const now = deps.now();
     refuseKeysInUrl(new URL(c.req.url));
-    const principal = await authenticateApiKey(deps.db, c.req.header("authorization"), now, deps.config.plans);
+    const authorization = c.req.header("authorization");
+    const principal = deps.keys ? await deps.keys.authenticate(authorization, now) : await authenticateApiKey(deps.db, authorization, now, deps.config.plans);
     c.set("principal", principal);
     noteKeyUse(deps.nats, principal, now, deps.logger);
     await next();
@@ -38,7 +39,10 @@ export function requireApiKey(deps: GatewayDeps): MiddlewareHandler<GatewayEnv> 
 export function limitRequests(deps: GatewayDeps): MiddlewareHandler<GatewayEnv> {
   return async function limitRequestsMiddleware(c, next) {
     const principal = c.get("principal");
-    const state = await consumeRate(deps.nats, principal.keyId, "requests", principal.limits.maxRequestsPerMinute, deps.now());
+    const limit = principal.limits.maxRequestsPerMinute;
+    const state = deps.limiter
+      ? await deps.limiter.consume(principal.keyId, limit, deps.now())
+      : await consumeRate(deps.nats, principal.keyId, "requests", limit, deps.now());
     for (const [name, value] of Object.entries(rateHeaders(state))) c.header(name, value);
     await next();
   };

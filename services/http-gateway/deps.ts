@@ -2,7 +2,10 @@ import type { Readiness } from "../../schemas/http";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import type { Logger } from "../../shared/logger";
+import type { SegmentBudgets } from "../../shared/audio-budget";
+import type { KeyCache } from "../../shared/key-cache";
 import type { Nats } from "../../shared/nats";
+import type { RequestLimiter } from "../../shared/rate-limit";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { ObjectStore } from "../../shared/objects/index";
 
@@ -18,4 +21,10 @@ export interface GatewayDeps {
   /** Object store for job artifacts. */
   objects?: ObjectStore;
   readiness: () => Promise<Readiness>;
+  /** API keys in memory, kept current from the key stream (absent with KEY_CACHE_TTL_MS=0: every request reads Postgres). */
+  keys?: KeyCache;
+  /** maxRequestsPerMinute counted in blocks per process (absent: one compare-and-set per request). */
+  limiter?: RequestLimiter;
+  /** The segment plane's audio budget drawn in blocks per process (absent: the counter on every request). */
+  budgets?: SegmentBudgets;
 }

@@ -1,5 +1,8 @@
 import { serve, type ServerType } from "@hono/node-server";
 import type { RunningService, ServiceContext } from "../../shared/service";
+import { createSegmentBudgets, type SegmentBudgets } from "../../shared/audio-budget";
+import { startKeyCache, type KeyCache } from "../../shared/key-cache";
+import { createRequestLimiter, type RequestLimiter } from "../../shared/rate-limit";
 import { createApp } from "./app";
 import { checkReadiness } from "./readiness";
 
@@ -9,18 +12,26 @@ import { checkReadiness } from "./readiness";
  * otherwise the app listens on its own with @hono/node-server.
  */
 export async function startHttpGateway(ctx: ServiceContext): Promise<RunningService> {
+  const logger = ctx.logger.child({ service: "http-gateway" });
+  const ttlMs = ctx.config.auth.keyCacheTtlMs;
+  const keys = ttlMs > 0 ? await startKeyCache({ nats: ctx.nats, db: ctx.db, plans: ctx.config.plans, logger, ttlMs }) : undefined;
+  const limiter = createRequestLimiter(ctx.nats);
+  const budgets = createSegmentBudgets({ nats: ctx.nats, db: ctx.db, windowSeconds: ctx.config.usage.windowSeconds });
   const app = createApp({
     config: ctx.config,
     nats: ctx.nats,
     db: ctx.db,
-    logger: ctx.logger.child({ service: "http-gateway" }),
+    logger,
+    keys,
+    limiter,
+    budgets,
     now: ctx.now,
     router: ctx.router,
     objects: ctx.objects,
     readiness: () => checkReadiness(ctx),
   });
   ctx.slots.httpFetch = app.fetch;
-  if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: async () => undefined };
+  if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: () => stopAll(limiter, budgets, keys) };
 
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: ctx.config.http.host, port: ctx.config.http.port }, (info) => {
@@ -30,6 +41,15 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
   });
   return {
     name: "http-gateway",
-    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    stop: async () => {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await stopAll(limiter, budgets, keys);
+    },
   };
+}
+
+/** Hands back what this gateway holds of the shared counters, then stops following the key stream. */
+async function stopAll(limiter: RequestLimiter, budgets: SegmentBudgets, keys: KeyCache | undefined): Promise<void> {
+  await Promise.all([limiter.stop(), budgets.stop()]);
+  await keys?.stop();
 }

@@ -1,11 +1,12 @@
 import { hostname } from "node:os";
 import type { Msg, Subscription } from "@nats-io/transport-node";
-import type { WorkerAnnouncement, WorkerReply } from "../../schemas/segment";
+import type { WorkerAnnouncement, WorkerReply, WorkerRequestHeader } from "../../schemas/segment";
 import { toAppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
-import { withSpanFromHeaders } from "../../shared/telemetry";
+import { withSpan, withSpanFromHeaders } from "../../shared/telemetry";
 import { decodeWorkerRequest, pullPcm, toInt16 } from "../../shared/workers/protocol";
+import { registerLocalWorker } from "../../shared/workers/local";
 import { announcedCapacity } from "../../shared/workers/registry";
 import type { TranscriptionEngine } from "../../shared/workers/types";
 
@@ -76,17 +77,17 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     await kv.put(id, JSON.stringify(announcement()));
   };
 
-  const handle = async (msg: Msg) => {
+  /** One clip: from a NATS request (handle) or, from a router in this process, by a call (shared/workers/local.ts). */
+  const serve = async (header: WorkerRequestHeader, readPcm: () => Promise<Int16Array> | Int16Array): Promise<WorkerReply> => {
     inFlight++;
     let reply: WorkerReply;
     try {
-      const { header, pcmBytes } = decodeWorkerRequest(msg.data);
       if (!engine.warm()) {
         reply = { ok: false, workerId: id, code: "worker_cold", message: "the worker's engine is not loaded (cold)" };
       } else if (header.deadline !== undefined && Date.now() > header.deadline) {
         reply = { ok: false, workerId: id, code: "deadline_passed", message: "the caller's deadline passed before the clip was taken" };
       } else {
-        const pcm = header.pullSubject ? await pullPcm(nats.nc, header.pullSubject, header.samples, 5000) : toInt16(pcmBytes);
+        const pcm = await readPcm();
         const t0 = performance.now();
         const result = await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt });
         const seconds = pcm.length / 16_000;
@@ -103,6 +104,19 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     } finally {
       inFlight--;
     }
+    return reply;
+  };
+
+  const handle = async (msg: Msg) => {
+    let reply: WorkerReply;
+    try {
+      const { header, pcmBytes } = decodeWorkerRequest(msg.data);
+      reply = await serve(header, () => (header.pullSubject ? pullPcm(nats.nc, header.pullSubject, header.samples, 5000) : toInt16(pcmBytes)));
+    } catch (err) {
+      const e = toAppError(err, "worker_error");
+      logger.warn("worker request failed", { workerId: id, code: e.code, error: e.message });
+      reply = { ok: false, workerId: id, code: e.code, message: e.message };
+    }
     if (msg.reply) msg.respond(JSON.stringify(reply));
   };
 
@@ -114,6 +128,8 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     nats.nc.subscribe(nats.topology.subjects.workerAny, { queue: `${nats.topology.prefix}_workers`, callback: (_e, m) => void traced(m) }),
   ];
   await nats.nc.flush();
+  // a call from this process's router: the span is the caller's child by context
+  const unregister = registerLocalWorker(id, (header, pcm) => withSpan(`worker ${engine.kind} transcribe`, {}, () => serve(header, () => pcm)));
   await announce();
   let announcing: Promise<void> = Promise.resolve();
   const heartbeat = () =>
@@ -129,6 +145,7 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     announce,
     async stop() {
       stopped = true;
+      unregister();
       clearInterval(timer);
       unhook();
       await announcing; // a heartbeat landing after the delete would resurrect the entry

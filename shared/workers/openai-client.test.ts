@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { modelsUrl, normaliseVerbose, transcriptionsUrl } from "./openai-client";
+import { encodeWav } from "../audio/wav";
+import { modelsUrl, multipartBody, normaliseVerbose, transcriptionsUrl } from "./openai-client";
 import { attemptTimeoutMs } from "./router";
 
 describe("OpenAI-compatible client helpers", () => {
@@ -21,6 +22,22 @@ describe("OpenAI-compatible client helpers", () => {
     );
     expect(r.segments[0]).toMatchObject({ id: 0, start: 0, end: 1, text: " a b" });
     expect(r.words).toEqual([{ word: "a", start: 0, end: 0.4 }]);
+  });
+});
+
+describe("the upstream multipart body", () => {
+  it("parses back (as a server would) to the same fields and file bytes", async () => {
+    const wav = encodeWav(new Int16Array(1600).map((_, i) => (i * 37) % 30000));
+    const prompt = 'Names: "Zoë", O\'Brien\r\n--not a boundary\n€';
+    const { body, contentType } = multipartBody([["model", "whisper-1"], ["timestamp_granularities[]", "word"], ["timestamp_granularities[]", "segment"], ["prompt", prompt]], wav);
+    const form = await new Response(body, { headers: { "content-type": contentType } }).formData();
+    expect(form.get("model")).toBe("whisper-1");
+    expect(form.getAll("timestamp_granularities[]")).toEqual(["word", "segment"]);
+    expect(form.get("prompt")).toBe(prompt);
+    const file = form.get("file") as File;
+    expect(file.name).toBe("audio.wav");
+    expect(file.type).toBe("audio/wav");
+    expect(Buffer.from(await file.arrayBuffer()).equals(wav)).toBe(true);
   });
 });
 

@@ -1,6 +1,6 @@
 import { createInbox } from "@nats-io/transport-node";
 import { randomUUID } from "node:crypto";
-import { workerReply, type WorkerAnnouncement } from "../../schemas/segment";
+import { workerReply, type WorkerAnnouncement, type WorkerRequestHeader } from "../../schemas/segment";
 import type { VerboseTranscription } from "../../schemas/transcription";
 import { AppError } from "../errors";
 import type { Logger } from "../logger";
@@ -8,6 +8,7 @@ import type { Nats } from "../nats";
 import { SpanKind, traceHeaders, withSpan } from "../telemetry";
 import { transcriptionDuration, transcriptionOutcomes } from "../metrics";
 import { transcribeWithOpenAI, type OpenAIEndpoint } from "./openai-client";
+import { localWorker, type LocalWorker } from "./local";
 import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
 import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
 import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types";
@@ -51,6 +52,10 @@ import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types"
  * real-time streams); the realtime scheduler keeps its utterances in flight within it
  * and sends the overflow with `fallbackOnly` straight to the fallback provider.
  *
+ * A worker whose engine runs in this process is handed the clip by a call, not a NATS
+ * request through the server and back (shared/workers/local.ts): the same choice,
+ * timeout, deadline and answers, without framing and copying the PCM twice.
+ *
  * Circuit breaker (for realtime admission): `breakerThreshold` consecutive requests
  * that fail outright open it for `breakerOpenMs`; the first request after that
  * half-opens it.
@@ -65,6 +70,11 @@ export interface RouterOptions {
   breakerThreshold?: number;
   breakerOpenMs?: number;
   now?: () => number;
+  /**
+   * Hand workers that run in this process their clip by a call (shared/workers/local.ts)
+   * instead of over NATS (default true; tests of the NATS path turn it off).
+   */
+  localWorkers?: boolean;
 }
 
 export interface RunningRouter extends WorkerRouter {
@@ -156,6 +166,9 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       samples: request.pcm.length,
       deadline: now() + timeoutMs,
     };
+    const local = options.localWorkers === false ? undefined : localWorker(worker.id);
+    const span = { kind: SpanKind.CLIENT, attributes: { "worker.id": worker.id, "audio.samples": request.pcm.length } };
+    if (local) return withSpan(`worker request ${worker.kind}`, span, () => callLocalWorker(worker.id, local, header, request, timeoutMs));
     const inline = request.pcm.byteLength <= inlineCapacity(nc);
     let stopServing: (() => void) | undefined;
     let payload: Uint8Array;
@@ -170,7 +183,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     const lost = new AbortController();
     pending.add(lost);
     try {
-      const reply = await withSpan(`worker request ${worker.kind}`, { kind: SpanKind.CLIENT, attributes: { "worker.id": worker.id, "audio.samples": request.pcm.length } }, () =>
+      const reply = await withSpan(`worker request ${worker.kind}`, span, () =>
         withSignal(withSignal(nc.request(nats.topology.subjects.workerRequest(worker.id), payload, { timeout: timeoutMs, headers: traceHeaders() }), lost.signal), request.signal),
       );
       const parsed = workerReply.parse(reply.json());
@@ -180,6 +193,23 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       pending.delete(lost);
       stopServing?.();
       localInFlight.set(worker.id, Math.max(0, (localInFlight.get(worker.id) ?? 1) - 1));
+    }
+  };
+
+  /** A worker in this process: the same attempt by a call (shared/workers/local.ts). */
+  const callLocalWorker = async (id: string, local: LocalWorker, header: WorkerRequestHeader, request: TranscribeRequest, timeoutMs: number): Promise<VerboseTranscription> => {
+    localInFlight.set(id, (localInFlight.get(id) ?? 0) + 1);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new DOMException(`timed out after ${timeoutMs} ms`, "TimeoutError")), timeoutMs);
+    });
+    try {
+      const reply = await withSignal(Promise.race([local(header, request.pcm), timedOut]), request.signal);
+      if (!reply.ok) throw new AppError("upstream", reply.code, `worker ${id}: ${reply.message}`);
+      return reply.result;
+    } finally {
+      clearTimeout(timer);
+      localInFlight.set(id, Math.max(0, (localInFlight.get(id) ?? 1) - 1));
     }
   };
 

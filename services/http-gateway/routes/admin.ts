@@ -236,7 +236,11 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
         if (isAppError(err) && (err.kind === "not_found" || err.kind === "conflict")) throw err;
         throw storeUnavailable(err);
       }
-      await waitForProjection(deps.db, "api_keys", lastSeq, deps.config.auth.keyProjectionWaitMs).catch(() => false);
+      // this process's key cache too: the next request here is refused (other gateways: docs/segment.md)
+      await Promise.all([
+        waitForProjection(deps.db, "api_keys", lastSeq, deps.config.auth.keyProjectionWaitMs).catch(() => false),
+        deps.keys?.waitForSeq(lastSeq, deps.config.auth.keyProjectionWaitMs),
+      ]);
       const row = await readKey(deps, id);
       if (!row) throw notFound("key_not_found", `No key with id '${id}'.`);
       return c.json({ ok: true as const, data: toKeyRecord(row, now, deps.config.plans) }, 200);

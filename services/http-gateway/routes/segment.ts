@@ -44,6 +44,8 @@ export const SEGMENT_PATH = "/v1/audio/transcriptions";
 const FORM_FIELDS_ALLOWANCE = 64 * 1024;
 const MAX_PROMPT_CHARS = 4000;
 
+type SegmentBudget = Pick<AudioBudget, "remaining" | "claim" | "release">;
+
 interface SegmentAudit {
   requestId: string;
   principal: Principal;
@@ -115,7 +117,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
   c.set("requestId", requestId);
   c.header("X-Request-Id", requestId);
   const audit: SegmentAudit = { requestId, principal, model: "stt-1", audioSeconds: 0, bytes: 0, responseFormat: "verbose_json", started };
-  let claimed: { budget: AudioBudget; seconds: number } | undefined;
+  let claimed: { budget: SegmentBudget; seconds: number } | undefined;
   try {
     const form = await readForm(c.req.raw, contentType, deps.config.workers.maxUploadBytes);
     const fields = parseFields(form);
@@ -132,7 +134,9 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
     });
     audit.audioSeconds = trustedDuration(probe) ?? 0;
     assertProbeFits(probe, maxSeconds);
-    const budget = audioBudget({ nats: deps.nats, db: deps.db, windowSeconds: deps.config.usage.windowSeconds }, principal, deps.now());
+    const budget: SegmentBudget = deps.budgets
+      ? deps.budgets.forKey(principal, deps.now())
+      : audioBudget({ nats: deps.nats, db: deps.db, windowSeconds: deps.config.usage.windowSeconds }, principal, deps.now());
     const remaining = await budget.remaining();
     assertWithinBudget(remaining, trustedDuration(probe) ?? 0);
     // A clip whose length is only guessed is decoded no further than the key can pay for.

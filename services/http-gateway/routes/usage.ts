@@ -42,7 +42,8 @@ export function registerUsageRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
         withStore("store_unavailable", () =>
           deps.db.selectFrom("usage_windows").select(["audio_seconds", "requests"]).where("key_id", "=", principal.keyId).where("window_start", "=", start).executeTakeFirst(),
         ),
-        peekRate(deps.nats, principal.keyId, "requests", now),
+        // the bucket counts the units this process holds unspent too (shared/rate-limit.ts)
+        peekRate(deps.nats, principal.keyId, "requests", now).then((n) => Math.max(0, n - (deps.limiter?.unspent(principal.keyId, now) ?? 0))),
       ]);
       const used = row ? Number(row.audio_seconds) : 0;
       const limit = principal.limits.maxAudioSecondsPerWindow;
