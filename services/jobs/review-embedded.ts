@@ -278,14 +278,19 @@ export function candidateSpans(segments: ReviewSegment[], vocabulary: Vocabulary
   return candidates;
 }
 
-/** Per segment, best first, a candidate overlapping one already taken is dropped; in segment and word order. */
-export function resolveOverlaps(candidates: Annotation[]): Annotation[] {
-  const bySegment = new Map<number, Annotation[]>();
+const byConfidence = (a: Annotation, b: Annotation) => b.confidence - a.confidence || a.end_word - a.start_word - (b.end_word - b.start_word);
+
+/**
+ * Per segment, best first (by `rank`; default: higher confidence, then the shorter
+ * span), a candidate overlapping one already taken is dropped; in segment and word order.
+ */
+export function resolveOverlaps<A extends Annotation>(candidates: A[], rank: (a: A, b: A) => number = byConfidence): A[] {
+  const bySegment = new Map<number, A[]>();
   for (const c of candidates) bySegment.set(c.segment_id, [...(bySegment.get(c.segment_id) ?? []), c]);
-  const out: Annotation[] = [];
+  const out: A[] = [];
   for (const group of bySegment.values()) {
-    group.sort((a, b) => b.confidence - a.confidence || a.end_word - a.start_word - (b.end_word - b.start_word));
-    const taken: Annotation[] = [];
+    group.sort(rank);
+    const taken: A[] = [];
     for (const c of group) {
       if (taken.some((t) => c.start_word < t.end_word && t.start_word < c.end_word)) continue;
       taken.push(c);
