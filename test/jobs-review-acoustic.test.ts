@@ -1,7 +1,10 @@
+import { spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
+import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeAudio } from "../shared/audio/decode";
 import type { JobSegment } from "../schemas/jobs";
+import { ensurePocketsphinxBinary } from "../services/transcriber/pocketsphinx/build";
 import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
 import { createAligner, type Aligner } from "../services/jobs/review-acoustic";
 import { embeddedReviewer, type SliceReviewInput } from "../services/jobs/review";
@@ -54,6 +57,36 @@ describe("ps-worker alignment request", () => {
     expect(without).toBeNull();
     const [withIt] = await aligner.align(ldc, [whole(ldc, words)], new Map([["washwater", ["W", "AA", "SH", "W", "AO", "T", "ER"]]]));
     expect(withIt!.words.map((w) => w[0])).toContain("washwater");
+  });
+});
+
+describe("ps-worker serving transcription and alignment in one process", () => {
+  it("transcribes a clip the same before and after an alignment that added a word", async () => {
+    const child = spawn(await ensurePocketsphinxBinary(), ["/usr/share/pocketsphinx/model/en-us"], { stdio: ["pipe", "pipe", "ignore"] });
+    const lines = createInterface({ input: child.stdout });
+    const pending: ((line: string) => void)[] = [];
+    lines.on("line", (line) => pending.shift()?.(line));
+    const answer = () => new Promise<string>((resolve) => pending.push(resolve));
+    const request = (magic: number, text: string, pcm: Int16Array) => {
+      const head = Buffer.alloc(12);
+      head.writeUInt32LE(magic, 0);
+      head.writeUInt32LE(pcm.length, 4);
+      head.writeUInt32LE(Buffer.byteLength(text), 8);
+      const line = answer();
+      child.stdin.write(Buffer.concat([head, Buffer.from(text), Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength)]));
+      return line;
+    };
+    try {
+      expect(await answer()).toContain('"ready":true');
+      const before = await request(0x31535350, "", ldc);
+      const aligned = JSON.parse(await request(0x33535350, `word washwater W AA SH W AO T ER\nalign 0 ${ldc.length} she had your dark suit in greasy washwater all year`, ldc));
+      expect(aligned.alignments[0].words.map((w: [string]) => w[0])).toContain("washwater");
+      const after = await request(0x31535350, "", ldc);
+      expect(after).toBe(before);
+      expect(before).toContain('"w":"year"');
+    } finally {
+      child.stdin.end();
+    }
   });
 });
 

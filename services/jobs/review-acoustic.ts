@@ -74,7 +74,7 @@ export function createAligner(options: AlignerOptions = {}): Aligner {
 
   const start = async () => {
     const binary = options.binary ?? (await ensurePocketsphinxBinary());
-    const child = spawn(binary, [modelDir], { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(binary, [modelDir, "--align-only"], { stdio: ["pipe", "pipe", "pipe"] });
     live = child;
     child.stderr.resume();
     child.stdin.on("error", () => undefined);

@@ -46,7 +46,8 @@
  * The first line written after start-up is {"ready":true,...}.
  *
  * Usage: ps-worker [model-dir [-option value ...]]: extra PocketSphinx options override
- * the built-in ones.
+ * the built-in ones. ps-worker model-dir --align-only: alignment requests only (the
+ * reviewer's process), no language model loaded.
  *
  * Utterances are split with PocketSphinx's own voice-activity detector, exactly as
  * pocketsphinx_continuous does; word frames are counted from the start of the
@@ -506,6 +507,25 @@ static int align_request(const char *hmm, const char *dict, fe_t *mean_fe, int n
   return 0;
 }
 
+/* --align-only: the alignment decoder alone (no language model, about a fifth of the
+ * memory); any other request is answered with an error. */
+static int serve_alignments(cmd_ln_t *config, const char *hmm, const char *dict) {
+  ps_decoder_t *al = aligner_get(hmm, dict);
+  if (al == NULL) { printf("{\"error\":\"model load failed\"}\n"); fflush(stdout); return 2; }
+  int frate = cmd_ln_int32_r(config, "-frate");
+  int ncep = feat_cepsize(aligner_feat);
+  fe_t *mean_fe = fe_init_auto_r(config);
+  printf("{\"ready\":true,\"frate\":%d}\n", frate);
+  fflush(stdout);
+  for (;;) {
+    uint32_t head[3];
+    if (read_full(head, sizeof head) < 0) break;
+    if (head[0] != MAGIC_ALIGN) { printf("{\"error\":\"this process serves alignment requests only\"}\n"); fflush(stdout); return 3; }
+    if (align_request(hmm, dict, mean_fe, ncep, frate, head[1], head[2]) < 0) break;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *model = argc > 1 ? argv[1] : "/usr/share/pocketsphinx/model/en-us";
   char hmm[1024], lmp[1024], dict[1024];
@@ -518,11 +538,14 @@ int main(int argc, char **argv) {
   cmd_ln_t *config = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-lm", lmp, "-dict", dict,
                                  "-logfn", "/dev/null", "-mmap", "no", "-maxhmmpf", "5000", "-maxwpf", "20", NULL);
   if (config == NULL) { printf("{\"error\":\"bad configuration\"}\n"); return 2; }
-  /* Further arguments are decoder options as name/value pairs (e.g. -maxhmmpf 3000). */
-  if (argc > 3) {
+  /* Further arguments are decoder options as name/value pairs (e.g. -maxhmmpf 3000),
+   * or --align-only: serve alignment requests only, without loading the language model. */
+  int align_only = argc > 2 && !strcmp(argv[2], "--align-only");
+  if (argc > 3 && !align_only) {
     config = cmd_ln_parse_r(config, ps_args(), argc - 2, argv + 2, FALSE);
     if (config == NULL) { printf("{\"error\":\"bad decoder options\"}\n"); fflush(stdout); return 2; }
   }
+  if (align_only) return serve_alignments(config, hmm, dict);
   ps_decoder_t *ps = ps_init(config);
   if (ps == NULL) { printf("{\"error\":\"model load failed\"}\n"); fflush(stdout); return 2; }
   int frate = cmd_ln_int32_r(config, "-frate");
