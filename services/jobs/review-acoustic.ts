@@ -2,7 +2,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createInterface } from "node:readline";
 import { z } from "zod";
 import { ensurePocketsphinxBinary } from "../transcriber/pocketsphinx/build";
-import { candidateSpans, normalizeWord, resolveOverlaps, type Annotation, type Pronounce, type ReviewSegment, type VocabularyTerm } from "./review-embedded";
+import { APPLY_CONFIDENCE, candidateSpans, normalizeWord, resolveOverlaps, type Annotation, type Pronounce, type ReviewSegment, type VocabularyTerm } from "./review-embedded";
 
 /**
  * The embedded reviewer's acoustic check. Text alone cannot tell a span the engine
@@ -27,7 +27,7 @@ export interface AlignRequest {
 }
 
 export interface Alignment {
-  /** Acoustic log-likelihood of the forced path (natural log). */
+  /** Acoustic score of the forced path: a log-likelihood in the decoder's scaled units (log base 1.0001). */
   ascr: number;
   frames: number;
   /** Each word with its start and end frame (100 frames a second) from `fromSample`. */
@@ -170,10 +170,8 @@ export interface SliceAudio {
 
 export interface AcousticEvidence {
   annotation: Annotation;
-  /** Acoustic log-likelihood of the segment with the term minus with the original words; undefined: not checked. */
+  /** Acoustic score of the segment with the term minus with the words as transcribed (decoder units); undefined: not checked. */
   gain?: number;
-  /** The term's frames in its alignment. */
-  frames?: number;
 }
 
 const SAMPLE_RATE = 16_000;
@@ -236,13 +234,7 @@ export async function acousticEvidence(
   return plan.map(({ annotation, base, alt }) => {
     const b = base === undefined ? null : alignments[base];
     const a = alt === undefined ? null : alignments[alt];
-    if (!b || !a) return { annotation };
-    const start = annotation.start_word;
-    const termWords = annotation.suggestion.split(/\s+/).flatMap((w) => tokensOf(w) ?? []);
-    const before = bySegment.get(annotation.segment_id)!.text.split(/\s+/).filter(Boolean).slice(0, start).flatMap((w) => tokensOf(w)!).length;
-    const span = a.words.slice(before, before + termWords.length);
-    const frames = span.length ? span.at(-1)![2] - span[0]![1] : undefined;
-    return { annotation, gain: a.ascr - b.ascr, ...(frames !== undefined ? { frames } : {}) };
+    return !b || !a ? { annotation } : { annotation, gain: a.ascr - b.ascr };
   });
 }
 
@@ -258,8 +250,8 @@ export const MAX_CHECKED = 60;
  * in the decoder's scaled log units. Below zero on purpose: the job names the term,
  * so a term fitting about as well as what the recognizer wrote is taken; measured
  * (test/jobs-review-embedded-eval.test.ts, docs/jobs.md), spans that were right and
- * only sounded somewhat like a term lose 500 and more, misheard terms lose at most
- * about 120.
+ * only sounded somewhat like a term lose 400 and more, misheard terms lose at most
+ * about 90.
  */
 export const APPLY_GAIN = -250;
 /** How fast confidence moves with the gain: 0.8 at APPLY_GAIN, 0.97 at +400 from it, 0.35 at −400. */
@@ -271,14 +263,15 @@ const round2 = (x: number) => Math.round(x * 100) / 100;
 
 /**
  * Evidence → annotations: confidence from the acoustic gain (APPLY_CONFIDENCE, 0.8,
- * exactly at `applyGain`), the reason naming both the sound and the audio's verdict.
+ * exactly at `applyGain`, and rounded so that it stays on its side of it), the reason
+ * naming both the sound and the audio's verdict.
  * An unchecked candidate gets half its sound similarity, so it is never applied.
  * Overlapping ones resolved best first; those from RECORD_CONFIDENCE up kept.
  */
 export function annotationsFrom(evidence: AcousticEvidence[], applyGain = APPLY_GAIN): Annotation[] {
   const annotations = evidence.map(({ annotation: a, gain }) => {
     if (gain === undefined) return { ...a, sound: a.confidence, confidence: a.confidence / 2, reason: `${a.reason}; not checked against the audio` };
-    const confidence = 1 / (1 + 0.25 * Math.exp(-(gain - applyGain) / GAIN_SCALE));
+    const confidence = 1 / (1 + ((1 - APPLY_CONFIDENCE) / APPLY_CONFIDENCE) * Math.exp(-(gain - applyGain) / GAIN_SCALE));
     const verdict = gain >= 0 ? `better than "${a.original}" by ${Math.round(gain)}` : `${Math.round(-gain)} worse than "${a.original}"`;
     return { ...a, sound: a.confidence, confidence, reason: `${a.reason}; the audio fits "${a.suggestion}" ${verdict} (acoustic score)` };
   });
@@ -288,7 +281,7 @@ export function annotationsFrom(evidence: AcousticEvidence[], applyGain = APPLY_
     b.confidence - a.confidence || b.sound - a.sound || a.end_word - a.start_word - (b.end_word - b.start_word);
   return resolveOverlaps(annotations, rank)
     .filter((a) => a.confidence >= RECORD_CONFIDENCE)
-    .map(({ sound: _sound, ...a }) => ({ ...a, confidence: a.confidence >= 0.8 ? Math.max(0.8, Math.floor(a.confidence * 100) / 100) : Math.min(0.79, round2(a.confidence)) }));
+    .map(({ sound: _sound, ...a }) => ({ ...a, confidence: a.confidence >= APPLY_CONFIDENCE ? Math.max(APPLY_CONFIDENCE, Math.floor(a.confidence * 100) / 100) : Math.min(APPLY_CONFIDENCE - 0.01, round2(a.confidence)) }));
 }
 
 /**

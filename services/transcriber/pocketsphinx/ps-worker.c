@@ -409,8 +409,7 @@ static ps_decoder_t *aligner_get(const char *hmm, const char *dict) {
   return aligner;
 }
 
-static void align_one(ps_decoder_t *al, const int16_t *pcm, uint32_t n, char *line, const mfcc_t *cmn, int frate) {
-  (void)frate;
+static void align_one(ps_decoder_t *al, const int16_t *pcm, uint32_t n, char *line, const mfcc_t *cmn) {
   char *save = NULL;
   strtok_r(line, " \t", &save); /* "align" */
   char *a = strtok_r(NULL, " \t", &save), *b = strtok_r(NULL, " \t", &save);
@@ -498,7 +497,7 @@ static int align_request(const char *hmm, const char *dict, fe_t *mean_fe, int n
     } else if (!strncmp(line, "align ", 6)) {
       printf("%s", first ? "" : ",");
       first = 0;
-      align_one(al, apcm, n, line, mean, frate);
+      align_one(al, apcm, n, line, mean);
     }
     line = next ? next + 1 : NULL;
   }
