@@ -251,7 +251,9 @@ export const MAX_CHECKED = 60;
  * so a term fitting about as well as what the recognizer wrote is taken; measured
  * (test/jobs-review-embedded-eval.test.ts, docs/jobs.md), spans that were right and
  * only sounded somewhat like a term lose 400 and more, misheard terms lose at most
- * about 90.
+ * about 90. Not robust to larger vocabularies: with 18–20 more distractors per clip
+ * three wrong terms pass (a near-homophone, "still" → Steele, at −206; a wrong reading
+ * of a span already wrong at +117); nothing wrong there needs about +200 (docs/jobs.md).
  */
 export const APPLY_GAIN = -250;
 /** How fast confidence moves with the gain: 0.8 at APPLY_GAIN, 0.97 at +400 from it, 0.35 at −400. */
