@@ -1,25 +1,11 @@
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeAudio } from "../shared/audio/decode";
 import { normaliseWords } from "../shared/workers/wer";
 import type { TranscriptionEngine } from "../shared/workers/types";
 import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
-import {
-  APPLY_CONFIDENCE,
-  annotateSegments,
-  applyToText,
-  candidateSpans,
-  confidentAnnotations,
-  loadPronouncer,
-  resolveOverlaps,
-  vocabularyOf,
-  type Annotation,
-  type Pronounce,
-} from "../services/jobs/review-embedded";
+import { APPLY_GAIN, annotationsFrom, checkCandidates, createAligner, type AcousticEvidence, type Aligner, type TimedSegment } from "../services/jobs/review-acoustic";
+import { applyToText, confidentAnnotations, loadPronouncer, vocabularyOf, type Pronounce } from "../services/jobs/review-embedded";
 import { fixturePath } from "./support/fixtures";
 
 // The embedded reviewer against what the embedded engine really writes: each clip of
@@ -30,19 +16,26 @@ import { fixturePath } from "./support/fixtures";
 // function words, keeping runs with a word of 4+ letters. The test re-derives them
 // and fails if this list drifts from the engine's output. `distractors` are terms
 // of the same domain that were not said; they were chosen before any review ran.
+// `more` are further distractors of the same kind, chosen after the acoustic check was
+// tuned on the first set and before it ran on them: a larger vocabulary, as a job's
+// metadata may well carry, measured separately.
+// Every candidate span is checked against the clip's audio by the reviewer's own
+// aligner (ps-worker's alignment request), exactly as a job's review step does.
 const LIBRI = "/usr/share/pocketsphinx/test/data/librivox";
-const CLIPS: { file: string; reference: string; terms: string[]; distractors: string[] }[] = [
+const CLIPS: { file: string; reference: string; terms: string[]; distractors: string[]; more: string[] }[] = [
   {
     file: fixturePath("jfk.wav"),
     reference: "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country.",
     terms: [],
     distractors: ["Kennedy", "inaugural address", "Americana", "Washington", "metformin"],
+    more: ["Lyndon Johnson", "Massachusetts", "Boston", "Dallas", "Texas", "Camelot", "Cuba", "Berlin", "Apollo", "Jacqueline", "senator", "president", "democracy", "freedom", "liberty", "citizens", "Congress", "nation"],
   },
   {
     file: fixturePath("ldc93s1.wav"),
     reference: "She had your dark suit in greasy wash water all year.",
     terms: ["dark suit", "greasy wash water"],
     distractors: ["dishwasher", "laundry detergent", "Sheila", "cardiology"],
+    more: ["washing machine", "bleach", "stain remover", "tumble dryer", "ironing board", "wardrobe", "jacket", "trousers", "laundromat", "soap", "kitchen", "overalls", "mechanic", "garage", "cotton", "linen"],
   },
   ...[
     { id: "0870", terms: ["Dashwood", "prudently"] },
@@ -55,6 +48,10 @@ const CLIPS: { file: string; reference: string; terms: string[]; distractors: st
     reference: "",
     terms,
     distractors: ["Elinor", "Marianne", "Willoughby", "Colonel Brandon", "Norland Park", "Mrs Jennings", "Barton Cottage"],
+    more: [
+      ...["Fanny", "Harry", "Edward Ferrars", "Lucy Steele", "Margaret", "Sir John Middleton", "Lady Middleton", "Mrs Palmer", "Charlotte", "Devonshire"],
+      ...["Sussex", "Cleveland", "Delaford", "London", "Combe Magna", "Allenham", "Exeter", "inheritance", "annuity", "estate"],
+    ],
   })),
 ];
 
@@ -90,12 +87,14 @@ function wrongTerms(ref: string[], refMatch: number[]): string[] {
 }
 
 let engine: TranscriptionEngine;
+let aligner: Aligner;
 let pronounce: Pronounce;
-/** Per clip: the text, its segments, and per segment word the engine's posterior and the language model's fit. */
-const transcripts: { text: string; segments: string[]; probability: number[][]; lmFit: number[][] }[] = [];
+/** Per clip: the text, its timed segments, and the reviewer's evidence for every candidate span, with the distractors and with the larger set. */
+const transcripts: { text: string; segments: TimedSegment[]; evidence: AcousticEvidence[]; wider: AcousticEvidence[] }[] = [];
 
 beforeAll(async () => {
-  engine = await createPocketsphinxEngine({ processes: 2 });
+  engine = await createPocketsphinxEngine({ processes: 1 });
+  aligner = createAligner();
   pronounce = await loadPronouncer();
   for (const clip of CLIPS) {
     if (!clip.reference) {
@@ -105,17 +104,21 @@ beforeAll(async () => {
     }
     const { pcm } = await decodeAudio(await readFile(clip.file));
     const r = await engine.transcribe({ pcm });
-    const segments = r.segments.map((s) => s.text.trim()).filter(Boolean);
-    // PocketSphinx's words are its segments' words in order; each carries its posterior.
-    let w = 0;
-    const probability = segments.map((text) => text.split(/\s+/).map(() => r.words[w++]?.probability ?? Number.NaN));
-    transcripts.push({ text: r.text, segments, probability, lmFit: lmFit(segments) });
+    const segments = r.segments.map((s, id) => ({ id, text: s.text.trim(), start_time: s.start, end_time: s.end })).filter((s) => s.text);
+    const check = (terms: string[]) => checkCandidates(segments, vocabularyOf({ known_terms: terms }, undefined), pronounce, async () => ({ pcm, startTime: 0 }), aligner);
+    const evidence = await check([...clip.terms, ...clip.distractors]);
+    const wider = await check([...clip.terms, ...clip.distractors, ...clip.more]);
+    transcripts.push({ text: r.text, segments, evidence, wider });
   }
-}, 180_000);
+}, 300_000);
 
 afterAll(async () => {
+  await aligner?.close();
   await engine?.close();
 });
+
+const show = (r: Outcome) =>
+  `${r.applied} applied, ${r.wrongApplied} wrong, recall ${r.recovered + r.missed ? `${(r.recall * 100).toFixed(0)}%` : "-"} (${r.recovered}/${r.recovered + r.missed})`;
 
 describe("embedded reviewer on real PocketSphinx transcripts", () => {
   it("the vocabulary beside this test is what the engine got wrong", () => {
@@ -126,221 +129,143 @@ describe("embedded reviewer on real PocketSphinx transcripts", () => {
     });
   });
 
-  it("changes no correct word and inserts no distractor at its threshold; recall printed per threshold", () => {
-    const atThreshold = evaluate(APPLY_CONFIDENCE, true);
-    for (const t of [0.85, 0.8, 0.75, 0.72, 0.7]) {
-      const r = evaluate(t, false);
-      console.log(`threshold ${t.toFixed(2)}: ${r.applied} applied, ${r.wrongApplied} wrong, recall ${(r.recall * 100).toFixed(0)}% (${r.recovered}/${r.recovered + r.missed})`);
-    }
-    console.log(`embedded review at ${APPLY_CONFIDENCE}: ${atThreshold.applied} corrections applied, ${atThreshold.wrongApplied} wrong; recall ${(atThreshold.recall * 100).toFixed(0)}%`);
+  it("checks every candidate span against the audio", () => {
+    const all = transcripts.flatMap((t) => t.evidence);
+    expect(all.length).toBeGreaterThan(20);
+    expect(all.filter((e) => e.gain === undefined).map((e) => e.annotation.original)).toEqual([]);
+  });
+
+  it("changes no correct word and inserts no distractor at its threshold, and recovers at least half of the words the engine got wrong", () => {
+    const atThreshold = evaluate(APPLY_GAIN, true);
+    for (const g of [400, 200, 0, -100, -200, -300, -400, -500, -600, -800]) console.log(`gain >= ${String(g).padStart(4)}: ${show(evaluate(g, false))}`);
+    console.log(`embedded review at gain >= ${APPLY_GAIN}: ${show(atThreshold)}`);
     expect(atThreshold.wrongApplied).toBe(0);
-    // The issue asks for recall >= 50%; measured here it is far lower (see docs/jobs.md).
-    expect(atThreshold.recovered).toBeGreaterThan(0);
+    expect(atThreshold.recall).toBeGreaterThanOrEqual(0.5);
   });
 });
 
-/**
- * How well each segment word fits its left context under PocketSphinx's own trigram
- * language model: log10 P(w | two words before) − log10 P(w). Below 0 the words do not go
- * together (a recognizer forced onto a term it lacks tends to write such runs: "guess
- * would", "homeless to"); well above 0 they are a common phrase ("country can do"). A
- * tiny helper compiled against Debian's sphinxbase (the engine's build needs the same
- * packages) answers per line.
- */
-const LM_FIT_SOURCE = `#include <stdio.h>
-#include <string.h>
-#include <sphinxbase/ngram_model.h>
-#include <sphinxbase/err.h>
-int main(int argc, char **argv) {
-  err_set_logfp(NULL);
-  logmath_t *lm = logmath_init(1.0001, 0, 0);
-  ngram_model_t *m = ngram_model_read(NULL, argv[1], NGRAM_AUTO, lm);
-  if (!m) return 1;
-  char line[8192];
-  while (fgets(line, sizeof line, stdin)) {
-    const char *w[256]; int n = 0;
-    for (char *t = strtok(line, " \\t\\r\\n"); t && n < 256; t = strtok(NULL, " \\t\\r\\n")) w[n++] = t;
-    for (int i = 1; i < n; i++) {
-      const char *h[3]; int k = 0;
-      for (int j = i; j >= 0 && k < 3; j--) h[k++] = w[j];
-      printf("%s%.3f", i > 1 ? " " : "", logmath_log_to_log10(lm, ngram_prob(m, h, k)) - logmath_log_to_log10(lm, ngram_prob(m, h, 1)));
+describe("with the larger set of distractors", () => {
+  it("prints what the same threshold applies, per threshold, and tuned with one clip left out", () => {
+    const all = transcripts.flatMap((t) => t.wider);
+    expect(all.length).toBeGreaterThan(transcripts.flatMap((t) => t.evidence).length);
+    const atThreshold = evaluate(APPLY_GAIN, true, undefined, true);
+    for (const g of [400, 200, 120, 0, -100, -200, -300, -400]) console.log(`wider, gain >= ${String(g).padStart(4)}: ${show(evaluate(g, false, undefined, true))}`);
+    console.log(`wider vocabulary, embedded review at gain >= ${APPLY_GAIN}: ${show(atThreshold)}`);
+    const sum: Outcome = { applied: 0, wrongApplied: 0, recovered: 0, missed: 0, recall: 0 };
+    for (const k of CLIPS.keys()) {
+      const r = evaluate(tune([...CLIPS.keys()].filter((j) => j !== k), true), false, [k], true);
+      sum.applied += r.applied;
+      sum.wrongApplied += r.wrongApplied;
+      sum.recovered += r.recovered;
+      sum.missed += r.missed;
     }
-    printf("\\n");
-  }
-  return 0;
-}
-`;
-let lmFitBinary: string | undefined;
-function lmFit(segments: string[]): number[][] {
-  if (!lmFitBinary) {
-    const dir = mkdtempSync(join(tmpdir(), "lm-fit-"));
-    writeFileSync(join(dir, "lm-fit.c"), LM_FIT_SOURCE);
-    const flags = execFileSync("pkg-config", ["--cflags", "--libs", "sphinxbase"]).toString().trim().split(/\s+/);
-    execFileSync("cc", ["-O2", "-o", join(dir, "lm-fit"), join(dir, "lm-fit.c"), ...flags, "-lm"]);
-    lmFitBinary = join(dir, "lm-fit");
-  }
-  const input = segments.map((s) => `<s> ${normaliseWords(s).join(" ")}`).join("\n") + "\n";
-  const out = execFileSync(lmFitBinary, ["/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"], { input }).toString().split("\n");
-  return segments.map((_, i) => out[i]!.trim().split(" ").map(Number));
-}
-
-const candidateCache = new Map<number, Annotation[]>();
-/** Every span of clip k that sounds like a term of its vocabulary from 0.5 up, overlaps included (computed once). */
-function candidatesOf(k: number): Annotation[] {
-  const clip = CLIPS[k]!;
-  const vocabulary = vocabularyOf({ known_terms: [...clip.terms, ...clip.distractors] }, undefined);
-  if (!candidateCache.has(k)) candidateCache.set(k, candidateSpans(transcripts[k]!.segments.map((text, id) => ({ id, text })), vocabulary, pronounce, 0.5));
-  return candidateCache.get(k)!;
-}
-
-const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-interface Evidence {
-  sound: number;
-  probability: number;
-  fit: number;
-}
-const evidenceOf = (k: number, a: Annotation): Evidence => ({
-  sound: a.confidence,
-  probability: mean(transcripts[k]!.probability[a.segment_id]!.slice(a.start_word, a.end_word)),
-  fit: mean(transcripts[k]!.lmFit[a.segment_id]!.slice(a.start_word, a.end_word)),
+    sum.recall = sum.recovered / (sum.recovered + sum.missed);
+    console.log(`wider vocabulary, leave-one-clip-out: ${show(sum)}; tuned on all seven: gain >= ${tune([...CLIPS.keys()], true)}`);
+  });
 });
 
-interface Rule {
-  minSound: number;
-  maxProbability: number;
-  maxFit: number;
-}
+describe("the apply threshold tuned on some clips and checked on the others", () => {
+  it("prints held-out precision and recall: fixtures against LibriVox both ways, and leave one clip out", () => {
+    const lines: string[] = [];
+    for (const [trainName, train, testName, test] of [
+      ["fixtures", FIXTURE_CLIPS, "librivox", LIBRIVOX_CLIPS],
+      ["librivox", LIBRIVOX_CLIPS, "fixtures", FIXTURE_CLIPS],
+    ] as const) {
+      const gain = tune([...train]);
+      lines.push(`tuned on ${trainName} (gain >= ${gain}): ${show(evaluate(gain, false, [...train]))} | held-out ${testName}: ${show(evaluate(gain, false, [...test]))}`);
+    }
+    const sum: Outcome = { applied: 0, wrongApplied: 0, recovered: 0, missed: 0, recall: 0 };
+    for (const k of CLIPS.keys()) {
+      const gain = tune([...CLIPS.keys()].filter((j) => j !== k));
+      const r = evaluate(gain, false, [k]);
+      lines.push(`  clip ${CLIPS[k]!.file.split("/").pop()}: tuned on the other six, gain >= ${gain}: ${show(r)}`);
+      sum.applied += r.applied;
+      sum.wrongApplied += r.wrongApplied;
+      sum.recovered += r.recovered;
+      sum.missed += r.missed;
+    }
+    sum.recall = sum.recovered / (sum.recovered + sum.missed);
+    lines.push(`leave-one-clip-out: ${show(sum)}`);
+    console.log(lines.join("\n"));
+    for (const [k, clip] of CLIPS.entries()) {
+      const ref = normaliseWords(clip.reference);
+      for (const { annotation: a, gain } of transcripts[k]!.evidence) {
+        const said = normaliseWords(a.suggestion).every((w) => ref.includes(w)) && !clip.distractors.includes(a.suggestion);
+        console.log(`${said ? "said    " : "not said"} sound ${a.confidence.toFixed(2)} gain ${String(gain).padStart(6)}  "${a.original}" ~ ${a.suggestion}`);
+      }
+    }
+    // Distractors were never said: whatever the tuning, none may be applied held out.
+    expect(sum.wrongApplied).toBe(0);
+  });
+});
+
 const FIXTURE_CLIPS = [0, 1];
 const LIBRIVOX_CLIPS = [2, 3, 4, 5, 6];
 
-/** The rule of the family that recovers most on `clips` with nothing wrong (then the one applying least, then the strictest on sound). */
-function tune(clips: number[], use: { probability: boolean; fit: boolean }): Rule {
-  const grid = (from: number, to: number, step: number) => Array.from({ length: Math.round((to - from) / step) + 1 }, (_, i) => Math.round((from + i * step) * 100) / 100);
-  let best: { rule: Rule; recovered: number; applied: number } | undefined;
-  for (const minSound of grid(0.5, 0.9, 0.02))
-    for (const maxProbability of use.probability ? grid(0.1, 1, 0.1) : [1])
-      for (const maxFit of use.fit ? [...grid(-1, 2, 0.5), Infinity] : [Infinity]) {
-        const rule = { minSound, maxProbability, maxFit };
-        const r = evaluateRule(rule, clips);
-        if (r.wrongApplied > 0) continue;
-        if (!best || r.recovered > best.recovered || (r.recovered === best.recovered && (r.applied < best.applied || (r.applied === best.applied && minSound > best.rule.minSound)))) {
-          best = { rule, recovered: r.recovered, applied: r.applied };
-        }
-      }
-  return best!.rule;
+/**
+ * The threshold that recovers most on `clips` with nothing wrong, placed halfway between
+ * the lowest gain it must accept and the highest gain that would apply a wrong
+ * correction (the widest margin between the two).
+ */
+function tune(clips: number[], wider = false): number {
+  const evidenceOf = (k: number) => (wider ? transcripts[k]!.wider : transcripts[k]!.evidence);
+  const gains = [...new Set(clips.flatMap((k) => evidenceOf(k).flatMap((e) => (e.gain === undefined ? [] : [e.gain]))))].sort((a, b) => b - a);
+  let best = { recovered: -1, at: Infinity };
+  for (const g of gains) {
+    const r = evaluate(g, false, clips, wider);
+    if (r.wrongApplied > 0) return Math.round((best.at + g) / 2);
+    if (r.recovered > best.recovered) best = { recovered: r.recovered, at: g };
+  }
+  return best.at;
 }
 
-const evaluateRule = (rule: Rule, clips: number[]) =>
-  evaluate(
-    (k, a) => {
-      const e = evidenceOf(k, a);
-      return e.sound >= rule.minSound && e.probability <= rule.maxProbability && e.fit <= rule.maxFit;
-    },
-    false,
-    clips,
-  );
+interface Outcome {
+  applied: number;
+  wrongApplied: number;
+  recovered: number;
+  missed: number;
+  recall: number;
+}
 
-describe("other evidence, tuned on one group of clips and checked on the other", () => {
-  it("prints held-out precision and recall for sound alone, with the engine's word probability, with the language model's fit, and with both", () => {
-    const lines: string[] = [];
-    const show = (r: ReturnType<typeof evaluate>) => `${r.applied} applied, ${r.wrongApplied} wrong, recall ${(r.recall * 100).toFixed(0)}% (${r.recovered}/${r.recovered + r.missed})`;
-    for (const use of [
-      { probability: false, fit: false },
-      { probability: true, fit: false },
-      { probability: false, fit: true },
-      { probability: true, fit: true },
-    ]) {
-      const name = use.probability && use.fit ? "sound+probability+lm" : use.probability ? "sound+probability" : use.fit ? "sound+lm" : "sound alone";
-      for (const [trainName, train, testName, test] of [
-        ["fixtures", FIXTURE_CLIPS, "librivox", LIBRIVOX_CLIPS],
-        ["librivox", LIBRIVOX_CLIPS, "fixtures", FIXTURE_CLIPS],
-      ] as const) {
-        const rule = tune([...train], use);
-        const fitted = evaluateRule(rule, [...train]);
-        const held = evaluateRule(rule, [...test]);
-        lines.push(
-          `${name.padEnd(22)} tuned on ${trainName} (sound>=${rule.minSound}, p<=${rule.maxProbability}, fit<=${rule.maxFit}): ${show(fitted)} | held-out ${testName}: ${show(held)}`,
-        );
-        // Tuning can only ever be perfect on the clips it saw.
-        expect(fitted.wrongApplied).toBe(0);
+function evaluate(applyGain: number, log: boolean, clips = CLIPS.map((_, k) => k), wider = false): Outcome {
+  let applied = 0;
+  let wrongApplied = 0;
+  let missed = 0;
+  let recovered = 0;
+  CLIPS.forEach((clip, k) => {
+    if (!clips.includes(k)) return;
+    const { segments } = transcripts[k]!;
+    const evidence = wider ? transcripts[k]!.wider : transcripts[k]!.evidence;
+    const distractors = wider ? [...clip.distractors, ...clip.more] : clip.distractors;
+    const ref = normaliseWords(clip.reference);
+    const raw = alignMatches(ref, normaliseWords(segments.map((s) => s.text).join(" ")));
+    const annotations = annotationsFrom(evidence, applyGain);
+    const confident = confidentAnnotations(annotations);
+    const reviewed = segments.map((s) => applyToText(s.text, confident.filter((a) => a.segment_id === s.id)));
+
+    // Precision: every applied span held only wrong words, and its suggestion is said here.
+    let offset = 0;
+    for (const s of segments) {
+      for (const a of confident.filter((c) => c.segment_id === s.id)) {
+        applied++;
+        const span = raw.hypCorrect.slice(offset + a.start_word, offset + a.end_word);
+        const said = normaliseWords(a.suggestion).every((w) => ref.includes(w));
+        const ok = span.every((c) => !c) && said && !distractors.includes(a.suggestion);
+        if (!ok) wrongApplied++;
+        if (log) console.log(`${ok ? "ok   " : "WRONG"} ${a.confidence.toFixed(2)} "${a.original}" -> "${a.suggestion}"  (${clip.file.split("/").pop()}) ${a.reason}`);
       }
+      offset += normaliseWords(s.text).length;
     }
-    // Leave one clip out: tune on the other six, apply to it; figures summed over the seven.
-    for (const use of [
-      { probability: false, fit: false },
-      { probability: true, fit: false },
-      { probability: false, fit: true },
-      { probability: true, fit: true },
-    ]) {
-      const name = use.probability && use.fit ? "sound+probability+lm" : use.probability ? "sound+probability" : use.fit ? "sound+lm" : "sound alone";
-      const sum = { applied: 0, wrongApplied: 0, recovered: 0, missed: 0, recall: 0 };
-      for (const k of CLIPS.keys()) {
-        const r = evaluateRule(tune([...CLIPS.keys()].filter((j) => j !== k), use), [k]);
-        sum.applied += r.applied;
-        sum.wrongApplied += r.wrongApplied;
-        sum.recovered += r.recovered;
-        sum.missed += r.missed;
-      }
-      sum.recall = sum.recovered / (sum.recovered + sum.missed);
-      lines.push(`${name.padEnd(22)} leave-one-clip-out: ${show(sum)}`);
-      // The ceiling: tuned on all seven and scored on the same seven (over-fitted by construction).
-      const all = [...CLIPS.keys()];
-      const rule = tune(all, use);
-      lines.push(`${name.padEnd(22)} in-sample ceiling (sound>=${rule.minSound}, p<=${rule.maxProbability}, fit<=${rule.maxFit}): ${show(evaluateRule(rule, all))}`);
-    }
-    console.log(lines.join("\n"));
-    for (const [k, clip] of CLIPS.entries()) {
-      for (const a of resolveOverlaps(candidatesOf(k).filter((c) => c.confidence >= 0.6))) {
-        const e = evidenceOf(k, a);
-        const ref = normaliseWords(clip.reference);
-        const said = normaliseWords(a.suggestion).every((w) => ref.includes(w)) && !clip.distractors.includes(a.suggestion);
-        console.log(`${said ? "said      " : "not said  "} sound ${e.sound.toFixed(2)} p ${e.probability.toFixed(2)} fit ${e.fit.toFixed(2)}  "${a.original}" ~ ${a.suggestion}`);
-      }
-    }
-  });
-});
+    if (log) for (const a of annotations.filter((x) => !confident.includes(x))) console.log(`kept  ${a.confidence.toFixed(2)} "${a.original}" ~ "${a.suggestion}"  ${a.reason}`);
 
-function evaluate(threshold: number | ((clip: number, a: Annotation) => boolean), log: boolean, clips = CLIPS.map((_, k) => k)) {
-    let applied = 0;
-    let wrongApplied = 0;
-    let missed = 0;
-    let recovered = 0;
-    CLIPS.forEach((clip, k) => {
-      if (!clips.includes(k)) return;
-      const { segments } = transcripts[k]!;
-      const ref = normaliseWords(clip.reference);
-      const rawWords = normaliseWords(segments.join(" "));
-      const raw = alignMatches(ref, rawWords);
-      const vocabulary = vocabularyOf({ known_terms: [...clip.terms, ...clip.distractors] }, undefined);
-      const spans = segments.map((text, id) => ({ id, text }));
-      const annotations = typeof threshold === "number" ? annotateSegments(spans, vocabulary, pronounce) : [];
-      const confident =
-        typeof threshold === "number" ? confidentAnnotations(annotations, threshold) : resolveOverlaps(candidatesOf(k).filter((a) => threshold(k, a)));
-      const reviewed = segments.map((text, id) => applyToText(text, confident.filter((a) => a.segment_id === id)));
-
-      // Precision: every applied span held only wrong words, and its suggestion is said here.
-      let offset = 0;
-      segments.forEach((text, id) => {
-        for (const a of confident.filter((c) => c.segment_id === id)) {
-          applied++;
-          const span = raw.hypCorrect.slice(offset + a.start_word, offset + a.end_word);
-          const said = normaliseWords(a.suggestion).every((w) => ref.includes(w));
-          const ok = span.every((c) => !c) && said && !clip.distractors.includes(a.suggestion);
-          if (!ok) wrongApplied++;
-          if (log) console.log(`${ok ? "ok   " : "WRONG"} ${a.confidence.toFixed(2)} "${a.original}" -> "${a.suggestion}"  (${clip.file.split("/").pop()})`);
-        }
-        offset += normaliseWords(text).length;
-      });
-      if (log) for (const a of annotations.filter((x) => !confident.includes(x))) console.log(`kept  ${a.confidence.toFixed(2)} "${a.original}" ~ "${a.suggestion}"`);
-
-      // Recall: reference words of the vocabulary the engine got wrong, right after review.
-      const after = alignMatches(ref, normaliseWords(reviewed.join(" ")));
-      const vocabularyWords = new Set(clip.terms.flatMap((t) => normaliseWords(t)));
-      ref.forEach((w, i) => {
-        if (!vocabularyWords.has(w) || raw.refMatch[i]! >= 0) return;
-        if (after.refMatch[i]! >= 0) recovered++;
-        else missed++;
-      });
+    // Recall: reference words of the vocabulary the engine got wrong, right after review.
+    const after = alignMatches(ref, normaliseWords(reviewed.join(" ")));
+    const vocabularyWords = new Set(clip.terms.flatMap((t) => normaliseWords(t)));
+    ref.forEach((w, i) => {
+      if (!vocabularyWords.has(w) || raw.refMatch[i]! >= 0) return;
+      if (after.refMatch[i]! >= 0) recovered++;
+      else missed++;
     });
-    return { applied, wrongApplied, recovered, missed, recall: recovered / (recovered + missed) };
+  });
+  return { applied, wrongApplied, recovered, missed, recall: recovered / (recovered + missed) };
 }

@@ -8,8 +8,8 @@ import { randomHex, readBody, startHttp, startLocalS3, waitFor, waitForJobEnd, t
 // `review: true` with no REVIEW_LLM_URL: the embedded reviewer runs both stages, on
 // both object stores. The clip is LibriVox speech the embedded engine transcribes as
 // "and mr john guess would have been at leisure …"; the job's metadata names
-// "John Dashwood", which the reviewer must restore, and carries distractors it must
-// leave out.
+// "John Dashwood", which the reviewer must restore (after checking it against the
+// slice's audio from the object store), and carries distractors it must leave out.
 const CLIP = readFileSync("/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0870.wav");
 const METADATA = { characters: ["John Dashwood", "Elinor", "Marianne", "Willoughby"], known_terms: ["Norland Park", "metformin"] };
 
@@ -105,6 +105,9 @@ describe.each(["fs", "s3"])("embedded review on the %s object store", (backend) 
     expect(applied).toHaveLength(1);
     expect(applied[0]).toMatchObject({ segment_id: expect.any(Number), original: expect.stringContaining("guess would") });
     expect(applied[0]!.confidence).toBeGreaterThanOrEqual(0.8);
+    // Applied because the slice's audio fits the term, not for the sound of the words alone.
+    expect(applied[0]!.reason).toMatch(/the audio fits "(John )?Dashwood"/);
+    expect(stage1.notes).toMatch(/[1-9]\d* checked against the audio/);
     expect(applied[0]!.end_word).toBeGreaterThan(applied[0]!.start_word);
     expect(stage1.corrections).toHaveLength(1);
 

@@ -16,12 +16,14 @@ import { doubleMetaphone } from "double-metaphone";
  * - Double Metaphone codes plus letter edit distance for a term with no dictionary
  *   pronunciation (a new drug, a rare surname), held to a higher bar.
  *
- * Conservative by design: an annotation below `APPLY_CONFIDENCE` is recorded but never
- * applied, a span never swallows another vocabulary word, and a span already spelled as
- * the term is left alone.
+ * Sound alone does not tell a misheard term from a right word that merely sounds a
+ * little like one (measured, docs/jobs.md): the reviewer applies a span only after the
+ * slice's audio confirms it (review-acoustic.ts), and below `APPLY_CONFIDENCE` nothing
+ * is applied. A span never swallows another vocabulary word, and a span already spelled
+ * as the term is left alone.
  */
 
-/** Stage 1 records candidates from here up (visible in review_chunk_{i}.json). */
+/** Default floor of candidateSpans and annotateSegments (sound similarity). */
 export const REPORT_CONFIDENCE = 0.7;
 /** Stage 2 applies annotations from here up; below it the reviewer changes nothing. */
 export const APPLY_CONFIDENCE = 0.8;
@@ -278,14 +280,19 @@ export function candidateSpans(segments: ReviewSegment[], vocabulary: Vocabulary
   return candidates;
 }
 
-/** Per segment, best first, a candidate overlapping one already taken is dropped; in segment and word order. */
-export function resolveOverlaps(candidates: Annotation[]): Annotation[] {
-  const bySegment = new Map<number, Annotation[]>();
+const byConfidence = (a: Annotation, b: Annotation) => b.confidence - a.confidence || a.end_word - a.start_word - (b.end_word - b.start_word);
+
+/**
+ * Per segment, best first (by `rank`; default: higher confidence, then the shorter
+ * span), a candidate overlapping one already taken is dropped; in segment and word order.
+ */
+export function resolveOverlaps<A extends Annotation>(candidates: A[], rank: (a: A, b: A) => number = byConfidence): A[] {
+  const bySegment = new Map<number, A[]>();
   for (const c of candidates) bySegment.set(c.segment_id, [...(bySegment.get(c.segment_id) ?? []), c]);
-  const out: Annotation[] = [];
+  const out: A[] = [];
   for (const group of bySegment.values()) {
-    group.sort((a, b) => b.confidence - a.confidence || a.end_word - a.start_word - (b.end_word - b.start_word));
-    const taken: Annotation[] = [];
+    group.sort(rank);
+    const taken: A[] = [];
     for (const c of group) {
       if (taken.some((t) => c.start_word < t.end_word && t.start_word < c.end_word)) continue;
       taken.push(c);
@@ -296,8 +303,9 @@ export function resolveOverlaps(candidates: Annotation[]): Annotation[] {
 }
 
 /**
- * Stage 1: annotations for the given segments, best first and never overlapping, each
- * at or above REPORT_CONFIDENCE.
+ * The matcher's own view by sound alone: the best non-overlapping spans from
+ * REPORT_CONFIDENCE up (the reviewer instead checks candidates against the audio,
+ * review-acoustic.ts).
  */
 export const annotateSegments = (segments: ReviewSegment[], vocabulary: VocabularyTerm[], pronounce: Pronounce): Annotation[] =>
   resolveOverlaps(candidateSpans(segments, vocabulary, pronounce));

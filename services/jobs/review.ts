@@ -11,12 +11,15 @@ import {
   type ReviewedResult,
 } from "../../schemas/jobs";
 import type { ActiveJob } from "./job";
-import { annotateSegments, applyToText, confidentAnnotations, loadPronouncer, vocabularyOf } from "./review-embedded";
+import { annotationsFrom, checkCandidates, type Aligner, type SliceAudio } from "./review-acoustic";
+import { applyToText, confidentAnnotations, loadPronouncer, vocabularyOf } from "./review-embedded";
+import { toPcm } from "./slice-audio";
 
 /**
  * The two-stage review (`review: true`), by one of two reviewers behind one interface:
  * the LLM reviewer when REVIEW_LLM_URL is set, else the embedded reviewer
- * (review-embedded.ts: vocabulary from `metadata` and `prompt`, phonetic matching).
+ * (review-embedded.ts: vocabulary from `metadata` and `prompt`, phonetic matching;
+ * review-acoustic.ts: each match checked against the slice's audio).
  *
  * 1. Per slice (`review_chunk_{i}`): the slice's segments plus the job's `metadata`
  *    (e.g. medical_specialty, speaker_roles, known_medications) go to the reviewer,
@@ -37,6 +40,8 @@ export interface SliceReviewInput {
   language: string;
   slice: { index: number; start_time: number; end_time: number };
   segments: JobSegment[];
+  /** The slice's audio, read only by a reviewer that listens (the embedded one). */
+  audio?: () => Promise<SliceAudio | undefined>;
 }
 export interface TranscriptReviewInput {
   metadata: Record<string, unknown>;
@@ -177,14 +182,24 @@ export function llmReviewer(llm: ReviewLlm): Reviewer {
 
 /**
  * The embedded reviewer (no model needed): stage 1 annotates the slice's spans that
- * sound like a term of the job's vocabulary; stage 2 applies the confident ones.
+ * sound like a term of the job's vocabulary and checks each against the slice's audio
+ * with `aligner` (the embedded engine's acoustic model); stage 2 applies the confident
+ * ones. Without an aligner or audio nothing is confident, so nothing changes.
  */
-export const embeddedReviewer: Reviewer = {
+export const embeddedReviewer = (aligner?: Aligner): Reviewer => ({
   kind: "embedded",
   model: "embedded",
   async reviewSlice(input) {
     const vocabulary = vocabularyOf(input.metadata, input.prompt);
-    const annotations = vocabulary.length ? annotateSegments(input.segments, vocabulary, await loadPronouncer()) : [];
+    let annotations: NonNullable<SliceReview["annotations"]> = [];
+    let candidates = 0;
+    let checked = 0;
+    if (vocabulary.length && input.segments.length) {
+      const evidence = await checkCandidates(input.segments, vocabulary, await loadPronouncer(), input.audio ?? (async () => undefined), aligner);
+      candidates = evidence.length;
+      checked = evidence.filter((e) => e.gain !== undefined).length;
+      annotations = annotationsFrom(evidence);
+    }
     const confident = confidentAnnotations(annotations);
     const corrections = input.segments.flatMap((s) => {
       const mine = confident.filter((a) => a.segment_id === s.id);
@@ -193,7 +208,7 @@ export const embeddedReviewer: Reviewer = {
     const notes =
       vocabulary.length === 0
         ? "no vocabulary in metadata or prompt"
-        : `${vocabulary.length} vocabulary terms; ${annotations.length} candidate spans, ${confident.length} confident`;
+        : `${vocabulary.length} vocabulary terms; ${candidates} candidate spans, ${checked} checked against the audio, ${confident.length} confident`;
     return { corrections, annotations, notes };
   },
   async reviewTranscript(input) {
@@ -208,7 +223,7 @@ export const embeddedReviewer: Reviewer = {
     const applied = [...bySegment.values()].reduce((n, a) => n + a.length, 0);
     return { segments, notes: `embedded reviewer: ${applied} confident corrections applied` };
   },
-};
+});
 
 async function loadResult(job: ActiveJob, objects: ObjectStore): Promise<JobResult> {
   const parsed = jobResult.safeParse(await getJson(objects, artifactKeys.result(job.spec)));
@@ -235,6 +250,10 @@ export async function reviewChunk(job: ActiveJob, index: number, objects: Object
       language: result.metadata.language,
       slice: { index, start_time: from, end_time: to },
       segments,
+      audio: async () => {
+        const bytes = job.audio && (await objects.getRange(job.audio.audioKey, chunk.startSample * 2, chunk.endSample * 2));
+        return bytes ? { pcm: toPcm(bytes), startTime: from } : undefined;
+      },
     },
     signal,
   );

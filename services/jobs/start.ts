@@ -6,6 +6,7 @@ import { stepChunkIndex, type ActiveJob } from "./job";
 import { createJobStore, type JobStore } from "./job-store";
 import { startProcessManager } from "./process-manager";
 import { embeddedReviewer, llmReviewer, reviewChunk, reviewTranscript } from "./review";
+import { createAligner } from "./review-acoustic";
 import { startRetentionSweep } from "./retention";
 import { sliceAudio } from "./slice-audio";
 import { exponentialBackoff, startStepConsumer } from "./step-consumer";
@@ -118,18 +119,30 @@ export const startJobAggregator = stepService("jobs-aggregator", "aggregate", ()
   await store.execute(command.workflowId, { type: "RecordTranscriptAggregated", segments: result.segments.length, now: nowIso(ctx) });
 });
 
-export const startJobReviewer = stepService("jobs-reviewer", "review", () => 4, (ctx, store) => async (job, command, signal) => {
+export async function startJobReviewer(ctx: ServiceContext): Promise<RunningService> {
+  // The embedded reviewer's acoustic check: one ps-worker process of this replica's
+  // own, started on the first check and stopped when idle (and with the service).
+  const aligner = createAligner();
   const llm = ctx.config.jobs.review;
-  const reviewer = llm ? llmReviewer(llm) : embeddedReviewer;
-  const index = stepChunkIndex(command.step);
-  if (index !== undefined) {
-    await reviewChunk(job, index, ctx.objects, reviewer, ctx.now, signal);
-    await store.execute(command.workflowId, { type: "RecordChunkReviewed", index, now: nowIso(ctx) });
-  } else {
-    await reviewTranscript(job, ctx.objects, reviewer, ctx.now, signal);
-    await store.execute(command.workflowId, { type: "RecordTranscriptReviewed", now: nowIso(ctx) });
-  }
-});
+  const reviewer = llm ? llmReviewer(llm) : embeddedReviewer(aligner);
+  const service = await stepService("jobs-reviewer", "review", () => 4, (ctx, store) => async (job, command, signal) => {
+    const index = stepChunkIndex(command.step);
+    if (index !== undefined) {
+      await reviewChunk(job, index, ctx.objects, reviewer, ctx.now, signal);
+      await store.execute(command.workflowId, { type: "RecordChunkReviewed", index, now: nowIso(ctx) });
+    } else {
+      await reviewTranscript(job, ctx.objects, reviewer, ctx.now, signal);
+      await store.execute(command.workflowId, { type: "RecordTranscriptReviewed", now: nowIso(ctx) });
+    }
+  })(ctx);
+  return {
+    name: service.name,
+    stop: async () => {
+      await service.stop();
+      await aligner.close();
+    },
+  };
+}
 
 /** Every job service, for services/stt/services.ts. */
 export const jobServiceDefs = [

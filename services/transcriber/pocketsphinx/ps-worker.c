@@ -30,10 +30,24 @@
  * server VAD already cut it). The VAD runs these processes with -fwdflat no, so END
  * costs tens of milliseconds (the flat-lexicon pass is what makes END slow).
  *
+ * Alignment requests (the embedded reviewer's acoustic check, services/jobs/
+ * review-acoustic.ts): magic 0x33535350 ("PSS3"), uint32 n_samples, uint32 text_bytes,
+ * the text, then n_samples of PCM (a whole slice). The text is lines of
+ *   word <word> <PHONE> ...               a pronunciation for a word the dictionary lacks
+ *   align <from_sample> <to_sample> <word> ...   force-align these words to that range
+ * and the response one JSON line, one entry per align line in order:
+ *   {"alignments":[{"ascr":..,"frames":n,"words":[["word",start_frame,end_frame],..]} | null,..]}
+ * `ascr` is the path's acoustic score (the decoder's scaled log units, base 1.0001); null means the words could
+ * not be aligned (a word without pronunciation, or the path did not survive the beam).
+ * A second decoder with no language model does this (created on the first such
+ * request), so words added here never reach the transcription decoder. CMN is seeded
+ * from the whole slice, as for a transcription request.
+ *
  * The first line written after start-up is {"ready":true,...}.
  *
  * Usage: ps-worker [model-dir [-option value ...]]: extra PocketSphinx options override
- * the built-in ones.
+ * the built-in ones. ps-worker model-dir --align-only: alignment requests only (the
+ * reviewer's process), no language model loaded.
  *
  * Utterances are split with PocketSphinx's own voice-activity detector, exactly as
  * pocketsphinx_continuous does; word frames are counted from the start of the
@@ -58,6 +72,7 @@
 
 #define MAGIC 0x31535350u
 #define MAGIC_STREAM 0x32535350u
+#define MAGIC_ALIGN 0x33535350u
 enum { OP_START = 1, OP_AUDIO = 2, OP_HYP = 3, OP_END = 4 };
 #define CHUNK 2048
 
@@ -366,6 +381,150 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
   }
 }
 
+/*
+ * Forced alignment for the embedded reviewer (see the header comment): each align line
+ * becomes a one-sentence JSGF grammar (optional silence and fillers between words, as
+ * the grammar search always allows) decoded over its sample range. Comparing the
+ * acoustic score of a segment's words with that of the same segment with a span
+ * replaced tells which of the two the audio supports, with no language model involved.
+ */
+static ps_decoder_t *aligner;
+static feat_t *aligner_feat;
+static int aligner_added;
+#define MAX_ADDED_WORDS 20000
+
+static ps_decoder_t *aligner_get(const char *hmm, const char *dict) {
+  if (aligner && aligner_added > MAX_ADDED_WORDS) { ps_free(aligner); aligner = NULL; }
+  if (aligner) return aligner;
+  /* No -lm: the decoder is only ever switched to per-request grammars. Silence removal
+   * off, so every frame of the range is aligned; wide beams, so a forced path survives. */
+  cmd_ln_t *c = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-logfn", "/dev/null", "-mmap", "no",
+                            "-remove_silence", "no", "-beam", "1e-100", "-pbeam", "1e-100", "-wbeam", "1e-80", NULL);
+  if (c == NULL) return NULL;
+  aligner = ps_init(c);
+  cmd_ln_free_r(c);
+  if (aligner == NULL) return NULL;
+  aligner_feat = ps_get_feat(aligner);
+  aligner_added = 0;
+  return aligner;
+}
+
+static void align_one(ps_decoder_t *al, const int16_t *pcm, uint32_t n, char *line, const mfcc_t *cmn) {
+  char *save = NULL;
+  strtok_r(line, " \t", &save); /* "align" */
+  char *a = strtok_r(NULL, " \t", &save), *b = strtok_r(NULL, " \t", &save);
+  if (!a || !b) { printf("null"); return; }
+  long from = strtol(a, NULL, 10), to = strtol(b, NULL, 10);
+  if (from < 0) from = 0;
+  if (to > (long)n) to = (long)n;
+  if (to - from < 1600) { printf("null"); return; }
+  static char jsgf[16384];
+  int len = snprintf(jsgf, sizeof jsgf, "#JSGF V1.0;\ngrammar align;\npublic <s> =");
+  int words = 0;
+  char *expect[512];
+  for (char *w = strtok_r(NULL, " \t", &save); w && words < 512; w = strtok_r(NULL, " \t", &save)) {
+    char *phones = ps_lookup_word(al, w);
+    if (phones == NULL) { printf("null"); return; }
+    ckd_free(phones);
+    len += snprintf(jsgf + len, sizeof jsgf - len, " %s", w);
+    if (len >= (int)sizeof jsgf - 4) { printf("null"); return; }
+    expect[words++] = w;
+  }
+  if (words == 0) { printf("null"); return; }
+  snprintf(jsgf + len, sizeof jsgf - len, ";\n");
+  if (ps_set_jsgf_string(al, "align", jsgf) < 0 || ps_set_search(al, "align") < 0) { printf("null"); return; }
+  /* Each alignment from the same state: a new stream (the front end's noise estimate
+   * reset) and the slice's cepstral mean, whatever was aligned before. */
+  cmn_live_set(aligner_feat->cmn_struct, (mfcc_t *)cmn);
+  ps_start_stream(al);
+  ps_start_utt(al);
+  ps_process_raw(al, pcm + from, (size_t)(to - from), FALSE, TRUE);
+  ps_end_utt(al);
+  int32 score;
+  const char *hyp = ps_get_hyp(al, &score);
+  if (hyp == NULL) { printf("null"); ps_unset_search(al, "align"); return; }
+  /* The grammar has one path; a hypothesis that is not all of it did not reach the end. */
+  char word[256];
+  long ascr_total = 0;
+  int k = 0, ok = 1, frames = ps_get_n_frames(al);
+  static char out[65536];
+  int olen = 0;
+  for (ps_seg_t *it = ps_seg_iter(al); it != NULL; it = ps_seg_next(it)) {
+    int32 ascr, lscr, lback;
+    ps_seg_prob(it, &ascr, &lscr, &lback);
+    ascr_total += ascr;
+    const char *w = ps_seg_word(it);
+    if (is_filler(w)) continue;
+    base_word(w, word, sizeof word);
+    if (k >= words || strcmp(word, expect[k])) ok = 0;
+    int sf, ef;
+    ps_seg_frames(it, &sf, &ef);
+    if (olen < (int)sizeof out - 300) olen += snprintf(out + olen, sizeof out - olen, "%s[\"%s\",%d,%d]", k ? "," : "", word, sf, ef + 1);
+    k++;
+  }
+  if (!ok || k != words) { printf("null"); ps_unset_search(al, "align"); return; }
+  printf("{\"ascr\":%ld,\"frames\":%d,\"words\":[%s]}", ascr_total, frames, out);
+  ps_unset_search(al, "align");
+}
+
+/* One alignment request (see the header comment). Returns -1 on EOF. */
+static int align_request(const char *hmm, const char *dict, fe_t *mean_fe, int ncep, int frate, uint32_t n, uint32_t tlen) {
+  static char *text;
+  static int16_t *apcm;
+  static size_t acap;
+  if (tlen > (1u << 20) || n > 16000u * 3600) { printf("{\"error\":\"alignment request too large\"}\n"); fflush(stdout); return -1; }
+  text = realloc(text, tlen + 1);
+  if (tlen && read_full(text, tlen) < 0) return -1;
+  text[tlen] = 0;
+  if (n > acap) { acap = n; apcm = realloc(apcm, acap * sizeof(int16_t)); }
+  if (n && read_full(apcm, (size_t)n * 2) < 0) return -1;
+  ps_decoder_t *al = aligner_get(hmm, dict);
+  if (al == NULL) { printf("{\"error\":\"aligner failed to start\"}\n"); fflush(stdout); return 0; }
+  mfcc_t mean[64];
+  if (!clip_cmn_mean(mean_fe, apcm, n, mean, ncep)) cmn_live_get(aligner_feat->cmn_struct, mean);
+  /* Pronunciations come first in the text (the client writes them so), then the lines to align. */
+  printf("{\"alignments\":[");
+  int first = 1;
+  for (char *line = text; line && *line; ) {
+    char *next = strchr(line, '\n');
+    if (next) *next = 0;
+    char *sp = !strncmp(line, "word ", 5) ? strchr(line + 5, ' ') : NULL;
+    if (sp) {
+      *sp = 0;
+      char *phones = ps_lookup_word(al, line + 5);
+      if (phones) ckd_free(phones);
+      else if (ps_add_word(al, line + 5, sp + 1, FALSE) >= 0) aligner_added++;
+    } else if (!strncmp(line, "align ", 6)) {
+      printf("%s", first ? "" : ",");
+      first = 0;
+      align_one(al, apcm, n, line, mean);
+    }
+    line = next ? next + 1 : NULL;
+  }
+  printf("]}\n");
+  fflush(stdout);
+  return 0;
+}
+
+/* --align-only: the alignment decoder alone (no language model, about a fifth of the
+ * memory); any other request is answered with an error. */
+static int serve_alignments(cmd_ln_t *config, const char *hmm, const char *dict) {
+  ps_decoder_t *al = aligner_get(hmm, dict);
+  if (al == NULL) { printf("{\"error\":\"model load failed\"}\n"); fflush(stdout); return 2; }
+  int frate = cmd_ln_int32_r(config, "-frate");
+  int ncep = feat_cepsize(aligner_feat);
+  fe_t *mean_fe = fe_init_auto_r(config);
+  printf("{\"ready\":true,\"frate\":%d}\n", frate);
+  fflush(stdout);
+  for (;;) {
+    uint32_t head[3];
+    if (read_full(head, sizeof head) < 0) break;
+    if (head[0] != MAGIC_ALIGN) { printf("{\"error\":\"this process serves alignment requests only\"}\n"); fflush(stdout); return 3; }
+    if (align_request(hmm, dict, mean_fe, ncep, frate, head[1], head[2]) < 0) break;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *model = argc > 1 ? argv[1] : "/usr/share/pocketsphinx/model/en-us";
   char hmm[1024], lmp[1024], dict[1024];
@@ -378,11 +537,14 @@ int main(int argc, char **argv) {
   cmd_ln_t *config = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-lm", lmp, "-dict", dict,
                                  "-logfn", "/dev/null", "-mmap", "no", "-maxhmmpf", "5000", "-maxwpf", "20", NULL);
   if (config == NULL) { printf("{\"error\":\"bad configuration\"}\n"); return 2; }
-  /* Further arguments are decoder options as name/value pairs (e.g. -maxhmmpf 3000). */
-  if (argc > 3) {
+  /* Further arguments are decoder options as name/value pairs (e.g. -maxhmmpf 3000),
+   * or --align-only: serve alignment requests only, without loading the language model. */
+  int align_only = argc > 2 && !strcmp(argv[2], "--align-only");
+  if (argc > 3 && !align_only) {
     config = cmd_ln_parse_r(config, ps_args(), argc - 2, argv + 2, FALSE);
     if (config == NULL) { printf("{\"error\":\"bad decoder options\"}\n"); fflush(stdout); return 2; }
   }
+  if (align_only) return serve_alignments(config, hmm, dict);
   ps_decoder_t *ps = ps_init(config);
   if (ps == NULL) { printf("{\"error\":\"model load failed\"}\n"); fflush(stdout); return 2; }
   int frate = cmd_ln_int32_r(config, "-frate");
@@ -408,6 +570,10 @@ int main(int argc, char **argv) {
     if (read_full(head, sizeof head) < 0) break;
     if (head[0] == MAGIC_STREAM) {
       if (stream_request(ps, config, default_search, feat, mean_fe, cmn_init_vec, cmn_clip_vec, ncep, frate, head[1], head[2]) < 0) break;
+      continue;
+    }
+    if (head[0] == MAGIC_ALIGN) {
+      if (align_request(hmm, dict, mean_fe, ncep, frate, head[1], head[2]) < 0) break;
       continue;
     }
     if (head[0] != MAGIC) { printf("{\"error\":\"bad request framing\"}\n"); fflush(stdout); return 3; }
