@@ -21,6 +21,10 @@ import { withSpanFromHeaders } from "./telemetry";
  * `consumer_not_found` forever; the runner then stops that loop, re-adds the durable
  * with the configuration it had at start, and consumes again, with backoff. The same
  * happens if the message iterator ends for any other reason while not stopped.
+ *
+ * Every ack, nak and term waits for the server's confirmation and is sent again until
+ * it comes (see `send`), so a settlement lost to a reconnect or to a cluster's consumer
+ * leader election does not leave the message waiting out its ack_wait.
  */
 export type Outcome =
   | { kind: "ack" }
@@ -70,66 +74,71 @@ export async function runConsumer(
   let stopped = false;
   let messages: ConsumerMessages | undefined;
 
-  // Acks sent while NATS is away are buffered by the client and flushed on reconnect,
-  // which can be before the restarted server has loaded JetStream: they are lost, and
-  // the message would wait out its ack_wait. So settlements made from a disconnect until
-  // JetStream answers again are kept and sent once more then (a repeated ack/nak/term
-  // is harmless).
   const nc = (js as unknown as { nc: NatsConnection }).nc;
-  let jsReady = true;
-  let resent: Array<() => void> = [];
-  const send = (settle: () => void) => {
-    settle();
-    if (!jsReady) resent.push(settle);
-  };
-  const statuses = nc.status();
-  void (async () => {
-    for await (const s of statuses) {
-      if (s.type === "disconnect") jsReady = false;
-      if (s.type !== "reconnect") continue;
-      for (let delay = 100; !stopped && !nc.isClosed(); delay = Math.min(delay * 2, 2000)) {
-        if (await jsm.consumers.info(options.stream, options.durable).then(() => true, () => false)) break;
-        await sleep(delay);
+  const settling = new Set<Promise<void>>();
+  /**
+   * Settles a message and waits for the server to confirm it, sending it again until it
+   * does (a repeated ack/nak/term is harmless). A settlement published while NATS is
+   * away, while the restarted server is still loading JetStream, or in a cluster while
+   * the consumer has no leader (the node leading it died, an election is under way) is
+   * dropped without a word, and the message would wait out its ack_wait (30 s or more)
+   * before anyone saw it again. Gives up after SETTLE_GIVE_UP_MS: the ack_wait then
+   * redelivers, and handlers are idempotent.
+   */
+  const send = (msg: JsMsg, payload: string) => {
+    // nats.js's JsMsg acks without asking for an answer; its implementation carries the
+    // ack subject (`$JS.ACK.…`), which is all a confirmed settlement needs.
+    const ackSubject = (msg as JsMsg & { reply?: string }).reply ?? "";
+    const p = (async () => {
+      const giveUpAt = Date.now() + SETTLE_GIVE_UP_MS;
+      for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+        try {
+          await nc.request(ackSubject, payload, { timeout: 2000 });
+          return;
+        } catch (err) {
+          // A stopping runner does not wait out an outage: the ack wait covers it.
+          if (nc.isClosed() || stopped || Date.now() > giveUpAt) {
+            options.logger.warn("settlement not confirmed; the message will be redelivered after its ack wait", { durable: options.durable, subject: msg.subject, settlement: payload.slice(0, 5), error: String((err as Error)?.message ?? err) });
+            return;
+          }
+          await sleep(delay);
+        }
       }
-      jsReady = true;
-      const pendingSettlements = resent;
-      resent = [];
-      for (const settle of pendingSettlements) settle();
-    }
-  })().catch(() => undefined);
+    })();
+    settling.add(p);
+    void p.finally(() => settling.delete(p));
+    return p;
+  };
 
   const handle = async (msg: JsMsg) => {
     const heartbeat = setInterval(() => msg.working(), workingEvery);
     try {
       const outcome = await withSpanFromHeaders(`${options.durable} ${msg.subject}`, msg.headers, () => handler(msg));
-      settle(msg, outcome);
+      await settle(msg, outcome);
     } catch (err) {
       const e = toAppError(err);
       if (e.retryable || e.kind === "internal") {
         const attempt = msg.info.deliveryCount;
         options.logger.warn("handler failed, will retry", { durable: options.durable, subject: msg.subject, attempt, code: e.code, error: e.message });
-        send(() => msg.nak(backoff(attempt)));
+        await send(msg, nak(backoff(attempt)));
       } else {
         options.logger.error("handler failed permanently", { durable: options.durable, subject: msg.subject, code: e.code, error: e.message });
-        send(() => msg.term());
+        await send(msg, "+TERM");
       }
     } finally {
       clearInterval(heartbeat);
     }
   };
 
-  const settle = (msg: JsMsg, outcome: Outcome) => {
+  const settle = (msg: JsMsg, outcome: Outcome): Promise<void> => {
     switch (outcome.kind) {
       case "ack":
-        send(() => msg.ack());
-        return;
+        return send(msg, "+ACK");
       case "retry":
-        send(() => msg.nak(outcome.delayMs));
-        return;
+        return send(msg, nak(outcome.delayMs));
       case "terminate":
         options.logger.warn("message terminated", { durable: options.durable, subject: msg.subject, reason: outcome.reason });
-        send(() => msg.term());
-        return;
+        return send(msg, "+TERM");
       default: {
         const never: never = outcome;
         throw new Error(`unknown outcome ${JSON.stringify(never)}`);
@@ -139,7 +148,10 @@ export async function runConsumer(
 
   /** One consume() session; returns when its iterator ends. */
   const consumeOnce = async (consumer: typeof first) => {
-    const current = await consumer.consume({ max_messages: Math.max(1, options.concurrency) });
+    // A short pull expiry: its idle heartbeat (half of it) is how a consumer whose leader
+    // died (a cluster node lost) notices and pulls again from the new leader, after two
+    // missed heartbeats; the default 30 s would stall the consumer that long.
+    const current = await consumer.consume({ max_messages: Math.max(1, options.concurrency), expires: PULL_EXPIRES_MS });
     messages = current;
     void watchForMissing(current);
     for await (const msg of current) {
@@ -198,13 +210,13 @@ export async function runConsumer(
       }
     }
     await Promise.all(inFlight);
+    await Promise.all(settling);
   })();
 
   return {
     done,
     stop: async () => {
       stopped = true;
-      (statuses as unknown as { stop?: () => void }).stop?.();
       await messages?.close();
       await done.catch(() => undefined);
     },
@@ -212,6 +224,10 @@ export async function runConsumer(
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const SETTLE_GIVE_UP_MS = 60_000;
+const PULL_EXPIRES_MS = 8_000;
+/** The settlement nats.js `nak(delay)` sends. */
+const nak = (delayMs: number) => (delayMs > 0 ? `-NAK ${JSON.stringify({ delay: delayMs * 1_000_000 })}` : "-NAK");
 
 function isNotFound(err: unknown): boolean {
   return /not found/i.test((err as Error)?.message ?? "");

@@ -67,6 +67,8 @@ export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number
   const dead = new Map<string, number>();
   let current: Watch | undefined;
   let stopped = false;
+  /** When the watch last delivered anything (real time, not the `now` option). */
+  let lastEntryAt = Date.now();
 
   /** Opens a watch; resolves once its snapshot is in the view (or after a short grace). */
   const open = async (): Promise<void> => {
@@ -87,6 +89,7 @@ export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number
     };
     (async () => {
       for await (const e of iter) {
+        if (current === iter) lastEntryAt = Date.now();
         if (e.operation === "PUT") {
           const parsed = workerAnnouncement.safeParse(safeJson(e.string()));
           if (parsed.success) snapshot.set(e.key, parsed.data);
@@ -109,6 +112,24 @@ export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number
   const unhook = nats.onReconnect(async () => {
     if (!stopped) await open();
   });
+  // A watch can die without a word: in a cluster, its consumer lives on one node, and
+  // when that node dies nats.js only notices after missed heartbeats and may fail to
+  // re-create it while the stream elects a leader. Live workers re-announce themselves
+  // every heartbeat, so a view with workers in it that has heard nothing for `staleMs`
+  // is a dead watch (or every worker died): open a new one. Checked every staleMs / 2.
+  let reopening = false;
+  const watchdog = setInterval(() => {
+    if (stopped || reopening || workers.size === 0 || Date.now() - lastEntryAt < options.staleMs) return;
+    reopening = true;
+    options.logger?.warn("worker registry watch silent; re-opening it", { silentMs: Date.now() - lastEntryAt });
+    open()
+      .catch((err) => options.logger?.warn("re-opening the worker registry watch failed", { error: String(err) }))
+      .finally(() => {
+        reopening = false;
+        lastEntryAt = Date.now();
+      });
+  }, Math.max(100, options.staleMs / 2));
+  watchdog.unref();
 
   const fresh = (w: WorkerAnnouncement) => now() - w.at <= options.staleMs && !(w.at <= (dead.get(w.id) ?? -Infinity));
   return {
@@ -125,6 +146,7 @@ export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number
     },
     stop: async () => {
       stopped = true;
+      clearInterval(watchdog);
       unhook();
       current?.stop();
     },
