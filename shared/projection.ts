@@ -131,6 +131,8 @@ async function applyOne<E extends EventShape>(db: Db, projection: Projection<E>,
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** How often a live projection checks it is not stuck behind its stream. */
+const STALL_CHECK_MS = 5000;
 
 /**
  * Applies the messages that queued up while the previous transaction ran, in one
@@ -231,6 +233,25 @@ export async function startProjection<E extends EventShape>(
     void messages?.close().catch(() => undefined);
   });
 
+  // An ordered consumer lives on one node. In a cluster, when that node dies the client
+  // stays connected elsewhere and no reconnect happens; nats.js may then never resume
+  // it (seen in test/nats-cluster.test.ts: a read model frozen for minutes while the
+  // stream went on). So: behind the stream's last event and no progress for a whole
+  // check period → close it, and the loop starts a new one from the stored offset.
+  let seenAtLastCheck = -1;
+  const watchdog = setInterval(() => {
+    void (async () => {
+      const last = await nats.jsm.streams.getMessage(projection.stream, { last_by_subj: projection.filterSubject }).catch(() => null);
+      const behind = last !== null && last.seq > applied;
+      if (behind && applied === seenAtLastCheck && !stopped) {
+        logger.warn("projection made no progress while behind its stream; restarting its consumer", { applied, head: last.seq });
+        await messages?.close().catch(() => undefined);
+      }
+      seenAtLastCheck = behind ? applied : -1;
+    })().catch(() => undefined);
+  }, STALL_CHECK_MS);
+  watchdog.unref();
+
   const loop = (async () => {
     let backoff = 250;
     while (!stopped) {
@@ -252,6 +273,7 @@ export async function startProjection<E extends EventShape>(
     appliedSeq: () => applied,
     stop: async () => {
       stopped = true;
+      clearInterval(watchdog);
       unhook();
       await messages?.close().catch(() => undefined);
       await loop;

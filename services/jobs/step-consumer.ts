@@ -65,14 +65,21 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
   const aborter = new AbortController();
   const leases = createStepLeases(() => nats.kv("leases"), { ttlMs: 2 * options.ackWaitMs });
 
-  /** The command's step, when it is still wanted: job alive, step current and not done. */
-  const wanted = async (command: StepCommand): Promise<{ job?: ActiveJob; unknown?: boolean }> => {
+  /**
+   * The command's step, when it is still wanted: job alive, step current and not done.
+   * `behind`: the job as read does not know the step or this attempt yet. The command
+   * is only published after its StepStarted is stored, so the read was stale (a direct
+   * get answered by a replica that lags, as after a cluster node's loss): look again
+   * later rather than drop the command.
+   */
+  const wanted = async (command: StepCommand): Promise<{ job?: ActiveJob; unknown?: boolean; behind?: boolean }> => {
     const { state } = await store.load(command.workflowId);
     if (state.status === "none") return { unknown: true };
     const step = state.steps[command.step];
     if (state.status === "errored" && kind !== "webhook") return {};
     if (state.status === "terminated") return {};
-    if (!step || step.attempt !== command.attempt || step.status === "complete" || step.status === "errored") return {};
+    if (!step || step.attempt < command.attempt) return { behind: true };
+    if (step.attempt !== command.attempt || step.status === "complete" || step.status === "errored") return {};
     return { job: state };
   };
 
@@ -81,7 +88,9 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
     if (!parsed.success) return terminate("malformed step command");
     const command = parsed.data;
     const first = await wanted(command);
-    if (first.unknown) return terminate("unknown job");
+    // A job nobody knows after a few looks is gone; the first looks may be stale reads.
+    if (first.unknown) return msg.info.deliveryCount < STALE_READ_LOOKS ? retry(1000, "unknown job") : terminate("unknown job");
+    if (first.behind) return msg.info.deliveryCount < STALE_READ_LOOKS ? retry(1000, "job state behind its command") : ack();
     if (!first.job) return ack();
     const delivery = msg.info.deliveryCount;
     const log = logger.child({ workflowId: command.workflowId, step: command.step, attempt: command.attempt, delivery, seq: msg.seq });
@@ -102,7 +111,7 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
     });
     if (!again.job) {
       await lease.release();
-      return ack();
+      return again.behind || again.unknown ? retry(1000, "job state behind its command") : ack();
     }
     const state = again.job;
     try {
@@ -177,3 +186,6 @@ export function retryAfterMs(e: AppError): number {
 /** Exponential backoff with a cap: base, 2·base, 4·base, … */
 export const exponentialBackoff = (baseMs: number, capMs = 60_000) => (delivery: number) =>
   Math.min(capMs, baseMs * 2 ** Math.max(0, delivery - 1));
+
+/** Deliveries that may find the job's state stale before a command is judged unwanted. */
+const STALE_READ_LOOKS = 10;

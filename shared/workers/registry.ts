@@ -69,6 +69,8 @@ export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number
   let stopped = false;
   /** When the watch last delivered anything (real time, not the `now` option). */
   let lastEntryAt = Date.now();
+  /** The watch went silent and no new one could be opened yet (see the watchdog). */
+  let blind = false;
 
   /** Opens a watch; resolves once its snapshot is in the view (or after a short grace). */
   const open = async (): Promise<void> => {
@@ -115,23 +117,28 @@ export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number
   // A watch can die without a word: in a cluster, its consumer lives on one node, and
   // when that node dies nats.js only notices after missed heartbeats and may fail to
   // re-create it while the stream elects a leader. Live workers re-announce themselves
-  // every heartbeat, so a view with workers in it that has heard nothing for `staleMs`
-  // is a dead watch (or every worker died): open a new one. Checked every staleMs / 2.
+  // every heartbeat, so a view with workers in it that has heard nothing for half of
+  // `staleMs` is a dead watch (or every worker died): open a new one. Until that works
+  // the registry is blind: heartbeats cannot be seen, so their age is no evidence and
+  // the last view is trusted (a worker that is really gone answers "no responders",
+  // which marks it dead). Checked every staleMs / 4.
   let reopening = false;
   const watchdog = setInterval(() => {
-    if (stopped || reopening || workers.size === 0 || Date.now() - lastEntryAt < options.staleMs) return;
+    if (stopped || reopening || workers.size === 0 || Date.now() - lastEntryAt < options.staleMs / 2) return;
     reopening = true;
+    blind = true;
     options.logger?.warn("worker registry watch silent; re-opening it", { silentMs: Date.now() - lastEntryAt });
     open()
+      .then(() => (blind = false))
       .catch((err) => options.logger?.warn("re-opening the worker registry watch failed", { error: String(err) }))
       .finally(() => {
         reopening = false;
         lastEntryAt = Date.now();
       });
-  }, Math.max(100, options.staleMs / 2));
+  }, Math.max(100, options.staleMs / 4));
   watchdog.unref();
 
-  const fresh = (w: WorkerAnnouncement) => now() - w.at <= options.staleMs && !(w.at <= (dead.get(w.id) ?? -Infinity));
+  const fresh = (w: WorkerAnnouncement) => (blind || now() - w.at <= options.staleMs) && !(w.at <= (dead.get(w.id) ?? -Infinity));
   return {
     list: () => [...workers.values()].filter(fresh),
     get: (id) => {
