@@ -15,6 +15,7 @@ import { chunkCount } from "../services/jobs/slicing";
 import { fixturePath } from "./support/fixtures";
 import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
+import { issueKeyAt, spawnService, type ServiceProcess } from "./support/service-process";
 
 /**
  * The cluster profile survives the loss of one node. This test runs its OWN three
@@ -191,8 +192,7 @@ describe("three-node NATS cluster, one node killed", () => {
   let dir: string;
   let dataDir: string;
   let nodes: ClusterNode[] = [];
-  let service: ChildProcess;
-  let serviceLog = "";
+  let service: ServiceProcess;
   let baseUrl: string;
   let audio: LocalHttp;
   let key: string;
@@ -215,14 +215,10 @@ describe("three-node NATS cluster, one node killed", () => {
       res.writeHead(200, { "content-type": "audio/wav", "content-length": CLIP.length });
       res.end(CLIP);
     });
-    service = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "serve"], {
-      cwd: process.cwd(),
-      env: {
-        ...process.env,
+    service = await spawnService(
+      {
         STT_SERVICES: "all",
         RT_STREAM_DECODERS_WARM: "1",
-        HOST: "127.0.0.1",
-        PORT: "0",
         LOG_LEVEL: process.env.DEBUG_CLUSTER ? "debug" : "info",
         NATS_URL: urls,
         NATS_REPLICAS: "3",
@@ -236,40 +232,15 @@ describe("three-node NATS cluster, one node killed", () => {
         JOB_ALLOW_PRIVATE_URLS: "true",
         POCKETSPHINX_PROCESSES: "2",
       },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    const up = await new Promise<RegExpExecArray>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`stt serve did not start:\n${serviceLog}`)), 120_000);
-      if (process.env.DEBUG_CLUSTER) writeFileSync(process.env.DEBUG_CLUSTER, "");
-      const onData = (chunk: Buffer) => {
-        serviceLog += chunk.toString();
-        if (process.env.DEBUG_CLUSTER) appendFileSync(process.env.DEBUG_CLUSTER, chunk);
-        const m = /"port":(\d+)[^\n]*"msg":"stt is up"|"msg":"stt is up"[^\n]*"port":(\d+)/.exec(serviceLog);
-        if (m) {
-          clearTimeout(timer);
-          resolve(m);
-        }
-      };
-      service.stdout!.on("data", onData);
-      service.stderr!.on("data", onData);
-      service.once("exit", (code) => reject(new Error(`stt serve exited ${code}:\n${serviceLog}`)));
-    });
-    baseUrl = `http://127.0.0.1:${up[1] ?? up[2]}`;
-    const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ plan: "pro", owner_id: "nats-cluster" }),
-    });
-    key = ((await res.json()) as { data: { key: string } }).data.key;
+      { timeoutMs: 120_000, onOutput: (chunk) => process.env.DEBUG_CLUSTER && appendFileSync(process.env.DEBUG_CLUSTER, chunk) },
+    );
+    baseUrl = `http://127.0.0.1:${service.port}`;
+    key = await issueKeyAt(baseUrl, adminToken, "nats-cluster");
     expect(key).toMatch(/^sk-/);
   }, 240_000);
 
   afterAll(async () => {
-    if (service && service.exitCode === null) {
-      const exited = new Promise((r) => service.once("exit", r));
-      service.kill("SIGTERM");
-      await Promise.race([exited, sleep(20_000).then(() => service.kill("SIGKILL"))]);
-    }
+    await service?.stop();
     await admin?.close().catch(() => undefined);
     for (const n of nodes) await killNode(n);
     await audio?.stop();

@@ -10,6 +10,7 @@ import { createDb, dropSchema } from "../shared/db/index";
 import { fixturePath } from "./support/fixtures";
 import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { issueKeyAt, spawnService, type ServiceProcess } from "./support/service-process";
 
 /**
  * A nats-server restart heals by itself. This test runs its OWN nats-server (its own
@@ -67,8 +68,7 @@ describe("nats-server restart", () => {
   let storeDir: string;
   let dataDir: string;
   let nats: NatsServer;
-  let service: ChildProcess;
-  let serviceLog = "";
+  let service: ServiceProcess;
   let baseUrl: string;
   let audio: LocalHttp;
   let key: string;
@@ -86,14 +86,10 @@ describe("nats-server restart", () => {
       res.writeHead(200, { "content-type": "audio/wav", "content-length": JFK.length });
       res.end(JFK);
     });
-    service = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "serve"], {
-      cwd: process.cwd(),
-      env: {
-        ...process.env,
+    service = await spawnService(
+      {
         STT_SERVICES: "all",
         RT_STREAM_DECODERS_WARM: "2",
-        HOST: "127.0.0.1",
-        PORT: "0",
         LOG_LEVEL: "info",
         NATS_URL: `nats://127.0.0.1:${natsPort}`,
         NATS_PREFIX: prefix,
@@ -108,38 +104,15 @@ describe("nats-server restart", () => {
         // a short liveness bound, so the test can see /health turn degraded
         NATS_UNHEALTHY_LIVENESS_MS: "4000",
       },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    const up = await new Promise<RegExpExecArray>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`stt serve did not start:\n${serviceLog}`)), 90_000);
-      const onData = (chunk: Buffer) => {
-        serviceLog += chunk.toString();
-        const m = /"port":(\d+)[^\n]*"msg":"stt is up"|"msg":"stt is up"[^\n]*"port":(\d+)/.exec(serviceLog);
-        if (m) {
-          clearTimeout(timer);
-          resolve(m);
-        }
-      };
-      service.stdout!.on("data", onData);
-      service.stderr!.on("data", onData);
-      service.once("exit", (code) => reject(new Error(`stt serve exited ${code}:\n${serviceLog}`)));
-    });
-    baseUrl = `http://127.0.0.1:${up[1] ?? up[2]}`;
-    const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ plan: "pro", owner_id: "nats-restart" }),
-    });
-    key = ((await res.json()) as { data: { key: string } }).data.key;
+      { timeoutMs: 90_000 },
+    );
+    baseUrl = `http://127.0.0.1:${service.port}`;
+    key = await issueKeyAt(baseUrl, adminToken, "nats-restart");
     expect(key).toMatch(/^sk-/);
   }, 180_000);
 
   afterAll(async () => {
-    if (service && service.exitCode === null) {
-      const exited = new Promise((r) => service.once("exit", r));
-      service.kill("SIGTERM");
-      await Promise.race([exited, sleep(20_000).then(() => service.kill("SIGKILL"))]);
-    }
+    await service?.stop();
     await nats?.stop("SIGKILL").catch(() => undefined);
     await audio?.stop();
     const db = createDb({ ...loadConfig(process.env).db, url: dbUrl, schema });
@@ -263,7 +236,7 @@ describe("nats-server restart", () => {
     expect(health.status).toBe(200);
     expect(health.body.status).toBe("ok");
     expect(health.body.reason).toBeUndefined();
-    if (process.env.DEBUG_RESTART) console.log(serviceLog.split("\n").filter((l) => /warn|error/.test(l)).slice(-60).join("\n"));
+    if (process.env.DEBUG_RESTART) console.log(service.output().split("\n").filter((l) => /warn|error/.test(l)).slice(-60).join("\n"));
     console.log(`nats ${signal}: /readyz 200 ${readyMs} ms, segment 200 ${segmentMs} ms after the server was back; all planes within ${Date.now() - back} ms`);
     expect(Date.now() - back).toBeLessThan(HEAL_MS + 60_000);
   };
