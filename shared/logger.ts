@@ -1,4 +1,5 @@
 import pino from "pino";
+import { context, isSpanContextValid, trace } from "@opentelemetry/api";
 
 /**
  * The structured logger: pino, one JSON line per record on stderr, written
@@ -9,6 +10,9 @@ import pino from "pino";
  * of defence anyway: pino's path redaction for secret-named fields at the top level
  * and one level down (`req.headers.authorization`), and `redact` below, which also
  * masks `sk-…` / `rt_…` values inside any string field.
+ *
+ * A record written inside a traced span carries its `trace_id` and `span_id`
+ * (shared/telemetry.ts), so a log line leads to its trace and back.
  */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -41,6 +45,12 @@ function redactValue(v: unknown, depth: number): unknown {
 
 const destination = pino.destination({ dest: 2, sync: true });
 
+/** The active span's ids, for every record written inside one; {} outside a span (or with tracing off). */
+export function traceFields(): Record<string, string> {
+  const sc = trace.getSpan(context.active())?.spanContext();
+  return sc && isSpanContextValid(sc) ? { trace_id: sc.traceId, span_id: sc.spanId } : {};
+}
+
 function wrap(p: pino.Logger): Logger {
   const write = (lvl: LogLevel) => (msg: string, fields?: Record<string, unknown>) => {
     if (!p.isLevelEnabled(lvl)) return;
@@ -64,6 +74,7 @@ export function createLogger(level: LogLevel = "info", base: Record<string, unkn
       messageKey: "msg",
       timestamp: () => `,"t":"${new Date().toISOString()}"`,
       formatters: { level: (label) => ({ level: label }) },
+      mixin: traceFields,
       redact: { paths: [...SECRET_NAMES, ...SECRET_NAMES.map((n) => `*.${n}`), 'req.headers["x-api-key"]'], censor: "[redacted]" },
     },
     destination,

@@ -5,6 +5,8 @@ import { startStack, type Stack } from "./support/stack";
 import { startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { fixturePath } from "./support/fixtures";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { traceFields } from "../shared/logger";
+import { tracer } from "../shared/telemetry";
 
 // One trace per HTTP request, job and realtime utterance across every hop, on the real
 // stack (NATS, Postgres, the embedded PocketSphinx worker), collected by an in-memory
@@ -50,6 +52,14 @@ function expectOneTree(trace: ReadableSpan[]) {
 }
 
 describe("traces across every hop", () => {
+  it("log records are mixed with the active span's trace and span ids (traceFields); outside a span, none", async () => {
+    expect(traceFields()).toEqual({});
+    await tracer.startActiveSpan("log inside", async (span) => {
+      expect(traceFields()).toEqual({ trace_id: span.spanContext().traceId, span_id: span.spanContext().spanId });
+      span.end();
+    });
+  });
+
   it("a segment upload: HTTP → worker request → worker → usage event → projection, one trace", async () => {
     const form = new FormData();
     form.append("file", new Blob([JFK], { type: "audio/wav" }), "jfk.wav");
