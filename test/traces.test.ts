@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-node";
 import { startStack, type Stack } from "./support/stack";
-import { startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
+import { startHttp, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { fixturePath } from "./support/fixtures";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { traceFields } from "../shared/logger";
@@ -81,18 +81,9 @@ describe("traces across every hop", () => {
   }, 60_000);
 
   it("a batch job: the submitting request, every step, the worker and the projection, one trace", async () => {
-    const res = await stack.fetch("/v1/audio/transcriptions/jobs", {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ audio_url: `${audioServer.url}/jfk.wav` }),
-    });
-    expect(res.status).toBe(202);
-    const { workflow_id: id } = (await res.json()) as { workflow_id: string };
-    await waitFor(async () => {
-      const poll = await stack.fetch(`/v1/audio/transcriptions/jobs/${id}`, { headers: { authorization: `Bearer ${key}` } });
-      const body = (await poll.json()) as { status: string };
-      return body.status === "complete" ? body : undefined;
-    }, { what: "job complete", timeoutMs: 120_000 });
+    const job = await submitJob(stack.fetch, key, { audio_url: `${audioServer.url}/jfk.wav` });
+    expect(job.status).toBe(202);
+    expect((await waitForJobEnd(stack.fetch, key, job.workflowId, { timeoutMs: 120_000 })).status).toBe("complete");
     const http = spans().find((s) => s.name === "POST /v1/audio/transcriptions/jobs" && s.attributes["http.response.status_code"] === 202)!;
     expect(http).toBeDefined();
     const trace = await waitFor(async () => {

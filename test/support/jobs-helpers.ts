@@ -85,6 +85,12 @@ export async function waitFor<T>(
   }
 }
 
+/** POSTs a job with `key` through the public route; its status and `workflow_id`. */
+export async function submitJob(fetchPath: (path: string, init?: RequestInit) => Promise<Response>, key: string, body: unknown): Promise<{ status: number; workflowId: string }> {
+  const res = await fetchPath("/v1/audio/transcriptions/jobs", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  return { status: res.status, workflowId: ((await res.json()) as { workflow_id: string }).workflow_id };
+}
+
 /**
  * Polls a job through the public route until it has ended (`complete` or `errored`) and
  * returns its view; `fetchPath` is the stack's fetch (path, init).
