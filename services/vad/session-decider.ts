@@ -1,6 +1,6 @@
 import type { AudioControl, RtEvent, ServerEvent, UtteranceCommand } from "../../schemas/realtime";
 import type { UtteranceEndReason, VadEvent } from "../../shared/audio/vad";
-import { VAD_SAMPLE_RATE } from "../../shared/audio/vad";
+import { msToSamples } from "../../shared/audio/vad";
 
 /**
  * The server VAD's session logic as a pure decider: what a session's next input means,
@@ -126,16 +126,16 @@ function fromVad(vad: VadEvent[], state: DeciderState, ctx: DecideContext): Deci
   let next = state;
   const effects: Effect[] = [];
   const itemAt = (ms: number) => {
-    const id = itemId(ctx.sessionId, Math.max(Math.round(ms), next.lastItemMs + 1));
-    next = { ...next, lastItemMs: Math.max(Math.round(ms), next.lastItemMs + 1) };
-    return id;
+    const at = Math.max(Math.round(ms), next.lastItemMs + 1);
+    next = { ...next, lastItemMs: at };
+    return itemId(ctx.sessionId, at);
   };
   for (const e of vad) {
     switch (e.kind) {
       case "speech_started": {
         const item = itemAt(e.audioStartMs);
         next = { ...next, currentItem: item };
-        effects.push({ kind: "open_stream", item, startSample: Math.round((e.audioStartMs * VAD_SAMPLE_RATE) / 1000) });
+        effects.push({ kind: "open_stream", item, startSample: msToSamples(e.audioStartMs) });
         effects.push(serverEvent(ctx, { type: "input_audio_buffer.speech_started", event_id: ctx.newId(), item_id: item, audio_start_ms: e.audioStartMs }, item));
         break;
       }

@@ -3,7 +3,7 @@ import { hostname } from "node:os";
 import { DEFAULT_PARTIAL_INTERVAL_MS, rtEventEnvelope, UTTERANCE_HEADER, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
 import { appendEvents } from "../../shared/event-store";
 import { traceHeaders } from "../../shared/telemetry";
-import { VAD_SAMPLE_RATE } from "../../shared/audio/vad";
+import { msToSamples } from "../../shared/audio/vad";
 import type { Nats } from "../../shared/nats";
 import { smartFormat, termsFrom } from "../../shared/format/smart-format";
 import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
@@ -38,8 +38,6 @@ export interface OpenStream {
   emitted: EmittedWord[];
   lastInterim: string;
 }
-
-const msToSamples = (ms: number) => Math.round((ms * VAD_SAMPLE_RATE) / 1000);
 
 /** The committed utterance to its transcript: through its streamed decoder, or the transcribe command. */
 export function transcribe(env: HandleEnv, state: SessionState, command: UtteranceCommand, pcm: Int16Array): Promise<unknown> {

@@ -102,7 +102,8 @@ interface FrameClassifier {
   free(): void;
 }
 
-const msToSamples = (ms: number) => Math.round((ms * VAD_SAMPLE_RATE) / 1000);
+/** Milliseconds on a session's timeline → samples at VAD_SAMPLE_RATE. */
+export const msToSamples = (ms: number) => Math.round((ms * VAD_SAMPLE_RATE) / 1000);
 const samplesToMs = (samples: number) => Math.round((samples * 1000) / VAD_SAMPLE_RATE);
 
 function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSegmenter {
