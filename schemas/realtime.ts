@@ -62,6 +62,8 @@ const clientEventId = safeString(128).optional();
  */
 export const partialIntervalMs = z.number().int().min(100).max(5000);
 export const DEFAULT_PARTIAL_INTERVAL_MS = 300;
+/** The server VAD keeps up to this much audio after the last voiced frame: `audio_end_ms` = that frame's end + at most this. */
+export const VAD_TRAILING_MS = 200;
 /** A session's streaming settings, as session.created / session.updated show them. */
 export const streamingSettings = z.object({
   /** Utterances are decoded while spoken (partials, final at commit); false: commit → transcribe only. */

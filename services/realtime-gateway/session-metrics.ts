@@ -1,8 +1,6 @@
-import type { ServerEvent } from "../../schemas/realtime";
+import { VAD_TRAILING_MS, type ServerEvent } from "../../schemas/realtime";
 import { rtAudioBytes, rtAudioFrames, rtFinal, rtFirstPartial, rtSessionCloses, rtSessionsOpen, rtSessionsOpened, rtTranscripts, rtVadDecision } from "../../shared/metrics";
 
-/** When audio_end_ms is set, the VAD keeps up to this much audio after the last voiced frame (shared/audio/vad.ts). */
-const TRAILING_MS = 200;
 /** Arrival log: one entry per binary frame, the last 512 (10 s of 20 ms frames). */
 const LOG_ENTRIES = 512;
 
@@ -62,7 +60,7 @@ export function createSessionMetrics(now: () => number) {
         case "input_audio_buffer.speech_stopped": {
           stopped.set(event.item_id, t);
           started.delete(event.item_id);
-          const deciding = receivedAt(event.audio_end_ms - TRAILING_MS + silenceDurationMs);
+          const deciding = receivedAt(event.audio_end_ms - VAD_TRAILING_MS + silenceDurationMs);
           if (deciding !== undefined) rtVadDecision.observe(Math.max(0, t - deciding) / 1000);
           return;
         }

@@ -1,5 +1,5 @@
 import createFvadModule from "@echogarden/fvad-wasm";
-import type { TurnDetection } from "../../schemas/realtime";
+import { VAD_TRAILING_MS, type TurnDetection } from "../../schemas/realtime";
 
 /**
  * Streaming server-side voice activity detection: WebRTC VAD (libfvad compiled to WASM,
@@ -22,7 +22,6 @@ export const VAD_SAMPLE_RATE = 16000;
 const FRAME_SAMPLES = 480; // 30 ms at 16 kHz
 const FRAME_MS = 30;
 const WINDOW_FRAMES = 10;
-const TRAILING_MS = 200;
 /** A session's audio buffer to start with (0.5 s; it grows while someone speaks). */
 const BUFFER_SAMPLES = 8192;
 
@@ -213,7 +212,7 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
       silentRun = 0;
     } else silentRun += frame.length;
     if (silentRun >= msToSamples(settings.silence_duration_ms)) {
-      const endAt = Math.min(start + frame.length, lastVoicedEnd + msToSamples(TRAILING_MS));
+      const endAt = Math.min(start + frame.length, lastVoicedEnd + msToSamples(VAD_TRAILING_MS));
       events.push(...endUtterance(endAt, "vad"));
     } else if (bufLen >= msToSamples(settings.max_utterance_ms)) {
       const cut = start + frame.length;
