@@ -335,12 +335,13 @@ function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: Ha
       return;
     }
     if (c.kind === "start") {
-      if (state) {
-        dropStream(state);
-        state.seg.close();
-      }
       const d = decide({ kind: "start", settings: c }, state?.decider ?? null, decideContext(sessionId));
       const fresh = newState(env, d.state!, partition);
+      if (state) {
+        // a restart: the old segmenter goes, its open stream is the one the decision drops
+        state.seg.close();
+        fresh.stream = state.stream;
+      }
       env.sessions.set(sessionId, fresh);
       apply(env, sessionId, fresh, d.effects, out);
       return;
