@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { startStack, type Stack } from "./support/stack";
-import { startHttp, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
+import { serveAudio, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { fixturePath } from "./support/fixtures";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { startRuntime } from "../services/stt/runtime";
@@ -17,10 +17,7 @@ let audioServer: LocalHttp;
 beforeAll(async () => {
   stack = await startStack();
   ({ key } = await stack.issueKey("pro", "metrics"));
-  audioServer = await startHttp((_req, res) => {
-    res.writeHead(200, { "content-type": "audio/wav" });
-    res.end(JFK);
-  });
+  audioServer = await serveAudio(JFK);
 }, 60_000);
 
 afterAll(async () => {

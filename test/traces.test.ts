@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-node";
 import { startStack, type Stack } from "./support/stack";
-import { startHttp, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
+import { serveAudio, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { fixturePath } from "./support/fixtures";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { traceFields } from "../shared/logger";
@@ -25,10 +25,7 @@ beforeAll(async () => {
   // the commit path (no streaming decoders), so a realtime utterance crosses the transcriber and a worker
   stack = await startStack({ RT_STREAM_DECODERS: "0" });
   ({ key } = await stack.issueKey("pro", "traces"));
-  audioServer = await startHttp((_req, res) => {
-    res.writeHead(200, { "content-type": "audio/wav" });
-    res.end(JFK);
-  });
+  audioServer = await serveAudio(JFK);
 }, 60_000);
 
 afterAll(async () => {

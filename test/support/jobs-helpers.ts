@@ -63,6 +63,14 @@ export async function startHttp(handler: (req: IncomingMessage, res: ServerRespo
   };
 }
 
+/** A local HTTP server answering every request with `bytes` as audio/wav (a job's `audio_url`). */
+export function serveAudio(bytes: Uint8Array): Promise<LocalHttp> {
+  return startHttp((_req, res) => {
+    res.writeHead(200, { "content-type": "audio/wav", "content-length": bytes.length });
+    res.end(bytes);
+  });
+}
+
 export function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
