@@ -28,7 +28,7 @@ export const rtAudioFrames = new Counter({ name: "stt_realtime_audio_frames_tota
 export const rtAudioBytes = new Counter({ name: "stt_realtime_audio_bytes_total", help: "Audio bytes received from clients (as sent, before resampling).", registers: [registry] });
 export const rtVadDecision = new Histogram({
   name: "stt_realtime_vad_decision_seconds",
-  help: "speech_stopped sent to the client − the gateway received the audio that let the VAD decide (end of speech + silence_duration_ms).",
+  help: "speech_stopped sent to the client − when the audio that let the VAD decide (end of speech + silence_duration_ms) was due on the session's real-time pacing.",
   buckets: latency,
   registers: [registry],
 });

@@ -3,14 +3,21 @@ import { rtAudioBytes, rtAudioFrames, rtFinal, rtFirstPartial, rtSessionCloses, 
 
 /** Arrival log: one entry per binary frame, the last 512 (10 s of 20 ms frames). */
 const LOG_ENTRIES = 512;
+/** How far back the session's pacing is read for "when the audio was due" (below). */
+export const PACING_WINDOW_MS = 2000;
+/** Which of the window's frames sets the pace: the tenth least behind (below). */
+const PACING_QUANTILE = 0.1;
 
 /**
  * A session's share of the realtime metrics (shared/metrics.ts), measured where the
  * client's view is: at the gateway, as events are sent to the socket.
  *
- * - VAD decision: speech_stopped sent − when the gateway received the audio that let the
- *   VAD decide (`audio_end_ms` − the 200 ms of trailing audio + `silence_duration_ms`),
- *   from a small log of audio positions and arrival times;
+ * - VAD decision: speech_stopped sent − when the audio that let the VAD decide
+ *   (`audio_end_ms` − the 200 ms of trailing audio + `silence_duration_ms`) was due,
+ *   from a small log of audio positions and arrival times (`dueAt`). A real-time client
+ *   sends audio as it is captured, so a frame that reaches the gateway's event loop late
+ *   (the process was busy: its frames wait in the socket) arrived after it was due; the
+ *   client saw that wait, so it is counted;
  * - first partial: the item's first non-empty delta or interim before its speech_stopped
  *   − its speech_started; final: its completed − its speech_stopped.
  * Frames and bytes are counted locally and added to the counters by `flush` (the
@@ -27,12 +34,35 @@ export function createSessionMetrics(now: () => number) {
   rtSessionsOpened.inc();
   rtSessionsOpen.inc();
 
-  /** When the audio at `ms` on the session's timeline arrived (the first logged position at or past it). */
-  const receivedAt = (ms: number): number | undefined => {
+  /**
+   * When the audio at `ms` on the session's timeline was due: its frame's arrival, or
+   * earlier if the session's own pacing says so. Each frame that arrived in the
+   * PACING_WINDOW_MS up to the deciding frame (that one included) says how far behind
+   * the timeline it arrived (arrival − position); the tenth least behind of those, plus
+   * the deciding frame's position, is when that frame was due, never later than its
+   * arrival. So a frame read late after a busy spell, or while the process keeps falling
+   * behind, is measured from where the session's timely frames say it was sent; a
+   * single early outlier does not set the pace (the earliest frame would count ordinary
+   * send jitter as latency); a client sending faster than real time gets its arrival
+   * time (its earlier frames arrived further behind the timeline); a client that paused
+   * sending for longer than the window starts afresh.
+   */
+  const lags: number[] = [];
+  const dueAt = (ms: number): number | undefined => {
     // newest first: the deciding audio is recent
-    let found: number | undefined;
-    for (let i = n - 1; i >= Math.max(0, n - LOG_ENTRIES) && pos[i % LOG_ENTRIES]! >= ms; i--) found = at[i % LOG_ENTRIES];
-    return found;
+    let d = -1;
+    for (let i = n - 1; i >= Math.max(0, n - LOG_ENTRIES) && pos[i % LOG_ENTRIES]! >= ms; i--) d = i;
+    if (d < 0) return undefined;
+    const arrived = at[d % LOG_ENTRIES]!;
+    const position = pos[d % LOG_ENTRIES]!;
+    lags.length = 0;
+    for (let i = d; i >= Math.max(0, n - LOG_ENTRIES); i--) {
+      const a = at[i % LOG_ENTRIES]!;
+      if (a < arrived - PACING_WINDOW_MS) break;
+      lags.push(a - pos[i % LOG_ENTRIES]!);
+    }
+    lags.sort((x, y) => x - y);
+    return Math.min(arrived, lags[Math.floor(lags.length * PACING_QUANTILE)]! + position);
   };
 
   return {
@@ -60,7 +90,7 @@ export function createSessionMetrics(now: () => number) {
         case "input_audio_buffer.speech_stopped": {
           stopped.set(event.item_id, t);
           started.delete(event.item_id);
-          const deciding = receivedAt(event.audio_end_ms - VAD_TRAILING_MS + silenceDurationMs);
+          const deciding = dueAt(event.audio_end_ms - VAD_TRAILING_MS + silenceDurationMs);
           if (deciding !== undefined) rtVadDecision.observe(Math.max(0, t - deciding) / 1000);
           return;
         }
