@@ -107,13 +107,26 @@ export async function openPartitionConsumer(nats: Nats, stream: string, durable:
   await nats.jsm.consumers.update(stream, durable, updatable);
 }
 
+/**
+ * A partition's pull is bounded in bytes, not messages. nats-server closes a connection
+ * whose unsent data passes its max_pending (64 MiB) as a slow consumer; a gateway's audio
+ * batch at 600 sessions is about 200 KB, so 512 messages a pull (as before) let four
+ * partitions' pulls queue far past that, the VAD's connection was closed, and its
+ * partitions waited out the ack wait for redelivery (decisions 11–30 s late). Together
+ * the partitions of one process stay under 32 MiB; each pull can still take the largest
+ * message the stream accepts (1 MiB + headers).
+ */
+export function pullBytesPerPartition(partitions: number): number {
+  return Math.max(2 * 1024 * 1024, Math.floor((32 * 1024 * 1024) / Math.max(1, partitions)));
+}
+
 export interface VadServiceOptions {
   nats: Nats;
   logger: Logger;
   partitions: number;
   defaults?: TurnDetection;
-  /** Pull batch size per partition. */
-  batch?: number;
+  /** Bytes a partition's pull may have outstanding (default: pullBytesPerPartition). */
+  pullBytes?: number;
   /** This replica's id in the partition assignment (default: random per process). */
   memberId?: string;
   /** Partition lease expiry (config RT_VAD_LEASE_TTL_MS); renewed every third of it. */
@@ -144,7 +157,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     const durable = `vad_p${p}`;
     await openPartitionConsumer(nats, top.streams.rtAudio.name, durable, top.subjects.rtAudioPartition(p));
     const consumer = await nats.js.consumers.get(top.streams.rtAudio.name, durable);
-    const messages = await consumer.consume({ max_messages: options.batch ?? 512 });
+    const messages = await consumer.consume({ max_bytes: options.pullBytes ?? pullBytesPerPartition(options.partitions) });
     const log = logger.child({ partition: p });
     // Messages are handled in order, one at a time; the publishes each one causes are
     // pipelined (awaiting them one by one would cap a partition at a few dozen events
@@ -367,8 +380,7 @@ function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: Ha
   }
   if (!state) return;
   state.lastSeen = Date.now();
-  const pcm = new Int16Array(bytes.byteLength >> 1);
-  new Uint8Array(pcm.buffer).set(bytes.subarray(0, pcm.length * 2));
+  const pcm = samplesOf(bytes);
   const at = Number.isFinite(offset) ? offset : undefined;
   if (!state.ring) {
     const vad = state.seg.push(pcm, at);
@@ -385,6 +397,21 @@ function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: Ha
     if (vad.length) step(env, sessionId, state, { kind: "audio", vad }, out);
     feedStream(env, sessionId, state);
   }
+}
+
+/**
+ * The PCM16 samples of an audio entry, valid until the next call: a view of the message
+ * when it is aligned, else a copy in one reused buffer. What is kept of them, the
+ * segmenter and the streaming ring copy (a new array per entry was 7,500 ArrayBuffers a
+ * second at 300 sessions).
+ */
+let scratch = new Int16Array(8192);
+function samplesOf(bytes: Uint8Array): Int16Array {
+  const n = bytes.byteLength >> 1;
+  if (bytes.byteOffset % 2 === 0) return new Int16Array(bytes.buffer, bytes.byteOffset, n);
+  if (scratch.length < n) scratch = new Int16Array(Math.ceil(n * 1.25));
+  new Uint8Array(scratch.buffer, 0, n * 2).set(bytes.subarray(0, n * 2));
+  return scratch.subarray(0, n);
 }
 
 const decideContext = (sessionId: string): DecideContext => ({ sessionId, now: Date.now(), newId: () => `evt_${randomUUID()}` });

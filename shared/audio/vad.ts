@@ -24,6 +24,8 @@ const FRAME_MS = 30;
 const WINDOW_FRAMES = 10;
 /** A session's audio buffer to start with (0.5 s; it grows while someone speaks). */
 const BUFFER_SAMPLES = 8192;
+/** The most an utterance's buffer is sized for up front (10 s); longer ones grow. */
+const RESERVE_MAX_SAMPLES = 10 * VAD_SAMPLE_RATE;
 
 export type VadSettings = Pick<TurnDetection, "threshold" | "prefix_padding_ms" | "silence_duration_ms" | "aggressiveness" | "max_utterance_ms">;
 
@@ -129,6 +131,7 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
   let lastVoicedEnd = 0;
   let silentRun = 0;
   let floor = 0; // no new utterance may start before this sample (end of the previous one)
+  let lastUtteranceSamples = 0;
 
   const recentCapacity = () => (WINDOW_FRAMES + Math.ceil(settings.prefix_padding_ms / FRAME_MS) + 1) * FRAME_SAMPLES;
 
@@ -162,6 +165,15 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
     uttStart = start;
     dropBefore(start);
     if (bufLen === 0) bufStart = start;
+    // room for an utterance as long as the last one, at once: growing by a quarter from
+    // the silent buffer took eight new arrays for a 3 s utterance (four times its size in
+    // allocations; ArrayBuffers are external memory, whose churn sets off V8's collections)
+    const expected = Math.min(RESERVE_MAX_SAMPLES, Math.ceil(lastUtteranceSamples * 1.25));
+    if (expected > buf.length) {
+      const reserved = new Int16Array(expected);
+      reserved.set(buf.subarray(0, bufLen));
+      buf = reserved;
+    }
     window = [];
     silentRun = 0;
   };
@@ -169,6 +181,7 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
   const endUtterance = (endAt: number, reason: UtteranceEndReason): VadEvent[] => {
     const keep = Math.max(0, Math.min(bufLen, endAt - uttStart));
     const pcm = buf.slice(0, keep);
+    lastUtteranceSamples = keep;
     // Audio after the end point stays available as prefix padding for the next utterance.
     dropBefore(uttStart + keep);
     window = [];
