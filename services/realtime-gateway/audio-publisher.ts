@@ -21,6 +21,7 @@ import { concatBytes } from "../../shared/bytes";
  * had entries in it, through `onFailure`.
  */
 export interface AudioPublisher {
+  /** Queues audio; the publisher keeps `pcm` as it is until published (the caller must not reuse it). */
   pushAudio(pcm: Int16Array): void;
   control(message: AudioControl): void;
   /** Publishes the session's partition's pending batch now. */
@@ -159,7 +160,7 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
             const last = q.items.at(-1);
             const run = last?.kind === "audio" && last.bytes < MAX_RUN_BYTES ? last : null;
             const take = Math.min(pcm.length - i, ((run ? MAX_RUN_BYTES - run.bytes : MAX_RUN_BYTES) >> 1));
-            const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset + i * 2, take * 2).slice();
+            const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset + i * 2, take * 2);
             if (run) {
               run.chunks.push(bytes);
               run.bytes += bytes.byteLength;

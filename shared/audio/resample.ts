@@ -10,7 +10,11 @@ export interface Resampler {
   readonly inRate: number;
   readonly outRate: number;
   readonly channels: number;
-  /** Interleaved input samples (a whole number of frames) → output samples. */
+  /**
+   * Interleaved input samples (a whole number of frames) → output samples. At the same
+   * rate in mono the output is the input itself (no copy: the frame path of the
+   * realtime gateway is per frame, 25,000 a second at 1,000 sessions).
+   */
   push(samples: Int16Array): Int16Array;
 }
 
@@ -50,7 +54,7 @@ export function createResampler(inRate: number, outRate: number, channels = 1): 
     channels,
     push(samples: Int16Array): Int16Array {
       const frames = Math.floor(samples.length / channels);
-      if (identity && channels === 1) return samples.slice();
+      if (identity && channels === 1) return samples;
       const mono = new Float32Array(frames);
       if (channels === 1) for (let i = 0; i < frames; i++) mono[i] = samples[i]!;
       else for (let i = 0; i < frames; i++) mono[i] = (samples[2 * i]! + samples[2 * i + 1]!) / 2;
@@ -110,8 +114,10 @@ function floatToPcm(values: ArrayLike<number>): Int16Array {
  * half a stereo frame) for the next chunk. Clients may cut frames anywhere.
  */
 export function createFrameAligner(bytesPerFrame: number) {
-  let carry = new Uint8Array(0);
+  const none: Uint8Array = new Uint8Array(0);
+  let carry = none;
   return {
+    /** The whole frames so far, in a new buffer the caller owns (`chunk` may be reused once this returns). */
     push(chunk: Uint8Array): Int16Array {
       let bytes: Uint8Array;
       if (carry.length) {
@@ -120,10 +126,10 @@ export function createFrameAligner(bytesPerFrame: number) {
         bytes.set(chunk, carry.length);
       } else bytes = chunk;
       const whole = bytes.length - (bytes.length % bytesPerFrame);
-      carry = bytes.slice(whole);
-      // copy into an aligned buffer: chunk offsets may be odd
-      const aligned = new Int16Array(whole / 2);
-      new Uint8Array(aligned.buffer).set(bytes.subarray(0, whole));
+      // ArrayBuffer.prototype.slice is a plain copy; the typed arrays' slice is several times slower
+      carry = whole === bytes.length ? none : new Uint8Array(bytes.buffer.slice(bytes.byteOffset + whole, bytes.byteOffset + bytes.length));
+      // a copy into a buffer of its own, aligned (chunk offsets may be odd)
+      const aligned = new Int16Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + whole));
       if (!littleEndian) for (let i = 0; i < aligned.length; i++) aligned[i] = ((aligned[i]! & 0xff) << 8) | ((aligned[i]! >> 8) & 0xff);
       return aligned;
     },
