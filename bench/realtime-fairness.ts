@@ -52,7 +52,7 @@ function startServer(prefix: string, engineUrl?: string): Promise<ChildProcess &
   const engine = engineUrl
     ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: `${engineUrl}/v1`, WORKER_OPENAI_MODEL: "whisper-1", WORKER_OPENAI_CONCURRENCY: providerConcurrency, WORKER_OPENAI_REAL_TIME_FACTOR: "1" }
     : {};
-  const proc = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "serve"], {
+  const proc = spawn("bin/with-allocator", [process.execPath, "--import", "tsx", "services/stt/main.ts", "serve"], {
     env: {
       ...process.env,
       STT_SERVICES: "all",

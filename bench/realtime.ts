@@ -19,7 +19,8 @@
  *   which is engine capacity), the engine wait on its own, and the total;
  * - memory per session: server RSS with N sessions open minus RSS before, over N
  *   (the PocketSphinx worker processes are separate and not counted);
- * - server CPU over the round;
+ * - server CPU over the round, and on a second line the CPU of the bench's own client
+ *   and of nats-server (all share the machine's cores);
  * - streaming (docs/realtime.md, "Streaming recognition"): first partial (a non-empty
  *   delta or an interim; the bench asks for interims) after speech_started, p50/p99 and
  *   the share of utterances over 2 s with one within 1 s; how many finals came from a
@@ -31,16 +32,18 @@
  * The engine is the embedded PocketSphinx pool (`--ps-processes`, default 1, leaving a
  * core for the plane); it is the bottleneck for transcripts, not for audio intake.
  * `--split vad,rt-transcriber` runs those services in a second `stt serve` process (the
- * rest in the first; memory and CPU are the two processes' sums), as a deployment
- * that gives the VAD its own core would.
+ * rest in the first; memory and CPU are the processes' sums, each process's in
+ * brackets), as a deployment that gives the VAD its own core would; `--split
+ * vad/rt-transcriber` runs each group (separated by "/") in a process of its own.
  * `--engine zero` measures the plane apart from engine capacity: the only worker is an
  * OpenAI-compatible server in this process that answers every clip at once with an
  * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { pct, stopServer, waitForServer } from "./support/server";
+import { cpuSeconds } from "./support/proc";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { createWriteStream, readdirSync, readFileSync } from "node:fs";
 import WebSocket from "ws";
 import { connectNats, destroyTopology } from "../shared/nats";
 import { loadConfig } from "../shared/config";
@@ -74,15 +77,20 @@ const base = loadConfig(process.env);
 
 /** Every service of `stt serve` (docs/operations.md). */
 const ALL_SERVICES = ["projector", "transcriber", "http-gateway", "vad", "rt-transcriber", "jobs-manager", "jobs-fetcher", "jobs-slicer", "jobs-transcriber", "jobs-aggregator", "jobs-reviewer", "webhooks", "realtime-gateway"];
-// --split vad,rt-transcriber: those services run in a second `stt serve` process
-const split = args.get("split")?.split(",").filter(Boolean) ?? [];
+// --split vad,rt-transcriber: those services run in a second `stt serve` process;
+// --split vad/rt-transcriber: each group in a process of its own
+const splitGroups = (args.get("split") ?? "").split("/").map((g) => g.split(",").filter(Boolean)).filter((g) => g.length);
+const split = splitGroups.flat();
 
 function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split.includes(x)).join(",") : "all"): Promise<{ proc: ChildProcess; port: number }> {
   // BENCH_CPU_PROF=<dir>: the server writes a V8 CPU profile there when it stops
   const prof = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   // BENCH_HEAP_SNAPSHOT=<dir>: each server process writes a heap snapshot there half way through a round
   if (process.env.BENCH_HEAP_SNAPSHOT) prof.push("--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${process.env.BENCH_HEAP_SNAPSHOT}`);
-  const proc = spawn(process.execPath, [...prof, "--import", "tsx", "services/stt/main.ts", "serve"], {
+  // BENCH_NODE_FLAGS="--trace-gc …": more flags for the server processes' node
+  prof.push(...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean));
+  // bin/with-allocator: the C allocator bin/stt gives the service (jemalloc where installed)
+  const proc = spawn("bin/with-allocator", [process.execPath, ...prof, "--import", "tsx", "services/stt/main.ts", "serve"], {
     env: {
       ...process.env,
       STT_SERVICES: services,
@@ -104,6 +112,12 @@ function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  // BENCH_SERVER_LOG=<prefix>: each server process's stdout and stderr also go to <prefix>.<services>.log
+  if (process.env.BENCH_SERVER_LOG) {
+    const file = createWriteStream(`${process.env.BENCH_SERVER_LOG}.${services}.log`);
+    proc.stdout!.pipe(file);
+    proc.stderr!.pipe(file);
+  }
   return waitForServer(proc).then((port) => ({ proc, port }));
 }
 
@@ -122,12 +136,24 @@ async function scrapeMetrics(baseUrl: string): Promise<Map<string, number>> {
 function procStat(pids: number[]) {
   const each = pids.map((pid) => {
     const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]);
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return { rssMb: rssKb / 1024, cpuSeconds: (Number(stat[11]) + Number(stat[12])) / 100 };
+    return { rssMb: rssKb / 1024, cpuSeconds: cpuSeconds(pid) };
   });
   return { rssMb: each.reduce((a, e) => a + e.rssMb, 0), cpuSeconds: each.reduce((a, e) => a + e.cpuSeconds, 0), each };
 }
 
+/** CPU seconds of every nats-server process on the machine (the bench's bus). */
+function natsCpuSeconds(): number {
+  let total = 0;
+  for (const pid of readdirSync("/proc").filter((x) => /^\d+$/.test(x))) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() !== "nats-server") continue;
+      total += cpuSeconds(Number(pid));
+    } catch {
+      // the process ended while being read
+    }
+  }
+  return total;
+}
 
 interface SessionRun {
   ws: WebSocket;
@@ -183,15 +209,15 @@ async function main() {
   console.log(`realtime bench: ${seconds} s of ${audioSource} speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, a fresh server per round`);
   console.log("sessions | held | closes | lost ms | vad pending | VAD decision p50/p99 | stopped→transcript p50/p99 minus engine (wait+work) | engine wait p50/p99 | stopped→transcript with engine p50/p99 | completed/failed of committed | first partial after speech_started | MB/session | server CPU");
   let proc: ChildProcess | undefined;
-  let second: ChildProcess | undefined;
+  let extras: ChildProcess[] = [];
   try {
     for (const n of rounds) {
       const server = await startServer();
       proc = server.proc;
-      // the second process starts once the first has run the migrations
-      if (split.length) second = (await startServer(split.join(","))).proc;
+      // the other processes start once the first has run the migrations
+      for (const group of splitGroups) extras.push((await startServer(group.join(","))).proc);
       const port = server.port;
-      const pids = [server.proc.pid!, ...(second ? [second.pid!] : [])];
+      const pids = [server.proc.pid!, ...extras.map((x) => x.pid!)];
       const baseUrl = `http://127.0.0.1:${port}`;
       const keys: string[] = [];
       for (let i = 0; i < Math.ceil(n / 10); i++) {
@@ -205,10 +231,19 @@ async function main() {
       // the streaming decoders load their models (0.44 CPU-s each) before the sessions start
       await new Promise((r) => setTimeout(r, 4000));
       const before = procStat(pids);
+      const clientBefore = process.cpuUsage();
+      const natsBefore = natsCpuSeconds();
       const metricsBefore = await scrapeMetrics(baseUrl);
       const sessions: SessionRun[] = [];
       for (let i = 0; i < n; i++) {
-        const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, { headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` }, perMessageDeflate: process.env.BENCH_DEFLATE === "1" });
+        const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, {
+          headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` },
+          perMessageDeflate: process.env.BENCH_DEFLATE === "1",
+          // A zero masking key (valid: RFC 6455 lets the client pick any key) makes
+          // masking a copy-free no-op in ws: masking 25,000 frames a second was a large
+          // share of the client's CPU, which shares the two cores with the server.
+          generateMask: () => {},
+        });
         const s: SessionRun = { ws, sentBytes: 0, offset: Math.floor(Math.random() * (loopBytes.length / frameBytes)) * frameBytes, events: [], closed: undefined as never, sendLog: [] };
         s.closed = new Promise<void>((resolve) => {
           ws.on("close", (code, reason) => {
@@ -229,13 +264,14 @@ async function main() {
             ws.once("close", () => (s.error = `${s.error ?? ""} closeFrameReceived=${(ws as unknown as { _closeFrameReceived: boolean })._closeFrameReceived}`));
           });
         ws.on("message", (data) => {
+          const t = performance.now();
           const e = JSON.parse(data.toString());
           if (e.type === "session.created") {
             s.sessionId = e.session_id;
             ws.send(JSON.stringify({ type: "session.update", session: { input_audio_transcription: { interim_results: true } } }));
           }
           const text = e.delta ?? e.transcript;
-          s.events.push({ type: e.type, t: performance.now(), item_id: e.item_id, worker_ms: e.worker_ms, queue_ms: e.queue_ms, audio_end_ms: e.audio_end_ms, audio_start_ms: e.audio_start_ms, text: typeof text === "string" ? text.length : undefined, worker_id: e.worker_id });
+          s.events.push({ type: e.type, t, item_id: e.item_id, worker_ms: e.worker_ms, queue_ms: e.queue_ms, audio_end_ms: e.audio_end_ms, audio_start_ms: e.audio_start_ms, text: typeof text === "string" ? text.length : undefined, worker_id: e.worker_id });
         });
         await new Promise<void>((resolve) => {
           ws.once("open", () => resolve());
@@ -252,7 +288,9 @@ async function main() {
         sessions.push(s);
       }
       const open = sessions.filter((s) => s.ws.readyState === WebSocket.OPEN);
-      // stream in real time: one timer for every session
+      // stream in real time: one timer for every session, ticking every 5 ms so a frame
+      // leaves within a few ms of when its audio would have been captured (a tick of half
+      // a frame sent 40 ms frames up to 20 ms late, jitter a real-time client does not have)
       const start = performance.now();
       let ticks = 0;
       let snapped = false;
@@ -283,7 +321,7 @@ async function main() {
             clearInterval(timer);
             resolve();
           }
-        }, Math.max(5, frameMs / 2));
+        }, 5);
       });
       peak = procStat(pids);
       for (const s of open) if (s.ws.readyState === WebSocket.OPEN) s.ws.send(JSON.stringify({ type: "session.close" }));
@@ -353,7 +391,10 @@ async function main() {
       }
       if (process.env.BENCH_DEBUG) console.log("stopped→transcript with engine, ms:", total.map((x) => x.toFixed(0)).join(" "));
       const commits = sessions.reduce((n, x) => n + x.events.filter((e) => e.type === "input_audio_buffer.committed").length, 0);
-      const cpu = ((after.cpuSeconds - before.cpuSeconds) / ((performance.now() - start) / 1000)) * 100;
+      const elapsed = (performance.now() - start) / 1000;
+      const cpu = ((after.cpuSeconds - before.cpuSeconds) / elapsed) * 100;
+      const clientCpu = process.cpuUsage(clientBefore);
+      const others = `bench client ${(((clientCpu.user + clientCpu.system) / 1e6 / elapsed) * 100).toFixed(0)}%, nats-server ${(((natsCpuSeconds() - natsBefore) / elapsed) * 100).toFixed(0)}%`;
       console.log(
         [
           n,
@@ -367,11 +408,12 @@ async function main() {
           `${pct(total, 50).toFixed(0)}/${pct(total, 99).toFixed(0)} ms`,
           `${completed}/${failed} of ${commits} (${((100 * completed) / Math.max(1, commits)).toFixed(1)}% transcribed, ${streamed} streamed)`,
           `first partial ${pct(firstPartial, 50).toFixed(0)}/${pct(firstPartial, 99).toFixed(0)} ms, ≤1 s in ${longWithPartial}/${longUtterances} utterances >2 s`,
-          ((peak.rssMb - before.rssMb) / Math.max(1, open.length)).toFixed(2) +
-            (split.length ? ` (${peak.each.map((e, i) => ((e.rssMb - before.each[i]!.rssMb) / Math.max(1, open.length)).toFixed(2)).join(" + ")})` : ""),
+          ((peak.rssMb - before.rssMb) / Math.max(1, open.length)).toFixed(3) +
+            (split.length ? ` (${peak.each.map((e, i) => ((e.rssMb - before.each[i]!.rssMb) / Math.max(1, open.length)).toFixed(3)).join(" + ")})` : ""),
           `${cpu.toFixed(0)}%` + (split.length ? ` (${after.each.map((e, i) => (((e.cpuSeconds - before.each[i]!.cpuSeconds) / ((performance.now() - start) / 1000)) * 100).toFixed(0) + "%").join(" + ")})` : ""),
         ].join(" | "),
       );
+      console.log(`  CPU of one core besides the server: ${others}`);
       // what the gateway's /metrics says about the same round (docs/operations.md "Metrics")
       const metricsAfter = await scrapeMetrics(baseUrl);
       const d = (name: string) => (metricsAfter.get(name) ?? 0) - (metricsBefore.get(name) ?? 0);
@@ -392,13 +434,13 @@ async function main() {
       console.log(`  /metrics vs bench: ${rows.map(([k, b, m]) => `${k} ${Number.isInteger(b) ? b : b.toFixed(1)}/${Number.isInteger(m) ? m : m.toFixed(1)} (${b ? (((m - b) / b) * 100).toFixed(1) : "0.0"}%)`).join("; ")}`);
       await stopServer(proc);
       proc = undefined;
-      if (second) await stopServer(second);
-      second = undefined;
+      await Promise.all(extras.map(stopServer));
+      extras = [];
       await new Promise((r) => setTimeout(r, 1000));
     }
   } finally {
     if (proc) await stopServer(proc);
-    if (second) await stopServer(second);
+    await Promise.all(extras.map(stopServer));
     await destroyTopology(nats).catch(() => undefined);
     await nats.close();
     const db = createDb({ ...base.db, schema });

@@ -44,6 +44,7 @@ import { loadConfig } from "../shared/config";
 import { createDb, dropSchema } from "../shared/db/index";
 import { connectNats, destroyTopology } from "../shared/nats";
 import { stopServer, waitForServer } from "./support/server";
+import { cpuSeconds } from "./support/proc";
 
 const LIBRI = "/usr/share/pocketsphinx/test/data/librivox";
 const FIX = FIXTURES_DIR;
@@ -113,11 +114,7 @@ function childCpuSeconds(): number {
   } catch {
     return 0;
   }
-  const tick = 100; // USER_HZ on Linux
-  return pids.reduce((sum, pid) => {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(")")[1]!.trim().split(" ");
-    return sum + (Number(fields[11]) + Number(fields[12])) / tick;
-  }, 0);
+  return pids.reduce((sum, pid) => sum + cpuSeconds(Number(pid)), 0);
 }
 
 /** A worker engine that costs nothing: only the gateway's own work is left to measure. */
@@ -272,7 +269,7 @@ async function benchSideBySide() {
   const adminToken = `admin-${randomBytes(8).toString("hex")}`;
   const zero = await startZeroOpenAI();
   const profile = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
-  const service = spawn(process.execPath, [...profile, "--import", "tsx", "services/stt/main.ts", "serve"], {
+  const service = spawn("bin/with-allocator", [process.execPath, ...profile, "--import", "tsx", "services/stt/main.ts", "serve"], {
     env: {
       ...process.env,
       HOST: "127.0.0.1",
@@ -320,14 +317,10 @@ async function benchSideBySide() {
       );
     // CPU seconds the service process (and the zero-cost server) spent per request: less
     // sensitive to the machine's other load than requests per second
-    const cpuOf = (pid: number) => {
-      const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-      return (Number(f[11]) + Number(f[12])) / 100;
-    };
     const measured = async (pid: number, url: string, c: number) => {
-      const before = cpuOf(pid);
+      const before = cpuSeconds(pid);
       const r = await postRound(url, keys, wav, REQUESTS, c);
-      return { ...r, cpuMs: ((cpuOf(pid) - before) * 1000) / REQUESTS };
+      return { ...r, cpuMs: ((cpuSeconds(pid) - before) * 1000) / REQUESTS };
     };
     const cpu = (r: { cpuMs: number }, who: string) => console.log(`           ${who} CPU per request: ${r.cpuMs.toFixed(2)} ms`);
     const d8 = await measured(zero.proc.pid!, direct, CONCURRENCY);

@@ -9,25 +9,16 @@
  * and off: word error rate, engine CPU seconds per audio second (from /proc, the
  * process's own user+system time), and the time `end` takes.
  */
-import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
 import { createStreamDecoderPool, type StreamResult, type StreamUtterance } from "../services/vad/stream-decoders";
 import { labelledClips } from "./support/clips";
+import { childPids, cpuSeconds } from "./support/proc";
 import { wordErrorRate } from "../shared/workers/wer";
 
 const SECOND_PASS_OFF = ["-fwdflat", "no", "-bestpath", "no"];
 
 
-/** CPU seconds (user + system) a process has used so far. */
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
-function childPids(): number[] {
-  const out = readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, "utf8").trim();
-  return out ? out.split(" ").map(Number) : [];
-}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Clip = Awaited<ReturnType<typeof labelledClips>>[number];
