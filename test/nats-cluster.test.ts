@@ -7,14 +7,12 @@ import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { artifactKeys, type JobView } from "../schemas/jobs";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
-import { loadConfig } from "../shared/config";
-import { createDb, dropSchema } from "../shared/db/index";
 import { topology } from "../shared/nats";
 import { chunkCount } from "../services/jobs/slicing";
 import { fixturePath } from "./support/fixtures";
-import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
+import { randomHex, serveAudio, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
-import { issueKeyAt, spawnService, type ServiceProcess } from "./support/service-process";
+import { startOwnService, type OwnService } from "./support/service-process";
 import { freePort } from "./support/ports";
 
 /**
@@ -181,64 +179,42 @@ function keepTalking(url: string, headers: Record<string, string>) {
 
 describe("three-node NATS cluster, one node killed", () => {
   let dir: string;
-  let dataDir: string;
   let nodes: ClusterNode[] = [];
-  let service: ServiceProcess;
+  let own: OwnService;
   let baseUrl: string;
   let audio: LocalHttp;
   let key: string;
   let admin: NatsConnection;
   let jsm: JetStreamManager;
-  const adminToken = `admin-${randomHex(8)}`;
   const prefix = `t${randomHex(5)}`;
-  const schema = `t_${randomHex(5)}`;
-  const dbUrl = loadConfig(process.env).db.url;
   const top = topology(prefix);
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "stt-natscluster-"));
-    dataDir = mkdtempSync(join(tmpdir(), "stt-natscluster-data-"));
     nodes = await startCluster(dir);
     const urls = nodes.map((n) => `nats://127.0.0.1:${n.port}`).join(",");
     admin = await connect({ servers: urls.split(","), name: "cluster-test", maxReconnectAttempts: -1, reconnectTimeWait: 250 });
     jsm = await jetstreamManager(admin);
-    audio = await startHttp((_req, res) => {
-      res.writeHead(200, { "content-type": "audio/wav", "content-length": CLIP.length });
-      res.end(CLIP);
-    });
-    service = await spawnService(
+    audio = await serveAudio(CLIP);
+    own = await startOwnService(
       {
-        STT_SERVICES: "all",
-        RT_STREAM_DECODERS_WARM: "1",
-        LOG_LEVEL: process.env.DEBUG_CLUSTER ? "debug" : "info",
         NATS_URL: urls,
         NATS_REPLICAS: "3",
-        NATS_PREFIX: prefix,
-        DATABASE_URL: dbUrl,
-        DATABASE_SCHEMA: schema,
-        DATABASE_POOL_MAX: "5",
-        DATA_DIR: dataDir,
-        GATEWAY_ADMIN_TOKEN: adminToken,
-        GATEWAY_SESSION_TOKEN_SECRET: `secret-${randomHex(8)}`,
-        JOB_ALLOW_PRIVATE_URLS: "true",
-        POCKETSPHINX_PROCESSES: "2",
+        RT_STREAM_DECODERS_WARM: "1",
+        LOG_LEVEL: process.env.DEBUG_CLUSTER ? "debug" : "info",
       },
-      { timeoutMs: 120_000, onOutput: (chunk) => process.env.DEBUG_CLUSTER && appendFileSync(process.env.DEBUG_CLUSTER, chunk) },
+      { owner: "nats-cluster", prefix, timeoutMs: 120_000, onOutput: (chunk) => process.env.DEBUG_CLUSTER && appendFileSync(process.env.DEBUG_CLUSTER, chunk) },
     );
-    baseUrl = `http://127.0.0.1:${service.port}`;
-    key = await issueKeyAt(baseUrl, adminToken, "nats-cluster");
+    ({ baseUrl, key } = own);
     expect(key).toMatch(/^sk-/);
   }, 240_000);
 
   afterAll(async () => {
-    await service?.stop();
+    await own?.stop();
     await admin?.close().catch(() => undefined);
     for (const n of nodes) await killNode(n);
     await audio?.stop();
-    const db = createDb({ ...loadConfig(process.env).db, url: dbUrl, schema });
-    await dropSchema(db, schema).catch(() => undefined);
-    await db.destroy();
-    for (const d of [dir, dataDir]) if (d) rmSync(d, { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
   const auth = () => ({ authorization: `Bearer ${key}` });
@@ -333,7 +309,7 @@ describe("three-node NATS cluster, one node killed", () => {
       expect(result.text.split(/\s+/).length).toBeGreaterThan(50);
       // Every slice's checkpoint and the result are in the object store.
       const owner = { workflowId: job.workflow_id, requestId };
-      const objects = join(dataDir, "objects");
+      const objects = join(own.dataDir, "objects");
       for (let i = 0; i < chunks; i++) expect(existsSync(join(objects, artifactKeys.chunk(owner, i))), `chunk_${i}.json`).toBe(true);
       expect(JSON.parse(readFileSync(join(objects, artifactKeys.result(owner)), "utf8")).text).toBe(result.text);
 

@@ -5,12 +5,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JobView } from "../schemas/jobs";
-import { loadConfig } from "../shared/config";
-import { createDb, dropSchema } from "../shared/db/index";
 import { fixturePath } from "./support/fixtures";
-import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
+import { randomHex, serveAudio, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
-import { issueKeyAt, spawnService, type ServiceProcess } from "./support/service-process";
+import { startOwnService, type OwnService, type ServiceProcess } from "./support/service-process";
 import { freePort } from "./support/ports";
 
 /**
@@ -58,59 +56,37 @@ async function startNatsServer(port: number, storeDir: string): Promise<NatsServ
 describe("nats-server restart", () => {
   let natsPort: number;
   let storeDir: string;
-  let dataDir: string;
   let nats: NatsServer;
+  let own: OwnService;
   let service: ServiceProcess;
   let baseUrl: string;
   let audio: LocalHttp;
   let key: string;
-  const adminToken = `admin-${randomHex(8)}`;
-  const prefix = `t${randomHex(5)}`;
-  const schema = `t_${randomHex(5)}`;
-  const dbUrl = loadConfig(process.env).db.url;
 
   beforeAll(async () => {
     storeDir = mkdtempSync(join(tmpdir(), "stt-natsrestart-js-"));
-    dataDir = mkdtempSync(join(tmpdir(), "stt-natsrestart-data-"));
     natsPort = await freePort();
     nats = await startNatsServer(natsPort, storeDir);
-    audio = await startHttp((req, res) => {
-      res.writeHead(200, { "content-type": "audio/wav", "content-length": JFK.length });
-      res.end(JFK);
-    });
-    service = await spawnService(
+    audio = await serveAudio(JFK);
+    own = await startOwnService(
       {
-        STT_SERVICES: "all",
+        NATS_URL: `nats://127.0.0.1:${natsPort}`,
         RT_STREAM_DECODERS_WARM: "2",
         LOG_LEVEL: "info",
-        NATS_URL: `nats://127.0.0.1:${natsPort}`,
-        NATS_PREFIX: prefix,
-        DATABASE_URL: dbUrl,
-        DATABASE_SCHEMA: schema,
-        DATABASE_POOL_MAX: "5",
-        DATA_DIR: dataDir,
-        GATEWAY_ADMIN_TOKEN: adminToken,
-        GATEWAY_SESSION_TOKEN_SECRET: `secret-${randomHex(8)}`,
-        JOB_ALLOW_PRIVATE_URLS: "true",
-        POCKETSPHINX_PROCESSES: "2",
         // a short liveness bound, so the test can see /health turn degraded
         NATS_UNHEALTHY_LIVENESS_MS: "4000",
       },
-      { timeoutMs: 90_000 },
+      { owner: "nats-restart", timeoutMs: 90_000 },
     );
-    baseUrl = `http://127.0.0.1:${service.port}`;
-    key = await issueKeyAt(baseUrl, adminToken, "nats-restart");
+    ({ service, baseUrl, key } = own);
     expect(key).toMatch(/^sk-/);
   }, 180_000);
 
   afterAll(async () => {
-    await service?.stop();
+    await own?.stop();
     await nats?.stop("SIGKILL").catch(() => undefined);
     await audio?.stop();
-    const db = createDb({ ...loadConfig(process.env).db, url: dbUrl, schema });
-    await dropSchema(db, schema).catch(() => undefined);
-    await db.destroy();
-    for (const d of [storeDir, dataDir]) if (d) rmSync(d, { recursive: true, force: true });
+    if (storeDir) rmSync(storeDir, { recursive: true, force: true });
   }, 60_000);
 
   const auth = () => ({ authorization: `Bearer ${key}` });

@@ -1,4 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../../shared/config";
+import { createDb, dropSchema } from "../../shared/db/index";
 import type { Stack } from "./stack";
 
 let processCount = 0;
@@ -89,4 +95,73 @@ export async function issueKeyAt(baseUrl: string, adminToken: string, ownerId: s
     body: JSON.stringify({ plan, owner_id: ownerId }),
   });
   return ((await res.json()) as { data: { key: string } }).data.key;
+}
+
+/** A whole service of its own (`startOwnService`): a child `stt serve`, a key, and its cleanup. */
+export interface OwnService {
+  service: ServiceProcess;
+  baseUrl: string;
+  /** A "pro" key issued through its admin route. */
+  key: string;
+  prefix: string;
+  dataDir: string;
+  /** Stops the process, drops its schema and removes its data directory. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The whole service as a child `stt serve` on the given NATS (`env.NATS_URL`) with a
+ * NATS prefix, Postgres schema, data directory and admin token of its own, for tests
+ * that take its infrastructure away (nats-server restarts, cluster faults). `env` adds
+ * to or overrides the defaults.
+ */
+export async function startOwnService(
+  env: Record<string, string> & { NATS_URL: string },
+  options: { owner: string; prefix?: string; timeoutMs?: number; onOutput?: (chunk: Buffer) => void },
+): Promise<OwnService> {
+  const prefix = options.prefix ?? `t${randomBytes(5).toString("hex")}`;
+  const schema = `t_${randomBytes(5).toString("hex")}`;
+  const adminToken = `admin-${randomBytes(8).toString("hex")}`;
+  const dataDir = mkdtempSync(join(tmpdir(), `stt-${options.owner}-data-`));
+  const dbConfig = loadConfig(process.env).db;
+  const dropAll = async () => {
+    const db = createDb({ ...dbConfig, schema });
+    await dropSchema(db, schema).catch(() => undefined);
+    await db.destroy();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  let service: ServiceProcess;
+  try {
+    service = await spawnService(
+      {
+        STT_SERVICES: "all",
+        NATS_PREFIX: prefix,
+        DATABASE_URL: dbConfig.url,
+        DATABASE_SCHEMA: schema,
+        DATABASE_POOL_MAX: "5",
+        DATA_DIR: dataDir,
+        GATEWAY_ADMIN_TOKEN: adminToken,
+        GATEWAY_SESSION_TOKEN_SECRET: `secret-${randomBytes(8).toString("hex")}`,
+        JOB_ALLOW_PRIVATE_URLS: "true",
+        POCKETSPHINX_PROCESSES: "2",
+        ...env,
+      },
+      { timeoutMs: options.timeoutMs, onOutput: options.onOutput },
+    );
+  } catch (err) {
+    await dropAll();
+    throw err;
+  }
+  const baseUrl = `http://127.0.0.1:${service.port}`;
+  return {
+    service,
+    baseUrl,
+    key: await issueKeyAt(baseUrl, adminToken, options.owner),
+    prefix,
+    dataDir,
+    stop: async () => {
+      await service.stop();
+      await dropAll();
+    },
+  };
 }
