@@ -69,10 +69,16 @@ describe("demo page in headless Chromium", () => {
     await page.goto(`http://127.0.0.1:${gateway.port}/demo`);
     await page.click("#start");
     await page.waitForFunction(() => document.getElementById("status-text")!.textContent!.startsWith("listening"), undefined, { timeout: 20_000 });
-    await page.waitForFunction(() => document.querySelectorAll("#transcripts li").length > 0, undefined, { timeout: 90_000, polling: 250 });
+    const expected = ["so", "my", "fellow", "americans", "ask", "not", "what", "your", "country", "can", "do", "for", "you"];
+    // The fake microphone loops the clip. Under CPU contention Chromium's capture can glitch
+    // one pass (a line such as "sit ends are micro america"), so wait for the transcripts to
+    // hold the speech rather than judging the first line alone.
+    const heard = (words: string[]) =>
+      words.filter((w) => Array.from(document.querySelectorAll("#transcripts li")).map((e) => e.textContent ?? "").join(" ").toLowerCase().split(/\W+/).includes(w)).length >= 2;
+    await page.waitForFunction(heard, expected, { timeout: 90_000, polling: 250 }).catch(() => undefined);
     const lines = await page.$$eval("#transcripts li", (els) => els.map((e) => e.textContent ?? ""));
     const text = lines.join(" ").toLowerCase();
-    const expected = ["so", "my", "fellow", "americans", "ask", "not", "what", "your", "country", "can", "do", "for", "you"];
+    expect(lines.length).toBeGreaterThan(0);
     expect(expected.filter((w) => text.split(/\W+/).includes(w)).length, text).toBeGreaterThanOrEqual(2);
     // the browser authenticated with a session token in the URL, never a key
     expect(sockets[0]).toMatch(/[?&]access_token=rt_/);
