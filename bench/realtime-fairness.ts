@@ -21,7 +21,7 @@
  * items that got more than one outcome (must be 0).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { pct, stopServer, waitForServer } from "./support/server";
+import { pct, serveCommand, stopServer, waitForServer } from "./support/server";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -52,7 +52,7 @@ function startServer(prefix: string, engineUrl?: string): Promise<ChildProcess &
   const engine = engineUrl
     ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: `${engineUrl}/v1`, WORKER_OPENAI_MODEL: "whisper-1", WORKER_OPENAI_CONCURRENCY: providerConcurrency, WORKER_OPENAI_REAL_TIME_FACTOR: "1" }
     : {};
-  const proc = spawn("bin/with-allocator", [process.execPath, "--import", "tsx", "services/stt/main.ts", "serve"], {
+  const proc = spawn(...serveCommand(), {
     env: {
       ...process.env,
       STT_SERVICES: "all",

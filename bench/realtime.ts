@@ -4,7 +4,7 @@
  * one port) running in a separate process on the local NATS and Postgres.
  *
  *   npx tsx bench/realtime.ts [--sessions 10,25,50] [--seconds 30] [--frame-ms 40]
- *                             [--ps-processes 1]
+ *                             [--ps-processes 1] [--phase spread|aligned]
  *
  * Per round it prints:
  * - held: sessions that streamed to the end and closed 1000 with every byte recorded
@@ -40,7 +40,7 @@
  * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { pct, stopServer, waitForServer } from "./support/server";
+import { pct, serveCommand, stopServer, waitForServer } from "./support/server";
 import { cpuSeconds } from "./support/proc";
 import { randomBytes } from "node:crypto";
 import { createWriteStream, readdirSync, readFileSync } from "node:fs";
@@ -89,8 +89,8 @@ function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split
   if (process.env.BENCH_HEAP_SNAPSHOT) prof.push("--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${process.env.BENCH_HEAP_SNAPSHOT}`);
   // BENCH_NODE_FLAGS="--trace-gc …": more flags for the server processes' node
   prof.push(...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean));
-  // bin/with-allocator: the C allocator bin/stt gives the service (jemalloc where installed)
-  const proc = spawn("bin/with-allocator", [process.execPath, ...prof, "--import", "tsx", "services/stt/main.ts", "serve"], {
+  // bin/stt's allocator and V8 flags (serveCommand), and the profiling flags above
+  const proc = spawn(...serveCommand(prof), {
     env: {
       ...process.env,
       STT_SERVICES: services,
@@ -290,20 +290,29 @@ async function main() {
       const open = sessions.filter((s) => s.ws.readyState === WebSocket.OPEN);
       // stream in real time: one timer for every session, ticking every 5 ms so a frame
       // leaves within a few ms of when its audio would have been captured (a tick of half
-      // a frame sent 40 ms frames up to 20 ms late, jitter a real-time client does not have)
+      // a frame sent 40 ms frames up to 20 ms late, jitter a real-time client does not have).
+      // Each session keeps its own frame clock, its phase spread evenly over one frame:
+      // independent clients are not in step, and sending every session's frame in the
+      // same instant made bursts of N frames every frameMs that no population of clients
+      // makes. `--phase aligned` sends them all at once, as before.
+      const aligned = args.get("phase") === "aligned";
+      const phaseOf = (i: number) => (aligned ? 0 : (i * frameMs) / open.length);
       const start = performance.now();
-      let ticks = 0;
       let snapped = false;
+      let nextPeak = start + 5000;
       const clientLag: number[] = [];
       let peak = before;
       await new Promise<void>((resolve) => {
         const timer = setInterval(() => {
-          const due = Math.floor((performance.now() - start) / frameMs);
-          clientLag.push(Math.max(0, performance.now() - (start + (ticks + 1) * frameMs)));
-          while (ticks < due) {
-            ticks++;
-            for (const s of open) {
-              if (s.ws.readyState !== WebSocket.OPEN) continue;
+          const now = performance.now();
+          for (let i = 0; i < open.length; i++) {
+            const s = open[i]!;
+            if (s.ws.readyState !== WebSocket.OPEN) continue;
+            // frame k (from 1) is captured by start + phase + k × frameMs
+            const due = Math.floor((now - start - phaseOf(i)) / frameMs);
+            if ((s.frames ?? 0) >= due) continue;
+            clientLag.push(now - (start + phaseOf(i) + due * frameMs));
+            while ((s.frames ?? 0) < due) {
               const from = (s.offset + s.sentBytes) % loopBytes.length;
               const frame = loopBytes.subarray(from, Math.min(loopBytes.length, from + frameBytes));
               s.ws.send(frame);
@@ -312,12 +321,15 @@ async function main() {
               s.sendLog.push([s.sentBytes, performance.now()]);
             }
           }
-          if (ticks % Math.round(5000 / frameMs) === 0) peak = procStat(pids);
-          if (process.env.BENCH_HEAP_SNAPSHOT && !snapped && ticks >= (seconds * 500) / frameMs) {
+          if (now >= nextPeak) {
+            peak = procStat(pids);
+            nextPeak += 5000;
+          }
+          if (process.env.BENCH_HEAP_SNAPSHOT && !snapped && now - start >= (seconds * 1000) / 2) {
             snapped = true;
             for (const pid of pids) process.kill(pid, "SIGUSR2");
           }
-          if (performance.now() - start >= seconds * 1000) {
+          if (now - start >= seconds * 1000) {
             clearInterval(timer);
             resolve();
           }

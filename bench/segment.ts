@@ -43,7 +43,7 @@ import { randomBytes } from "node:crypto";
 import { loadConfig } from "../shared/config";
 import { createDb, dropSchema } from "../shared/db/index";
 import { connectNats, destroyTopology } from "../shared/nats";
-import { stopServer, waitForServer } from "./support/server";
+import { serveCommand, stopServer, waitForServer } from "./support/server";
 import { cpuSeconds } from "./support/proc";
 
 const LIBRI = "/usr/share/pocketsphinx/test/data/librivox";
@@ -269,7 +269,7 @@ async function benchSideBySide() {
   const adminToken = `admin-${randomBytes(8).toString("hex")}`;
   const zero = await startZeroOpenAI();
   const profile = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
-  const service = spawn("bin/with-allocator", [process.execPath, ...profile, "--import", "tsx", "services/stt/main.ts", "serve"], {
+  const service = spawn(...serveCommand(profile), {
     env: {
       ...process.env,
       HOST: "127.0.0.1",

@@ -1,4 +1,14 @@
-import type { ChildProcess } from "node:child_process";
+import { execFileSync, type ChildProcess } from "node:child_process";
+
+/**
+ * The command that starts `stt serve` as bin/stt does (jemalloc through
+ * bin/with-allocator, the V8 flags of bin/node-flags), with `nodeFlags` added for
+ * profiling; node runs tsx's loader directly so the spawned pid is the server itself.
+ */
+export function serveCommand(nodeFlags: string[] = []): [string, string[]] {
+  const flags = execFileSync("bin/node-flags", { encoding: "utf8" }).split("\n").filter(Boolean);
+  return ["bin/with-allocator", [process.execPath, ...flags, ...nodeFlags, "--import", "tsx", "services/stt/main.ts", "serve"]];
+}
 
 /**
  * Waits for a spawned `stt serve` to log "stt is up" and returns its port (the log line's
