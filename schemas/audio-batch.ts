@@ -34,26 +34,88 @@ export function encodedSize(entries: readonly AudioBatchEntry[]): number {
 }
 
 export function encodeAudioBatch(entries: readonly AudioBatchEntry[]): Uint8Array {
-  const out = new Uint8Array(encodedSize(entries));
-  const view = new DataView(out.buffer);
-  view.setUint32(0, MAGIC, true);
-  view.setUint32(4, entries.length, true);
-  let at = HEAD;
-  for (const e of entries) {
-    if (e.sessionId.length > 255) throw new RangeError("session id longer than 255 characters");
-    view.setUint8(at, e.kind === "audio" ? 0 : 1);
-    view.setUint8(at + 1, e.sessionId.length);
-    at += 2;
-    for (let i = 0; i < e.sessionId.length; i++) out[at + i] = e.sessionId.charCodeAt(i) & 0x7f;
-    at += e.sessionId.length;
-    view.setUint32(at, e.seq >>> 0, true);
-    view.setFloat64(at + 4, e.offset, true);
-    view.setUint32(at + 12, e.payload.byteLength, true);
-    at += 16;
-    out.set(e.payload, at);
-    at += e.payload.byteLength;
+  const w = new AudioBatchWriter(encodedSize(entries));
+  for (const e of entries) w.add(e.sessionId, e.kind, e.seq, e.offset, e.payload);
+  return w.finish();
+}
+
+/**
+ * Writes a batch entry by entry into one growing buffer, so a gateway copies each frame
+ * once, straight into the batch it goes out in (no array per frame or per run, no
+ * second copy when the batch is encoded).
+ */
+export class AudioBatchWriter {
+  private buf: Uint8Array;
+  private view: DataView;
+  private at = HEAD;
+  private count = 0;
+  /** Where the newest entry's payload length is written, and whose audio it is (null: a control). */
+  private lastLengthAt = -1;
+  private lastAudioOf: string | null = null;
+
+  constructor(capacity = 16 * 1024) {
+    this.buf = new Uint8Array(Math.max(HEAD, capacity));
+    this.view = new DataView(this.buf.buffer);
   }
-  return out;
+
+  /** Bytes written so far (the header included). */
+  get size(): number {
+    return this.at;
+  }
+
+  get entries(): number {
+    return this.count;
+  }
+
+  add(sessionId: string, kind: "audio" | "control", seq: number, offset: number, payload: Uint8Array): void {
+    if (sessionId.length > 255) throw new RangeError("session id longer than 255 characters");
+    this.reserve(ENTRY_FIXED + sessionId.length + payload.byteLength);
+    const { buf, view } = this;
+    let at = this.at;
+    view.setUint8(at, kind === "audio" ? 0 : 1);
+    view.setUint8(at + 1, sessionId.length);
+    at += 2;
+    for (let i = 0; i < sessionId.length; i++) buf[at + i] = sessionId.charCodeAt(i) & 0x7f;
+    at += sessionId.length;
+    view.setUint32(at, seq >>> 0, true);
+    view.setFloat64(at + 4, offset, true);
+    view.setUint32(at + 12, payload.byteLength, true);
+    this.lastLengthAt = at + 12;
+    at += 16;
+    buf.set(payload, at);
+    this.at = at + payload.byteLength;
+    this.count++;
+    this.lastAudioOf = kind === "audio" ? sessionId : null;
+  }
+
+  /** Payload bytes of the newest entry when it is `sessionId`'s audio, else -1. */
+  runBytes(sessionId: string): number {
+    return this.lastAudioOf === sessionId ? this.view.getUint32(this.lastLengthAt, true) : -1;
+  }
+
+  /** Appends audio to the newest entry, which must be `sessionId`'s audio (runBytes ≥ 0). */
+  extend(sessionId: string, payload: Uint8Array): void {
+    if (this.lastAudioOf !== sessionId) throw new Error("the newest entry is not this session's audio");
+    this.reserve(payload.byteLength);
+    this.buf.set(payload, this.at);
+    this.at += payload.byteLength;
+    this.view.setUint32(this.lastLengthAt, this.view.getUint32(this.lastLengthAt, true) + payload.byteLength, true);
+  }
+
+  /** The batch: a view of the writer's buffer (the writer is not written to again). */
+  finish(): Uint8Array {
+    this.view.setUint32(0, MAGIC, true);
+    this.view.setUint32(4, this.count, true);
+    return this.buf.subarray(0, this.at);
+  }
+
+  private reserve(n: number) {
+    if (this.at + n <= this.buf.length) return;
+    const next = new Uint8Array(Math.max(this.at + n, this.buf.length * 2));
+    next.set(this.buf.subarray(0, this.at));
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
 }
 
 /** The entries of a batch; throws on a truncated or foreign message. Payloads are views into `bytes`. */

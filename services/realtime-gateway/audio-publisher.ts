@@ -1,8 +1,7 @@
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { AUDIO_HEADERS, type AudioControl } from "../../schemas/realtime";
-import { BATCH_KIND, encodeAudioBatch, type AudioBatchEntry } from "../../schemas/audio-batch";
-import { concatBytes } from "../../shared/bytes";
+import { AudioBatchWriter, BATCH_KIND } from "../../schemas/audio-batch";
 
 /**
  * A session's audio path to JetStream. Its audio and control messages (start, commit,
@@ -21,7 +20,7 @@ import { concatBytes } from "../../shared/bytes";
  * had entries in it, through `onFailure`.
  */
 export interface AudioPublisher {
-  /** Queues audio; the publisher keeps `pcm` as it is until published (the caller must not reuse it). */
+  /** Queues audio: copied at once into the partition's next batch (the caller may reuse `pcm`). */
   pushAudio(pcm: Int16Array): void;
   control(message: AudioControl): void;
   /** Publishes the session's partition's pending batch now. */
@@ -57,11 +56,8 @@ export interface AudioBatcherOptions {
   now?: () => number;
 }
 
-type Item = { kind: "audio"; chunks: Uint8Array[]; bytes: number; offset: number } | { kind: "control"; payload: Uint8Array; offset: number };
-
 interface SessionQueue {
   sessionId: string;
-  items: Item[];
   seq: number;
   /** Timeline position of the session's next sample. */
   offset: number;
@@ -72,9 +68,11 @@ interface SessionQueue {
 }
 
 interface PartitionState {
-  dirty: Set<SessionQueue>;
-  /** Payload bytes waiting for the next batch: a burst past a batch's size goes at once. */
-  bytes: number;
+  /** The batch being written (null until something is queued), and whose entries it holds. */
+  writer: AudioBatchWriter | null;
+  owners: Set<SessionQueue>;
+  /** Size of the last batch: the next one's buffer starts there, so it rarely grows. */
+  lastSize: number;
   pending: number;
   overSince: number | null;
   batches: number;
@@ -82,6 +80,8 @@ interface PartitionState {
 
 /** An audio run is cut at this size so one entry never nears the message limit. */
 const MAX_RUN_BYTES = 64 * 1024;
+/** An entry's bytes besides its payload, at most (a 255-character session id). */
+const ENTRY_OVERHEAD = 18 + 255;
 
 export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
   const now = options.now ?? Date.now;
@@ -89,11 +89,20 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
   const partitions = new Map<number, PartitionState>();
   const stateOf = (p: number) => {
     let s = partitions.get(p);
-    if (!s) partitions.set(p, (s = { dirty: new Set(), bytes: 0, pending: 0, overSince: null, batches: 0 }));
+    if (!s) partitions.set(p, (s = { writer: null, owners: new Set(), lastSize: 16 * 1024, pending: 0, overSince: null, batches: 0 }));
     return s;
   };
+  const writerOf = (part: PartitionState) => (part.writer ??= new AudioBatchWriter(Math.min(maxBatchBytes + MAX_RUN_BYTES, Math.ceil(part.lastSize * 1.25))));
 
-  const publish = (p: number, part: PartitionState, entries: AudioBatchEntry[], owners: Set<SessionQueue>) => {
+  const flushPartition = (p: number) => {
+    const part = partitions.get(p);
+    const writer = part?.writer;
+    if (!part || !writer || writer.entries === 0) return;
+    const data = writer.finish();
+    const owners = part.owners;
+    part.writer = null;
+    part.owners = new Set();
+    part.lastSize = data.byteLength;
     const h = natsHeaders();
     h.set(AUDIO_HEADERS.kind, BATCH_KIND);
     part.pending++;
@@ -106,7 +115,7 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
       }
     };
     const sent = options.js
-      .publish(options.subject(p), encodeAudioBatch(entries), { headers: h, msgID: `${options.instanceId}:${p}:${part.batches++}`, timeout: 10_000 })
+      .publish(options.subject(p), data, { headers: h, msgID: `${options.instanceId}:${p}:${part.batches++}`, timeout: 10_000 })
       .catch(failed)
       .finally(() => {
         part.pending--;
@@ -116,31 +125,12 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
     for (const s of owners) s.inFlight.add(sent);
   };
 
-  const flushPartition = (p: number) => {
-    const part = partitions.get(p);
-    if (!part || part.dirty.size === 0) return;
-    let entries: AudioBatchEntry[] = [];
-    let owners = new Set<SessionQueue>();
-    let bytes = 0;
-    for (const s of part.dirty) {
-      for (const item of s.items) {
-        const payload = item.kind === "control" ? item.payload : concatBytes(item.chunks, item.bytes);
-        if (bytes + payload.byteLength > maxBatchBytes && entries.length) {
-          publish(p, part, entries, owners);
-          entries = [];
-          owners = new Set();
-          bytes = 0;
-        }
-        entries.push({ sessionId: s.sessionId, kind: item.kind, seq: s.seq++, offset: item.offset, payload });
-        owners.add(s);
-        bytes += payload.byteLength + 64;
-        s.published++;
-      }
-      s.items = [];
-    }
-    part.dirty.clear();
-    part.bytes = 0;
-    if (entries.length) publish(p, part, entries, owners);
+  /** The partition's batch with room for `bytes` more: the current one, or a new one after publishing it. */
+  const room = (p: number, part: PartitionState, bytes: number) => {
+    const w = writerOf(part);
+    if (w.entries === 0 || w.size + bytes <= maxBatchBytes) return w;
+    flushPartition(p);
+    return writerOf(part);
   };
 
   const flushAll = () => {
@@ -152,32 +142,40 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
   return {
     session({ sessionId, partition, onFailure }) {
       const part = stateOf(partition);
-      const q: SessionQueue = { sessionId, items: [], seq: 0, offset: 0, published: 0, failed: false, inFlight: new Set(), onFailure };
+      const q: SessionQueue = { sessionId, seq: 0, offset: 0, published: 0, failed: false, inFlight: new Set(), onFailure };
       return {
         pushAudio(pcm) {
-          // runs of at most MAX_RUN_BYTES: a 1 MiB frame must not become one 1 MiB entry
-          for (let i = 0; i < pcm.length; ) {
-            const last = q.items.at(-1);
-            const run = last?.kind === "audio" && last.bytes < MAX_RUN_BYTES ? last : null;
-            const take = Math.min(pcm.length - i, ((run ? MAX_RUN_BYTES - run.bytes : MAX_RUN_BYTES) >> 1));
-            const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset + i * 2, take * 2);
-            if (run) {
-              run.chunks.push(bytes);
-              run.bytes += bytes.byteLength;
-            } else {
-              q.items.push({ kind: "audio", chunks: [bytes], bytes: bytes.byteLength, offset: q.offset });
+          const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+          // runs of at most MAX_RUN_BYTES: a 1 MiB frame must not become one 1 MiB entry;
+          // consecutive audio of the session in a batch is one run, as one entry
+          for (let i = 0; i < bytes.length; ) {
+            let w = writerOf(part);
+            const run = w.runBytes(sessionId);
+            if (run >= 0 && run < MAX_RUN_BYTES) {
+              const take = Math.min(bytes.length - i, MAX_RUN_BYTES - run);
+              if (w.size + take <= maxBatchBytes) {
+                w.extend(sessionId, bytes.subarray(i, i + take));
+                part.owners.add(q);
+                q.offset += take >> 1;
+                i += take;
+                continue;
+              }
             }
-            q.offset += take;
+            const take = Math.min(bytes.length - i, MAX_RUN_BYTES);
+            w = room(partition, part, take + ENTRY_OVERHEAD);
+            w.add(sessionId, "audio", q.seq++, q.offset, bytes.subarray(i, i + take));
+            part.owners.add(q);
+            q.published++;
+            q.offset += take >> 1;
             i += take;
           }
-          if (pcm.length === 0) return;
-          part.dirty.add(q);
-          part.bytes += pcm.byteLength;
-          if (part.bytes >= maxBatchBytes) flushPartition(partition);
+          if (part.writer && part.writer.size >= maxBatchBytes) flushPartition(partition);
         },
         control(message) {
-          q.items.push({ kind: "control", payload: new TextEncoder().encode(JSON.stringify(message)), offset: q.offset });
-          part.dirty.add(q);
+          const payload = new TextEncoder().encode(JSON.stringify(message));
+          room(partition, part, payload.byteLength + ENTRY_OVERHEAD).add(sessionId, "control", q.seq++, q.offset, payload);
+          part.owners.add(q);
+          q.published++;
         },
         flush: () => flushPartition(partition),
         get pendingAcks() {

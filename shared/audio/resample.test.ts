@@ -35,6 +35,17 @@ describe("resampler", () => {
     expect(parts).toEqual(Array.from(whole));
   });
 
+  it("aligner hands back a view of a whole, even-aligned chunk, and a copy once bytes were carried", () => {
+    const bytes = new Uint8Array(Int16Array.from([5, -6, 7, -8]).buffer);
+    const a = createFrameAligner(2);
+    const view = a.push(bytes);
+    expect(view.buffer).toBe(bytes.buffer);
+    expect([...view]).toEqual([5, -6, 7, -8]);
+    a.push(bytes.subarray(0, 1));
+    const copy = a.push(bytes.subarray(1, 4));
+    expect(copy.buffer).not.toBe(bytes.buffer);
+    expect([...copy]).toEqual([5, -6]);
+  });
   it("aligner keeps odd bytes across chunks", () => {
     const samples = Int16Array.from([1, -2, 300, -400, 32767, -32768]);
     const bytes = new Uint8Array(samples.buffer);

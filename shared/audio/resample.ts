@@ -117,8 +117,15 @@ export function createFrameAligner(bytesPerFrame: number) {
   const none: Uint8Array = new Uint8Array(0);
   let carry = none;
   return {
-    /** The whole frames so far, in a new buffer the caller owns (`chunk` may be reused once this returns). */
+    /**
+     * The whole frames so far: a view of `chunk` itself when it holds whole frames at an
+     * even offset and nothing was carried (valid as long as `chunk` is), else a copy in a
+     * buffer of its own.
+     */
     push(chunk: Uint8Array): Int16Array {
+      if (!carry.length && chunk.length % bytesPerFrame === 0 && chunk.byteOffset % 2 === 0 && littleEndian) {
+        return new Int16Array(chunk.buffer, chunk.byteOffset, chunk.length >> 1);
+      }
       let bytes: Uint8Array;
       if (carry.length) {
         bytes = new Uint8Array(carry.length + chunk.length);
