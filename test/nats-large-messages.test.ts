@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { headers } from "@nats-io/transport-node";
+import { Parser } from "@nats-io/nats-core/internal";
+import { preallocateSpanningMessages } from "../shared/nats-parser";
+import { isolatedNats } from "./support/nats";
+
+/**
+ * shared/nats-parser.ts gives a message that spans socket reads one buffer of its whole
+ * size. Messages of every size around the 64 KB reads, with and without headers, must
+ * arrive byte for byte, over core NATS and through a JetStream consumer, on the real
+ * nats-server.
+ */
+let nats: Awaited<ReturnType<typeof isolatedNats>>;
+
+beforeAll(async () => {
+  nats = await isolatedNats();
+});
+
+afterAll(async () => {
+  await nats?.destroy();
+});
+
+const SIZES = [0, 1, 65_535, 65_536, 70_001, 200_000, 333_333, 1_000_000];
+
+function payload(size: number, seed: number): Uint8Array {
+  const out = new Uint8Array(size);
+  let x = seed * 2654435761;
+  for (let i = 0; i < size; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    out[i] = x >>> 24;
+  }
+  return out;
+}
+
+describe("messages spanning socket reads", () => {
+  it("the parser is patched in this process (connectNats installs it)", () => {
+    expect(preallocateSpanningMessages()).toBe(true);
+    expect(Parser.prototype.parse.name).toBe("parseIntoWholeMessage");
+  });
+
+  it("arrive intact over core NATS, with and without headers, back to back", async () => {
+    const subject = `${nats.topology.prefix}.large.core`;
+    const received: { data: Uint8Array; seed: string }[] = [];
+    const sub = nats.nc.subscribe(subject);
+    const done = (async () => {
+      for await (const m of sub) {
+        received.push({ data: m.data, seed: m.headers?.get("seed") ?? "" });
+        if (received.length === SIZES.length * 2) break;
+      }
+    })();
+    SIZES.forEach((size, i) => {
+      nats.nc.publish(subject, payload(size, i));
+      const h = headers();
+      h.set("seed", String(i));
+      nats.nc.publish(subject, payload(size, 100 + i), { headers: h });
+    });
+    await done;
+    SIZES.forEach((size, i) => {
+      expect(Buffer.from(received[2 * i]!.data).equals(Buffer.from(payload(size, i))), `core ${size} B`).toBe(true);
+      expect(received[2 * i + 1]!.seed).toBe(String(i));
+      expect(Buffer.from(received[2 * i + 1]!.data).equals(Buffer.from(payload(size, 100 + i))), `core ${size} B with headers`).toBe(true);
+    });
+  });
+
+  it("arrive intact through a JetStream consumer", async () => {
+    const stream = nats.topology.streams.rtAudio.name;
+    const subject = nats.topology.subjects.rtAudio(0, "large");
+    for (const [i, size] of SIZES.entries()) await nats.js.publish(subject, payload(size, 200 + i), { msgID: `large-${i}` });
+    await nats.jsm.consumers.add(stream, { durable_name: "large", filter_subject: subject });
+    const consumer = await nats.js.consumers.get(stream, "large");
+    const messages = await consumer.consume({ max_bytes: 4 * 1024 * 1024 });
+    let n = 0;
+    for await (const m of messages) {
+      expect(Buffer.from(m.data).equals(Buffer.from(payload(SIZES[n]!, 200 + n))), `JetStream ${SIZES[n]} B`).toBe(true);
+      m.ack();
+      if (++n === SIZES.length) break;
+    }
+    await messages.close();
+    expect(n).toBe(SIZES.length);
+  });
+});
