@@ -150,8 +150,15 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     let pool = warm;
     if (language) pool = prefer(pool, (w) => w.languages.includes("*") || w.languages.includes(language));
     if (request.model) pool = prefer(pool, (w) => w.models.includes(request.model!));
+    // the least loaded; equally loaded ones each as likely (a coin per tie favoured the last)
     let best = pool[0]!;
-    for (const w of pool) if (load(w) < load(best) || (load(w) === load(best) && Math.random() < 0.5)) best = w;
+    let ties = 1;
+    for (const w of pool.slice(1)) {
+      if (load(w) < load(best)) {
+        best = w;
+        ties = 1;
+      } else if (load(w) === load(best) && Math.random() * ++ties < 1) best = w;
+    }
     return { worker: best };
   };
 
