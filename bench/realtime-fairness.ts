@@ -23,7 +23,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { pct, serveCommand, stopServer, waitForServer } from "./support/server";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import WebSocket from "ws";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
@@ -177,6 +177,7 @@ async function round(label: string, big: number) {
     const db = createDb({ ...base.db, schema: prefix });
     await dropSchema(db, prefix).catch(() => undefined);
     await db.destroy();
+    rmSync(`/tmp/stt-bench-${prefix}`, { recursive: true, force: true });
   }
 }
 

@@ -43,7 +43,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { pct, serveCommand, stopServer, waitForServer } from "./support/server";
 import { cpuSeconds } from "./support/proc";
 import { randomBytes } from "node:crypto";
-import { createWriteStream, readdirSync, readFileSync } from "node:fs";
+import { createWriteStream, readdirSync, readFileSync, rmSync } from "node:fs";
 import WebSocket from "ws";
 import { connectNats, destroyTopology } from "../shared/nats";
 import { loadConfig } from "../shared/config";
@@ -458,6 +458,7 @@ async function main() {
     const db = createDb({ ...base.db, schema });
     await dropSchema(db, schema).catch(() => undefined);
     await db.destroy();
+    rmSync(`/tmp/stt-bench-${id}`, { recursive: true, force: true });
   }
 }
 
