@@ -21,7 +21,6 @@ import { labelledClips } from "./support/clips";
 import { childPids, cpuSeconds } from "./support/proc";
 import { wordErrorRate } from "../shared/workers/wer";
 
-
 const opts: string[] | undefined = process.env.OPTS ? JSON.parse(process.env.OPTS) : undefined;
 const clips = await labelledClips();
 const vad = await loadVadEngine();

@@ -29,8 +29,13 @@ export interface AudioBatchEntry {
 const HEAD = 8;
 const ENTRY_FIXED = 1 + 1 + 4 + 8 + 4;
 
+/** Bytes one entry takes in a batch. */
+export function entrySize(sessionId: string, payloadBytes: number): number {
+  return ENTRY_FIXED + sessionId.length + payloadBytes;
+}
+
 export function encodedSize(entries: readonly AudioBatchEntry[]): number {
-  return entries.reduce((n, e) => n + ENTRY_FIXED + e.sessionId.length + e.payload.byteLength, HEAD);
+  return entries.reduce((n, e) => n + entrySize(e.sessionId, e.payload.byteLength), HEAD);
 }
 
 export function encodeAudioBatch(entries: readonly AudioBatchEntry[]): Uint8Array {
@@ -69,7 +74,7 @@ export class AudioBatchWriter {
 
   add(sessionId: string, kind: "audio" | "control", seq: number, offset: number, payload: Uint8Array): void {
     if (sessionId.length > 255) throw new RangeError("session id longer than 255 characters");
-    this.reserve(ENTRY_FIXED + sessionId.length + payload.byteLength);
+    this.reserve(entrySize(sessionId, payload.byteLength));
     const { buf, view } = this;
     let at = this.at;
     view.setUint8(at, kind === "audio" ? 0 : 1);

@@ -1,7 +1,7 @@
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { AUDIO_HEADERS, type AudioControl } from "../../schemas/realtime";
-import { AudioBatchWriter, BATCH_KIND } from "../../schemas/audio-batch";
+import { AudioBatchWriter, BATCH_KIND, entrySize } from "../../schemas/audio-batch";
 
 /**
  * A session's audio path to JetStream. Its audio and control messages (start, commit,
@@ -80,8 +80,6 @@ interface PartitionState {
 
 /** An audio run is cut at this size so one entry never nears the message limit. */
 const MAX_RUN_BYTES = 64 * 1024;
-/** An entry's bytes besides its payload, at most (a 255-character session id). */
-const ENTRY_OVERHEAD = 18 + 255;
 
 export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
   const now = options.now ?? Date.now;
@@ -149,23 +147,16 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
           // runs of at most MAX_RUN_BYTES: a 1 MiB frame must not become one 1 MiB entry;
           // consecutive audio of the session in a batch is one run, as one entry
           for (let i = 0; i < bytes.length; ) {
-            let w = writerOf(part);
+            const w = writerOf(part);
             const run = w.runBytes(sessionId);
-            if (run >= 0 && run < MAX_RUN_BYTES) {
-              const take = Math.min(bytes.length - i, MAX_RUN_BYTES - run);
-              if (w.size + take <= maxBatchBytes) {
-                w.extend(sessionId, bytes.subarray(i, i + take));
-                part.owners.add(q);
-                q.offset += take >> 1;
-                i += take;
-                continue;
-              }
+            let take = Math.min(bytes.length - i, MAX_RUN_BYTES - Math.max(0, run));
+            if (run >= 0 && take > 0 && w.size + take <= maxBatchBytes) w.extend(sessionId, bytes.subarray(i, i + take));
+            else {
+              take = Math.min(bytes.length - i, MAX_RUN_BYTES);
+              room(partition, part, entrySize(sessionId, take)).add(sessionId, "audio", q.seq++, q.offset, bytes.subarray(i, i + take));
+              q.published++;
             }
-            const take = Math.min(bytes.length - i, MAX_RUN_BYTES);
-            w = room(partition, part, take + ENTRY_OVERHEAD);
-            w.add(sessionId, "audio", q.seq++, q.offset, bytes.subarray(i, i + take));
             part.owners.add(q);
-            q.published++;
             q.offset += take >> 1;
             i += take;
           }
@@ -173,7 +164,7 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
         },
         control(message) {
           const payload = new TextEncoder().encode(JSON.stringify(message));
-          room(partition, part, payload.byteLength + ENTRY_OVERHEAD).add(sessionId, "control", q.seq++, q.offset, payload);
+          room(partition, part, entrySize(sessionId, payload.byteLength)).add(sessionId, "control", q.seq++, q.offset, payload);
           part.owners.add(q);
           q.published++;
         },
