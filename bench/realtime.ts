@@ -9,7 +9,8 @@
  * Per round it prints:
  * - held: sessions that streamed to the end and closed 1000 with every byte recorded
  *   by the gateway (rt.session.closed audio_ms == audio sent) — "no frame loss" also
- *   requires no 1013 closes and the VAD consumers drained at the end;
+ *   requires no 1013 closes and the VAD consumers drained at the end (within 2 s of
+ *   the last close: their acks are cumulative);
  * - VAD decision: speech_stopped received − the moment the client sent the audio that
  *   let the VAD decide (end of speech + silence_duration_ms): gateway → JetStream → VAD
  *   → JetStream → gateway → client under load;
@@ -342,10 +343,20 @@ async function main() {
       for (let i = 0; i < 100 && open.some((s) => s.sessionId && !closedAudio.has(s.sessionId)); i++) await new Promise((r) => setTimeout(r, 100));
       const after = procStat(pids);
 
-      let vadPending = 0;
-      for (let p = 0; p < base.realtime.vadPartitions; p++) {
-        const info = await nats.jsm.consumers.info(`${prefix.toUpperCase()}_RT_AUDIO`, `vad_p${p}`).catch(() => null);
-        vadPending += (info?.num_pending ?? 0) + (info?.num_ack_pending ?? 0);
+      // what the VAD has not handled and acked yet; its acks are cumulative, every 200 ms
+      // at the latest, so a consumer that keeps up drains within a few of them
+      const vadPendingNow = async () => {
+        let pending = 0;
+        for (let p = 0; p < base.realtime.vadPartitions; p++) {
+          const info = await nats.jsm.consumers.info(`${prefix.toUpperCase()}_RT_AUDIO`, `vad_p${p}`).catch(() => null);
+          pending += (info?.num_pending ?? 0) + (info?.num_ack_pending ?? 0);
+        }
+        return pending;
+      };
+      let vadPending = await vadPendingNow();
+      for (let i = 0; i < 20 && vadPending > 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        vadPending = await vadPendingNow();
       }
       const closes = new Map<string, number>();
       let lostMs = 0;
