@@ -21,7 +21,8 @@
  * - memory per session: server RSS with N sessions open minus RSS before, over N
  *   (the PocketSphinx worker processes are separate and not counted);
  * - server CPU over the round, and on a second line the CPU of the bench's own client
- *   and of nats-server (all share the machine's cores);
+ *   and of nats-server (all share the machine's cores); a third line has each of them
+ *   over the streaming window alone (the round's figures also cover the closes);
  * - streaming (docs/realtime.md, "Streaming recognition"): first partial (a non-empty
  *   delta or an interim; the bench asks for interims) after speech_started, p50/p99 and
  *   the share of utterances over 2 s with one within 1 s; how many finals came from a
@@ -44,6 +45,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { pct, serveCommand, stopServer, waitForServer } from "./support/server";
 import { cpuSeconds } from "./support/proc";
 import { randomBytes } from "node:crypto";
+import { availableParallelism } from "node:os";
 import { createWriteStream, readdirSync, readFileSync, rmSync } from "node:fs";
 import WebSocket from "ws";
 import { connectNats, destroyTopology } from "../shared/nats";
@@ -337,6 +339,14 @@ async function main() {
         }, 5);
       });
       peak = procStat(pids);
+      // CPU over the streaming window alone: the averages below also cover the closes and
+      // whatever backlog drains after them, which dilutes a saturated round
+      const streamedFor = (performance.now() - start) / 1000;
+      const streamCpu = {
+        each: peak.each.map((e, i) => ((e.cpuSeconds - before.each[i]!.cpuSeconds) / streamedFor) * 100),
+        client: (((process.cpuUsage(clientBefore).user + process.cpuUsage(clientBefore).system) / 1e6) / streamedFor) * 100,
+        nats: ((natsCpuSeconds() - natsBefore) / streamedFor) * 100,
+      };
       for (const s of open) if (s.ws.readyState === WebSocket.OPEN) s.ws.send(JSON.stringify({ type: "session.close" }));
       await Promise.race([Promise.all(open.map((s) => s.closed)), new Promise((r) => setTimeout(r, 60_000))]);
       // the gateway appends rt.session.closed after flushing a session's publishes
@@ -437,6 +447,10 @@ async function main() {
         ].join(" | "),
       );
       console.log(`  CPU of one core besides the server: ${others}`);
+      const sum = streamCpu.each.reduce((a, b) => a + b, 0);
+      console.log(
+        `  CPU of one core while streaming: server ${sum.toFixed(0)}% (${streamCpu.each.map((x) => x.toFixed(0) + "%").join(" + ")}), bench client ${streamCpu.client.toFixed(0)}%, nats-server ${streamCpu.nats.toFixed(0)}%, all ${(sum + streamCpu.client + streamCpu.nats).toFixed(0)}% of ${100 * availableParallelism()}%`,
+      );
       // what the gateway's /metrics says about the same round (docs/operations.md "Metrics")
       const metricsAfter = await scrapeMetrics(baseUrl);
       const d = (name: string) => (metricsAfter.get(name) ?? 0) - (metricsBefore.get(name) ?? 0);
