@@ -26,6 +26,8 @@ const WINDOW_FRAMES = 10;
 const BUFFER_SAMPLES = 8192;
 /** The most an utterance's buffer is sized for up front (10 s); longer ones grow. */
 const RESERVE_MAX_SAMPLES = 10 * VAD_SAMPLE_RATE;
+/** Room for this many samples past the recent audio while silent (0.3 s: a move every ten frames). */
+const SILENT_SLACK_SAMPLES = 4800;
 
 export type VadSettings = Pick<TurnDetection, "threshold" | "prefix_padding_ms" | "silence_duration_ms" | "aggressiveness" | "max_utterance_ms">;
 
@@ -119,12 +121,20 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
   // The session's recent audio, one buffer on its timeline: while silent the last few
   // frames (for the prefix padding), while speaking the open utterance from its start.
   // (A copy per 30 ms frame, as before, was 33,000 small arrays a second at 1,000
-  // sessions for the garbage collector.)
+  // sessions for the garbage collector.) While silent, audio before `keepFrom` is
+  // forgotten but moved out only when the buffer fills (moving the recent 0.6 s down on
+  // every frame was most of the segmenter's own work).
   let buf = new Int16Array(BUFFER_SAMPLES);
   let bufStart = 0; // timeline sample of buf[0]
   let bufLen = 0;
-  // Voicing of the latest frames while silent (the start window).
-  let window: { start: number; voiced: boolean }[] = [];
+  let keepFrom = 0; // while silent: the oldest timeline sample still kept
+  // Voicing of the latest frames while silent (the start window): a ring of at most
+  // WINDOW_FRAMES, oldest at `winHead`.
+  const winStart = new Float64Array(WINDOW_FRAMES);
+  const winVoiced = new Uint8Array(WINDOW_FRAMES);
+  let winHead = 0;
+  let winLen = 0;
+  let winVoicedCount = 0;
   // Open utterance.
   let speaking = false;
   let uttStart = 0;
@@ -134,6 +144,32 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
   let lastUtteranceSamples = 0;
 
   const recentCapacity = () => (WINDOW_FRAMES + Math.ceil(settings.prefix_padding_ms / FRAME_MS) + 1) * FRAME_SAMPLES;
+  const keptStart = () => Math.max(bufStart, keepFrom);
+
+  const clearWindow = () => {
+    winHead = 0;
+    winLen = 0;
+    winVoicedCount = 0;
+  };
+  const pushWindow = (start: number, voiced: boolean) => {
+    if (winLen === WINDOW_FRAMES) {
+      winVoicedCount -= winVoiced[winHead]!;
+      winHead = (winHead + 1) % WINDOW_FRAMES;
+      winLen--;
+    }
+    const at = (winHead + winLen) % WINDOW_FRAMES;
+    winStart[at] = start;
+    winVoiced[at] = voiced ? 1 : 0;
+    winVoicedCount += voiced ? 1 : 0;
+    winLen++;
+  };
+  const firstVoicedInWindow = () => {
+    for (let k = 0; k < winLen; k++) {
+      const at = (winHead + k) % WINDOW_FRAMES;
+      if (winVoiced[at]) return winStart[at]!;
+    }
+    return -1;
+  };
 
   const append = (pcm: Int16Array, start: number) => {
     // while silent a gap on the timeline starts the buffer afresh; while speaking the
@@ -141,24 +177,30 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
     if (bufLen === 0 || (!speaking && start !== bufStart + bufLen)) {
       bufStart = start;
       bufLen = 0;
+      keepFrom = start;
     }
     if (bufLen + pcm.length > buf.length) {
-      // by a quarter (not doubling): what a speaking session holds is mostly its audio
-      const grown = new Int16Array(Math.max(Math.ceil(buf.length * 1.25), bufLen + pcm.length));
-      grown.set(buf.subarray(0, bufLen));
-      buf = grown;
+      if (!speaking) dropBefore(keptStart());
+      if (bufLen + pcm.length > buf.length) {
+        // by a quarter (not doubling): what a speaking session holds is mostly its audio;
+        // silent, with room for a few frames more so the next move is some frames away
+        const slack = speaking ? 0 : SILENT_SLACK_SAMPLES;
+        const grown = new Int16Array(Math.max(Math.ceil(buf.length * 1.25), bufLen + pcm.length + slack));
+        grown.set(buf.subarray(0, bufLen));
+        buf = grown;
+      }
     }
     buf.set(pcm, bufLen);
     bufLen += pcm.length;
   };
   /** Forgets the audio before timeline sample `at`. */
-  const dropBefore = (at: number) => {
+  function dropBefore(at: number) {
     const k = Math.min(Math.max(0, at - bufStart), bufLen);
     if (k === 0) return;
     buf.copyWithin(0, k, bufLen);
     bufLen -= k;
     bufStart += k;
-  };
+  }
 
   const startUtterance = (start: number) => {
     speaking = true;
@@ -174,68 +216,58 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
       reserved.set(buf.subarray(0, bufLen));
       buf = reserved;
     }
-    window = [];
+    clearWindow();
     silentRun = 0;
   };
 
-  const endUtterance = (endAt: number, reason: UtteranceEndReason): VadEvent[] => {
+  const endUtterance = (endAt: number, reason: UtteranceEndReason, out: VadEvent[]) => {
     const keep = Math.max(0, Math.min(bufLen, endAt - uttStart));
     const pcm = buf.slice(0, keep);
     lastUtteranceSamples = keep;
     // Audio after the end point stays available as prefix padding for the next utterance.
     dropBefore(uttStart + keep);
-    window = [];
-    for (let at = bufStart; at < bufStart + bufLen; at += FRAME_SAMPLES) window.push({ start: at, voiced: false });
-    if (buf.length > BUFFER_SAMPLES * 2) {
+    keepFrom = bufStart;
+    clearWindow();
+    for (let at = bufStart; at < bufStart + bufLen; at += FRAME_SAMPLES) pushWindow(at, false);
+    if (buf.length > BUFFER_SAMPLES * 2 && buf.length > recentCapacity() + 2 * SILENT_SLACK_SAMPLES) {
       // a long utterance grew the buffer: give the memory back
-      const shrunk = new Int16Array(Math.max(BUFFER_SAMPLES, bufLen));
+      const shrunk = new Int16Array(Math.max(BUFFER_SAMPLES, bufLen, recentCapacity() + SILENT_SLACK_SAMPLES));
       shrunk.set(buf.subarray(0, bufLen));
       buf = shrunk;
     }
     speaking = false;
     floor = uttStart + keep;
-    const audioStartMs = samplesToMs(uttStart);
-    const audioEndMs = samplesToMs(uttStart + keep);
-    return [
-      { kind: "speech_stopped", audioEndMs },
-      { kind: "utterance", audioStartMs, audioEndMs, pcm, reason },
-    ];
+    out.push({ kind: "speech_stopped", audioEndMs: samplesToMs(uttStart + keep) }, { kind: "utterance", audioStartMs: samplesToMs(uttStart), audioEndMs: samplesToMs(uttStart + keep), pcm, reason });
   };
 
-  const onFrame = (frame: Int16Array, start: number): VadEvent[] => {
+  const onFrame = (frame: Int16Array, start: number, out: VadEvent[]) => {
     const voiced = vad.classify(frame);
-    const events: VadEvent[] = [];
     append(frame, start);
     if (!speaking) {
-      dropBefore(bufStart + bufLen - recentCapacity());
-      window.push({ start, voiced });
-      if (window.length > WINDOW_FRAMES) window.shift();
-      const voicedCount = window.reduce((n, f) => n + (f.voiced ? 1 : 0), 0);
-      if (voiced && voicedCount >= Math.ceil(settings.threshold * WINDOW_FRAMES)) {
-        const firstVoiced = window.find((f) => f.voiced)!.start;
-        const begin = Math.max(floor, firstVoiced - msToSamples(settings.prefix_padding_ms), bufStart);
+      keepFrom = Math.max(keepFrom, bufStart + bufLen - recentCapacity());
+      pushWindow(start, voiced);
+      if (voiced && winVoicedCount >= Math.ceil(settings.threshold * WINDOW_FRAMES)) {
+        const begin = Math.max(floor, firstVoicedInWindow() - msToSamples(settings.prefix_padding_ms), keptStart());
         startUtterance(begin);
         lastVoicedEnd = start + frame.length;
-        events.push({ kind: "speech_started", audioStartMs: samplesToMs(begin) });
+        out.push({ kind: "speech_started", audioStartMs: samplesToMs(begin) });
       }
-      return events;
+      return;
     }
     if (voiced) {
       lastVoicedEnd = start + frame.length;
       silentRun = 0;
     } else silentRun += frame.length;
     if (silentRun >= msToSamples(settings.silence_duration_ms)) {
-      const endAt = Math.min(start + frame.length, lastVoicedEnd + msToSamples(VAD_TRAILING_MS));
-      events.push(...endUtterance(endAt, "vad"));
+      endUtterance(Math.min(start + frame.length, lastVoicedEnd + msToSamples(VAD_TRAILING_MS)), "vad", out);
     } else if (bufLen >= msToSamples(settings.max_utterance_ms)) {
       const cut = start + frame.length;
-      events.push(...endUtterance(cut, "max_length"));
+      endUtterance(cut, "max_length", out);
       // still speaking: continue in a new utterance from the cut point
       startUtterance(cut);
       lastVoicedEnd = cut;
-      events.push({ kind: "speech_started", audioStartMs: samplesToMs(cut) });
+      out.push({ kind: "speech_started", audioStartMs: samplesToMs(cut) });
     }
-    return events;
   };
 
   return {
@@ -259,7 +291,7 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
         partialLen += take;
         i += take;
         if (partialLen === FRAME_SAMPLES) {
-          events.push(...onFrame(partial, framesStart));
+          onFrame(partial, framesStart, events);
           framesStart += FRAME_SAMPLES;
           partialLen = 0;
         }
@@ -275,12 +307,14 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
         framesStart += partialLen;
         partialLen = 0;
       }
-      return endUtterance(uttStart + bufLen, reason);
+      const events: VadEvent[] = [];
+      endUtterance(uttStart + bufLen, reason, events);
+      return events;
     },
     clear() {
       speaking = false;
       bufLen = 0;
-      window = [];
+      clearWindow();
       silentRun = 0;
       floor = position;
     },
