@@ -16,6 +16,8 @@
  * messages with the AUDIO_HEADERS (the earlier format, still read).
  */
 export const BATCH_KIND = "batch";
+/** Gateways start a new batch before one would pass this; the VAD sizes its pulls by it. */
+export const MAX_BATCH_MESSAGE_BYTES = 256 * 1024;
 const MAGIC = 0x31425452; // "RTB1"
 
 export interface AudioBatchEntry {
@@ -58,9 +60,15 @@ export class AudioBatchWriter {
   private lastLengthAt = -1;
   private lastAudioOf: string | null = null;
 
-  constructor(capacity = 16 * 1024) {
-    this.buf = new Uint8Array(Math.max(HEAD, capacity));
-    this.view = new DataView(this.buf.buffer);
+  /** A capacity, or a buffer to write into (reused: what it held is overwritten). */
+  constructor(capacity: number | Uint8Array = 16 * 1024) {
+    this.buf = typeof capacity === "number" || capacity.byteLength < HEAD ? new Uint8Array(Math.max(HEAD, typeof capacity === "number" ? capacity : HEAD)) : capacity;
+    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
+  }
+
+  /** The buffer written into (for reuse once the batch is no longer needed). */
+  get buffer(): Uint8Array {
+    return this.buf;
   }
 
   /** Bytes written so far (the header included). */
@@ -136,8 +144,9 @@ export function decodeAudioBatch(bytes: Uint8Array): AudioBatchEntry[] {
     const idLength = view.getUint8(at + 1);
     at += 2;
     if (at + idLength + 16 > bytes.byteLength) throw new Error("truncated audio batch");
-    let sessionId = "";
-    for (let i = 0; i < idLength; i++) sessionId += String.fromCharCode(bytes[at + i]!);
+    // one flat string (a character at a time built a rope that every Map lookup of the
+    // session flattened again)
+    const sessionId = String.fromCharCode.apply(null, bytes.subarray(at, at + idLength) as unknown as number[]);
     at += idLength;
     const seq = view.getUint32(at, true);
     const offset = view.getFloat64(at + 4, true);

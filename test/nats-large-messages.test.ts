@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { headers } from "@nats-io/transport-node";
 import { Parser } from "@nats-io/nats-core/internal";
-import { preallocateSpanningMessages } from "../shared/nats-parser";
+import { preallocateSpanningMessages, releaseMessageData } from "../shared/nats-parser";
 import { isolatedNats } from "./support/nats";
 
 /**
@@ -77,5 +77,42 @@ describe("messages spanning socket reads", () => {
     }
     await messages.close();
     expect(n).toBe(SIZES.length);
+  });
+
+  it("a released message's buffer carries a later message, byte for byte, and only then", async () => {
+    const subject = `${nats.topology.prefix}.large.reuse`;
+    const sub = nats.nc.subscribe(subject);
+    const it = sub[Symbol.asyncIterator]();
+    const next = async () => (await it.next()).value!;
+    // held (not released): the next message gets a buffer of its own
+    nats.nc.publish(subject, payload(200_000, 1));
+    const held = await next();
+    nats.nc.publish(subject, payload(190_000, 2));
+    const second = await next();
+    expect(second.data.buffer).not.toBe(held.data.buffer);
+    expect(Buffer.from(held.data).equals(Buffer.from(payload(200_000, 1)))).toBe(true);
+    // released: a message of the same 64 KiB step is read into it, intact
+    const buffer = second.data.buffer;
+    releaseMessageData(second.data);
+    releaseMessageData(second.data); // twice is once
+    const h = headers();
+    h.set("seed", "3");
+    nats.nc.publish(subject, payload(180_000, 3), { headers: h });
+    const third = await next();
+    expect(third.data.buffer).toBe(buffer);
+    expect(third.headers?.get("seed")).toBe("3");
+    expect(Buffer.from(third.data).equals(Buffer.from(payload(180_000, 3)))).toBe(true);
+    // the pool had one buffer: the next message needs a new one
+    nats.nc.publish(subject, payload(180_000, 4));
+    const fourth = await next();
+    expect(fourth.data.buffer).not.toBe(buffer);
+    expect(Buffer.from(fourth.data).equals(Buffer.from(payload(180_000, 4)))).toBe(true);
+    // data that did not come from the pool (a small message, a view of the read) is ignored
+    nats.nc.publish(subject, payload(1_000, 5));
+    const small = await next();
+    releaseMessageData(small.data);
+    nats.nc.publish(subject, payload(1_000, 6));
+    expect(Buffer.from((await next()).data).equals(Buffer.from(payload(1_000, 6)))).toBe(true);
+    sub.unsubscribe();
   });
 });

@@ -1,10 +1,11 @@
-import { BATCH_KIND, decodeAudioBatch } from "../../schemas/audio-batch";
+import { BATCH_KIND, decodeAudioBatch, MAX_BATCH_MESSAGE_BYTES } from "../../schemas/audio-batch";
 import type { JsMsg } from "@nats-io/jetstream";
 import { randomBytes, randomUUID } from "node:crypto";
 import { AUDIO_HEADERS, audioControl, defaultTurnDetection, rtEventEnvelope, type AudioControl, type RtEvent, type TurnDetection } from "../../schemas/realtime";
 import type { Logger } from "../../shared/logger";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { isNotFound, type Nats } from "../../shared/nats";
+import { releaseMessageData } from "../../shared/nats-parser";
 import type { KV } from "@nats-io/kv";
 import { hostname } from "node:os";
 import { joinPartitionAssignment } from "./partition-assignment";
@@ -108,16 +109,19 @@ export async function openPartitionConsumer(nats: Nats, stream: string, durable:
 }
 
 /**
- * A partition's pull is bounded in bytes, not messages. nats-server closes a connection
- * whose unsent data passes its max_pending (64 MiB) as a slow consumer; a gateway's audio
- * batch at 600 sessions is about 200 KB, so 512 messages a pull (as before) let four
- * partitions' pulls queue far past that, the VAD's connection was closed, and its
- * partitions waited out the ack wait for redelivery (decisions 11–30 s late). Together
- * the partitions of one process stay under 32 MiB; each pull can still take the largest
- * message the stream accepts (1 MiB + headers).
+ * A partition's pull is bounded in messages, sized so the bytes stay bounded too.
+ * nats-server closes a connection whose unsent data passes its max_pending (64 MiB) as
+ * a slow consumer; a gateway's audio batch at 600 sessions is about 200 KB, so 512
+ * messages a pull (as before) let four partitions' pulls queue far past that, the VAD's
+ * connection was closed, and its partitions waited out the ack wait for redelivery
+ * (decisions 11–30 s late). A pull bounded in bytes instead (`max_bytes`) ends with a
+ * 409 whenever the next batch does not fit, and nats.js (3.x) then waits for two missed
+ * heartbeats (30 s) before it pulls again if nothing else is buffered: at 1,000 sessions
+ * that was some partitions' decisions 30 s late. Gateways cut batches at
+ * MAX_BATCH_MESSAGE_BYTES, so the partitions of one process together stay under 32 MiB.
  */
-export function pullBytesPerPartition(partitions: number): number {
-  return Math.max(2 * 1024 * 1024, Math.floor((32 * 1024 * 1024) / Math.max(1, partitions)));
+export function pullMessagesPerPartition(partitions: number): number {
+  return Math.max(4, Math.floor((32 * 1024 * 1024) / Math.max(1, partitions) / (MAX_BATCH_MESSAGE_BYTES + 4096)));
 }
 
 export interface VadServiceOptions {
@@ -125,8 +129,8 @@ export interface VadServiceOptions {
   logger: Logger;
   partitions: number;
   defaults?: TurnDetection;
-  /** Bytes a partition's pull may have outstanding (default: pullBytesPerPartition). */
-  pullBytes?: number;
+  /** Messages a partition's pull may have outstanding (default: pullMessagesPerPartition). */
+  pullMessages?: number;
   /** This replica's id in the partition assignment (default: random per process). */
   memberId?: string;
   /** Partition lease expiry (config RT_VAD_LEASE_TTL_MS); renewed every third of it. */
@@ -157,7 +161,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     const durable = `vad_p${p}`;
     await openPartitionConsumer(nats, top.streams.rtAudio.name, durable, top.subjects.rtAudioPartition(p));
     const consumer = await nats.js.consumers.get(top.streams.rtAudio.name, durable);
-    const messages = await consumer.consume({ max_bytes: options.pullBytes ?? pullBytesPerPartition(options.partitions) });
+    const messages = await consumer.consume({ max_messages: options.pullMessages ?? pullMessagesPerPartition(options.partitions) });
     const log = logger.child({ partition: p });
     // Messages are handled in order, one at a time; the publishes each one causes are
     // pipelined (awaiting them one by one would cap a partition at a few dozen events
@@ -200,6 +204,8 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
           const settled = Promise.all(publishes).catch((err) => log.warn("vad events not stored", { subject: msg.subject, error: (err as Error).message }));
           stored = Promise.all([stored, settled]);
         }
+        // what the message's entries left behind are copies (segmenter, ring, utterances)
+        releaseMessageData(msg.data);
         newest = msg;
         if (++unacked >= ACK_EVERY) void ackNewest();
       }
