@@ -101,6 +101,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   const gatewayId = options.gatewayId ?? `gw_${randomBytes(6).toString("hex")}`;
   const log = logger.child({ component: "realtime-gateway", gatewayId });
   const now = options.now ?? (() => new Date());
+  // read on every frame: without an injected clock, no Date object each time
+  const nowMs = options.now ? () => options.now!().getTime() : Date.now;
   const flag = await watchGatewayFlag(await nats.kv("flags"));
   const leases = createLeases(await nats.kv("leases"), gatewayId, rt.leaseTtlMs);
   const limitsFor = options.limitsFor ?? ((p: Principal) => p.limits);
@@ -121,7 +123,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     subject: (p) => nats.topology.subjects.rtAudio(p, instanceId),
     instanceId,
     maxPendingAcks: rt.maxPendingAcks,
-    now: () => now().getTime(),
+    now: nowMs,
   });
 
   const openSocketSession = (ws: WebSocket<SocketData>, data: SocketData) => {
@@ -143,7 +145,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         maxClientBufferBytes: rt.maxClientBufferBytes,
         defaultTurnDetection,
         streaming: rt.streaming,
-        now: () => now().getTime(),
+        now: nowMs,
         onClosed: (s) => sessions.delete(s),
       },
     );
@@ -263,7 +265,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   const port = uWS.us_socket_local_port(listenSocket);
 
   const sweep = setInterval(() => {
-    const t = now().getTime();
+    const t = nowMs();
     // Mid-session, only an open breaker closes sessions (1013): a registry that briefly
     // shows no warm worker (a late heartbeat) refuses new upgrades but keeps sessions.
     const router = ctx.router;
