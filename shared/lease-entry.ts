@@ -9,24 +9,51 @@ import { AppError } from "./errors";
  * Used for every shared lease table here (connections, VAD partitions, utterance
  * slots): nats-server 2.9 has no per-key TTL, so expiries live in the values.
  */
-export async function updateLeaseEntry<T>(kv: KV, key: string, empty: () => T, change: (current: T) => T | null, attempts = 25): Promise<T | null> {
+export async function updateLeaseEntry<T>(kv: KV, key: string, empty: () => T, change: (current: T) => T | null, attempts = 25, known?: KnownRevisions): Promise<T | null> {
   for (let attempt = 0; attempt < attempts; attempt++) {
-    const entry = await kv.get(key);
-    const current: T = entry && entry.operation === "PUT" && entry.length > 0 ? (entry.json() as T) : empty();
+    // what this process wrote last, if it still holds: the write checks it (compare-and-set)
+    const cached = attempt === 0 ? known?.get(key) : undefined;
+    const entry = cached ? null : await kv.get(key);
+    const revision = cached ? cached.revision : entry?.revision;
+    const current: T = cached ? (JSON.parse(cached.value) as T) : entry && entry.operation === "PUT" && entry.length > 0 ? (entry.json() as T) : empty();
     const next = change(current);
+    // a refusal is only as good as what it saw: judged on the cache, read and judge again
+    if (next === null && cached) continue;
     if (next === null) return null;
     const value = JSON.stringify(next);
     try {
-      if (entry) await kv.update(key, value, entry.revision);
-      else await kv.create(key, value);
+      const written = revision !== undefined ? await kv.update(key, value, revision) : await kv.create(key, value);
+      known?.set(key, { revision: written, value });
       return next;
     } catch (err) {
+      known?.delete(key);
       // Another writer was first: read again. Anything else (NATS down: 503
       // nats_unavailable) is not contention and would not pass by looping.
       if (!isCasConflict(err)) throw err;
     }
   }
   throw new AppError("unavailable", "lease_store_unavailable", "Could not update a shared lease table (too much contention); retry shortly.");
+}
+
+/**
+ * The revision and value this process last wrote per key, so the next change of an
+ * entry nobody else touched meanwhile skips reading it: the write still names the
+ * revision, and a stale one fails as a conflict and is read afresh. At most `max` keys.
+ */
+export class KnownRevisions {
+  private readonly entries = new Map<string, { revision: number; value: string }>();
+  constructor(private readonly max = 4096) {}
+  get(key: string) {
+    return this.entries.get(key);
+  }
+  set(key: string, entry: { revision: number; value: string }) {
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    if (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value!);
+  }
+  delete(key: string) {
+    this.entries.delete(key);
+  }
 }
 
 /** A compare-and-set write that lost: the entry's revision moved on (or it already exists). */

@@ -1,5 +1,5 @@
 import type { KV } from "@nats-io/kv";
-import { liveLeases, updateLeaseEntry } from "../../shared/lease-entry";
+import { KnownRevisions, liveLeases, updateLeaseEntry } from "../../shared/lease-entry";
 
 /**
  * `maxConcurrentUtterances` across every transcriber replica: one KV entry per session
@@ -8,6 +8,9 @@ import { liveLeases, updateLeaseEntry } from "../../shared/lease-entry";
  * entry, so two replicas cannot both take a session's last slot. A slot of a replica
  * that died mid-utterance stops counting after `ttlMs` (its command is redelivered
  * after the consumer's ack wait and takes the slot again under the same item id).
+ * The replica remembers the revision it wrote last per session, so taking and freeing
+ * slots of a session no other replica touched meanwhile is one write each, not a read
+ * and a write.
  */
 interface SlotSet {
   items: Record<string, { exp: number }>;
@@ -23,6 +26,7 @@ export interface UtteranceSlots {
 }
 
 export function createUtteranceSlots(kv: KV, ttlMs: number, now: () => number = Date.now): UtteranceSlots {
+  const known = new KnownRevisions();
   return {
     async tryAcquire(sessionId, itemId, max) {
       let taken = false;
@@ -32,7 +36,7 @@ export function createUtteranceSlots(kv: KV, ttlMs: number, now: () => number = 
         if (!taken) return null;
         items[itemId] = { exp: now() + ttlMs };
         return { items };
-      });
+      }, undefined, known);
       return taken;
     },
     async release(sessionId, itemId) {
@@ -41,7 +45,7 @@ export function createUtteranceSlots(kv: KV, ttlMs: number, now: () => number = 
         const items = liveLeases(set.items, now());
         delete items[itemId];
         return { items };
-      });
+      }, undefined, known);
     },
   };
 }
