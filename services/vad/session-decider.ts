@@ -42,7 +42,7 @@ export type Effect =
   /** Append to the session's event subject (in order, with this dedup id). */
   | { kind: "event"; event: RtEvent; id: string }
   /** Transcribe this committed utterance (the streamed decoder's, if it has this item). */
-  | { kind: "utterance"; command: UtteranceCommand; pcm: Int16Array; reason: UtteranceEndReason }
+  | { kind: "utterance"; command: UtteranceCommand; pcm: Int16Array; reason: UtteranceEndReason; release?(): void }
   /** Speech started: a streaming decoder may take the item from this timeline sample. */
   | { kind: "open_stream"; item: string; startSample: number }
   /** Drop the open streamed utterance (clear, restart, end). */
@@ -177,7 +177,7 @@ function fromVad(vad: VadEvent[], state: DeciderState, ctx: DecideContext): Deci
           ...(s.smart_format === false ? { smart_format: false } : {}),
           decided_at: ctx.now,
         };
-        effects.push({ kind: "utterance", command, pcm: e.pcm, reason: e.reason });
+        effects.push({ kind: "utterance", command, pcm: e.pcm, reason: e.reason, release: e.release });
         next = { ...next, previousItem: item, currentItem: null };
         break;
       }

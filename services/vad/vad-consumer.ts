@@ -455,7 +455,11 @@ function apply(env: HandleEnv, sessionId: string, state: SessionState, effects: 
         const span = tracer.startSpan("vad utterance", { root: true, attributes: { "session.id": sessionId, "item.id": f.command.item_id, "utterance.reason": f.reason } });
         context.with(trace.setSpan(context.active(), span), () => {
           flush(); // committed is sent before the command, so the client sees it before any transcript
-          out.push(transcribe(env, state, f.command, f.pcm).finally(() => span.end()));
+          const sent = transcribe(env, state, f.command, f.pcm);
+          // the utterance's buffer goes back to the segmenters once its publish is stored
+          // (a failed one is left to the collector: a reconnect may still send it)
+          sent.then(() => f.release?.(), () => undefined);
+          out.push(sent.finally(() => span.end()));
         });
         break;
       }

@@ -106,4 +106,37 @@ describe("VAD segmenter", () => {
     once.close();
     twice.close();
   });
+
+  it("an utterance's audio stays as cut until released, and a released buffer carries later audio", async () => {
+    const pcm = load("silero_test.wav");
+    const engine = await loadVadEngine();
+    const seg = engine.createSegmenter(defaultTurnDetection);
+    const other = engine.createSegmenter(defaultTurnDetection); // another session of the process
+    const kept: { utt: Extract<VadEvent, { kind: "utterance" }>; copy: Int16Array }[] = [];
+    const released = new Set<ArrayBufferLike>();
+    let reused = 0;
+    for (let i = 0; i < pcm.length; i += 640) {
+      for (const s of [seg, other]) {
+        for (const e of s.push(pcm.subarray(i, i + 640))) {
+          if (e.kind !== "utterance") continue;
+          if (released.has(e.pcm.buffer)) reused++;
+          // where the session's timeline says it is: the same samples as the input
+          const from = Math.round((e.audioStartMs * 16000) / 1000);
+          expect(Buffer.from(e.pcm.buffer, e.pcm.byteOffset, e.pcm.byteLength).equals(Buffer.from(pcm.buffer, pcm.byteOffset + from * 2, e.pcm.length * 2))).toBe(true);
+          if (s === seg) kept.push({ utt: e, copy: e.pcm.slice() });
+          else {
+            released.add(e.pcm.buffer);
+            e.release?.();
+          }
+        }
+      }
+    }
+    seg.close();
+    other.close();
+    // the kept ones (never released) were not written over by either session
+    expect(kept.length).toBeGreaterThanOrEqual(6);
+    for (const k of kept) expect(Buffer.from(k.utt.pcm.buffer, k.utt.pcm.byteOffset, k.utt.pcm.byteLength).equals(Buffer.from(k.copy.buffer))).toBe(true);
+    // released buffers went on to carry later utterances
+    expect(reused).toBeGreaterThan(0);
+  });
 });

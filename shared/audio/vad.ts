@@ -36,7 +36,19 @@ export type UtteranceEndReason = "vad" | "commit" | "max_length" | "close";
 export type VadEvent =
   | { kind: "speech_started"; audioStartMs: number }
   | { kind: "speech_stopped"; audioEndMs: number }
-  | { kind: "utterance"; audioStartMs: number; audioEndMs: number; pcm: Int16Array; reason: UtteranceEndReason };
+  | {
+      kind: "utterance";
+      audioStartMs: number;
+      audioEndMs: number;
+      /** A view of a buffer from the process's pool: valid until `release`. */
+      pcm: Int16Array;
+      reason: UtteranceEndReason;
+      /**
+       * Hands the buffer back for other sessions' audio, once nothing reads `pcm` any more
+       * (its publish acknowledged). Optional: a buffer never released is collected.
+       */
+      release?(): void;
+    };
 
 export interface VadSegmenter {
   /**
@@ -70,12 +82,59 @@ export interface VadEngine {
   createSegmenter(settings: VadSettings): VadSegmenter;
 }
 
+/**
+ * The segmenters' audio buffers, shared by the sessions of a process: a buffer grown for
+ * one session's utterance goes on to hold another's once that utterance is published.
+ * New buffers per utterance (room for it up front, a copy of it at the end, a smaller
+ * one after it) were 35 MB a second at 1,000 sessions: fresh pages to fault in, and
+ * V8 counts ArrayBuffer memory toward its next full collection (the VAD ran one every
+ * 0.7 s). Buffers are sized in steps of POOL_STEP samples; the pool keeps at most
+ * POOL_MAX_BYTES of spare ones.
+ */
+const POOL_STEP = 8192;
+const POOL_MAX_BYTES = 32 * 1024 * 1024;
+
+export class PcmPool {
+  private readonly free = new Map<number, Int16Array[]>();
+  private bytes = 0;
+  constructor(private readonly maxBytes = POOL_MAX_BYTES) {}
+
+  /** A buffer of at least `samples` (what it held before is not cleared). */
+  take(samples: number): Int16Array {
+    const steps = Math.max(1, Math.ceil(samples / POOL_STEP));
+    // a spare buffer up to twice the size will do
+    for (let s = steps; s <= 2 * steps; s++) {
+      const b = this.free.get(s)?.pop();
+      if (b) {
+        this.bytes -= b.byteLength;
+        return b;
+      }
+    }
+    return new Int16Array(steps * POOL_STEP);
+  }
+
+  give(buffer: Int16Array): void {
+    const steps = buffer.length / POOL_STEP;
+    if (!Number.isInteger(steps) || steps < 1 || this.bytes + buffer.byteLength > this.maxBytes) return;
+    const list = this.free.get(steps);
+    if (list) list.push(buffer);
+    else this.free.set(steps, [buffer]);
+    this.bytes += buffer.byteLength;
+  }
+
+  /** Bytes held in spare buffers. */
+  get spareBytes(): number {
+    return this.bytes;
+  }
+}
+
 let engine: Promise<VadEngine> | undefined;
 
 /** Loads the WASM VAD once per process. */
 export function loadVadEngine(): Promise<VadEngine> {
   engine ??= (createFvadModule as unknown as () => Promise<FvadModule>)().then((m) => {
     const frame = m._malloc(FRAME_SAMPLES * 2);
+    const pool = new PcmPool();
     const classify = (handle: number, samples: Int16Array): boolean => {
       m.HEAP16.set(samples, frame >> 1);
       return m._fvad_process(handle, frame, FRAME_SAMPLES) === 1;
@@ -92,6 +151,7 @@ export function loadVadEngine(): Promise<VadEngine> {
             free: () => m._fvad_free(handle),
           },
           settings,
+          pool,
         );
       },
     };
@@ -109,7 +169,7 @@ interface FrameClassifier {
 export const msToSamples = (ms: number) => Math.round((ms * VAD_SAMPLE_RATE) / 1000);
 const samplesToMs = (samples: number) => Math.round((samples * 1000) / VAD_SAMPLE_RATE);
 
-function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSegmenter {
+function createSegmenterOver(vad: FrameClassifier, initial: VadSettings, pool: PcmPool): VadSegmenter {
   let settings = initial;
   vad.setMode(settings.aggressiveness);
 
@@ -124,7 +184,7 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
   // sessions for the garbage collector.) While silent, audio before `keepFrom` is
   // forgotten but moved out only when the buffer fills (moving the recent 0.6 s down on
   // every frame was most of the segmenter's own work).
-  let buf = new Int16Array(BUFFER_SAMPLES);
+  let buf = pool.take(BUFFER_SAMPLES);
   let bufStart = 0; // timeline sample of buf[0]
   let bufLen = 0;
   let keepFrom = 0; // while silent: the oldest timeline sample still kept
@@ -185,13 +245,17 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
         // by a quarter (not doubling): what a speaking session holds is mostly its audio;
         // silent, with room for a few frames more so the next move is some frames away
         const slack = speaking ? 0 : SILENT_SLACK_SAMPLES;
-        const grown = new Int16Array(Math.max(Math.ceil(buf.length * 1.25), bufLen + pcm.length + slack));
-        grown.set(buf.subarray(0, bufLen));
-        buf = grown;
+        moveTo(pool.take(Math.max(Math.ceil(buf.length * 1.25), bufLen + pcm.length + slack)));
       }
     }
     buf.set(pcm, bufLen);
     bufLen += pcm.length;
+  };
+  /** Continues in `next` (from the pool), handing the current buffer back. */
+  const moveTo = (next: Int16Array) => {
+    next.set(buf.subarray(0, bufLen));
+    pool.give(buf);
+    buf = next;
   };
   /** Forgets the audio before timeline sample `at`. */
   function dropBefore(at: number) {
@@ -211,33 +275,36 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings): VadSeg
     // the silent buffer took eight new arrays for a 3 s utterance (four times its size in
     // allocations; ArrayBuffers are external memory, whose churn sets off V8's collections)
     const expected = Math.min(RESERVE_MAX_SAMPLES, Math.ceil(lastUtteranceSamples * 1.25));
-    if (expected > buf.length) {
-      const reserved = new Int16Array(expected);
-      reserved.set(buf.subarray(0, bufLen));
-      buf = reserved;
-    }
+    if (expected > buf.length) moveTo(pool.take(expected));
     clearWindow();
     silentRun = 0;
   };
 
   const endUtterance = (endAt: number, reason: UtteranceEndReason, out: VadEvent[]) => {
     const keep = Math.max(0, Math.min(bufLen, endAt - uttStart));
-    const pcm = buf.slice(0, keep);
     lastUtteranceSamples = keep;
-    // Audio after the end point stays available as prefix padding for the next utterance.
-    dropBefore(uttStart + keep);
+    // The utterance leaves in the buffer it was gathered in; the session goes on in one
+    // sized for silence, with the audio after the end point as prefix padding for the
+    // next utterance.
+    const uttBuf = buf;
+    const pcm = uttBuf.subarray(0, keep);
+    const after = uttBuf.subarray(keep, bufLen);
+    buf = pool.take(Math.max(BUFFER_SAMPLES, after.length, recentCapacity() + SILENT_SLACK_SAMPLES));
+    buf.set(after);
+    bufLen = after.length;
+    bufStart = uttStart + keep;
     keepFrom = bufStart;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      pool.give(uttBuf);
+    };
     clearWindow();
     for (let at = bufStart; at < bufStart + bufLen; at += FRAME_SAMPLES) pushWindow(at, false);
-    if (buf.length > BUFFER_SAMPLES * 2 && buf.length > recentCapacity() + 2 * SILENT_SLACK_SAMPLES) {
-      // a long utterance grew the buffer: give the memory back
-      const shrunk = new Int16Array(Math.max(BUFFER_SAMPLES, bufLen, recentCapacity() + SILENT_SLACK_SAMPLES));
-      shrunk.set(buf.subarray(0, bufLen));
-      buf = shrunk;
-    }
     speaking = false;
     floor = uttStart + keep;
-    out.push({ kind: "speech_stopped", audioEndMs: samplesToMs(uttStart + keep) }, { kind: "utterance", audioStartMs: samplesToMs(uttStart), audioEndMs: samplesToMs(uttStart + keep), pcm, reason });
+    out.push({ kind: "speech_stopped", audioEndMs: samplesToMs(uttStart + keep) }, { kind: "utterance", audioStartMs: samplesToMs(uttStart), audioEndMs: samplesToMs(uttStart + keep), pcm, reason, release });
   };
 
   const onFrame = (frame: Int16Array, start: number, out: VadEvent[]) => {
