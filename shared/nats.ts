@@ -13,6 +13,7 @@ import {
 import { Kvm, type KV } from "@nats-io/kv";
 import { AppError } from "./errors";
 import { preallocateSpanningMessages } from "./nats-parser";
+import { writeLargePayloadsInPlace } from "./nats-writer";
 
 /**
  * NATS adapter: the connection, the JetStream topology declared as data, and
@@ -235,6 +236,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 export async function connectNats(options: ConnectOptions): Promise<Nats> {
   preallocateSpanningMessages();
+  writeLargePayloadsInPlace();
   const nc = await connect({
     servers: options.url.split(","),
     name: options.name ?? "stt",

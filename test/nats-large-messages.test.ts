@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { headers } from "@nats-io/transport-node";
-import { Parser } from "@nats-io/nats-core/internal";
+import { Parser, ProtocolHandler } from "@nats-io/nats-core/internal";
 import { preallocateSpanningMessages, releaseMessageData } from "../shared/nats-parser";
+import { writeLargePayloadsInPlace } from "../shared/nats-writer";
 import { isolatedNats } from "./support/nats";
 
 /**
  * shared/nats-parser.ts gives a message that spans socket reads one buffer of its whole
- * size. Messages of every size around the 64 KB reads, with and without headers, must
+ * size, and shared/nats-writer.ts writes large payloads without packing them. Messages of every size around the 64 KB reads, with and without headers, must
  * arrive byte for byte, over core NATS and through a JetStream consumer, on the real
  * nats-server.
  */
@@ -36,6 +37,9 @@ describe("messages spanning socket reads", () => {
   it("the parser is patched in this process (connectNats installs it)", () => {
     expect(preallocateSpanningMessages()).toBe(true);
     expect(Parser.prototype.parse.name).toBe("parseIntoWholeMessage");
+    // and large payloads are written as they are (the tests below publish them mixed with small ones, in one flush)
+    expect(writeLargePayloadsInPlace()).toBe(true);
+    expect((ProtocolHandler.prototype as unknown as { flushPending: () => void }).flushPending.name).toBe("flushPendingInPlace");
   });
 
   it("arrive intact over core NATS, with and without headers, back to back", async () => {
