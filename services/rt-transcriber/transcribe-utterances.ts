@@ -59,10 +59,15 @@ const WAIT_FOR_SLOT_MS = 150;
 /** Longer than any one transcription (the router's budget is seconds), shorter than the ack wait. */
 const SLOT_TTL_MS = 45_000;
 /**
- * Commands one replica holds (queued or in flight). Under overload the queue is what
- * arrives within maxWaitMs (the rest expire), so this only has to exceed that burst.
+ * Commands one replica holds (queued or in flight), and the durable's bound on commands
+ * delivered and not yet acked across replicas. Under overload the queue is what arrives
+ * within maxWaitMs (the rest expire), so this only has to exceed that burst. Each
+ * command carries its utterance (about 100 KB): nats-server closes a connection with
+ * more than 64 MiB unsent as a slow consumer, and with 1,000 commands allowed out (two
+ * buffers of 500, as before) a replica starved of CPU at 1,000 sessions was closed so,
+ * its KV writes timed out and its commands waited out the ack wait.
  */
-const PULL_BUFFER = 500;
+const PULL_BUFFER = 256;
 
 export async function startRtTranscriber(options: RtTranscriberOptions): Promise<RunningRtTranscriber> {
   const { nats, logger } = options;
@@ -75,7 +80,7 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
     filterSubject: `${top.prefix}.rt.cmd.>`,
     ackWaitMs: 60_000,
     maxDeliver: 400, // waiting for a per-session slot redelivers; see WAIT_FOR_SLOT_MS
-    maxAckPending: 2 * PULL_BUFFER,
+    maxAckPending: PULL_BUFFER,
     deliver: "new",
   });
   const leases = await nats.kv("leases");
