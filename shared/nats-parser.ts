@@ -45,7 +45,7 @@ export function preallocateSpanningMessages(): boolean {
  * keeps at most POOL_MAX_BYTES. A message nobody releases is collected as before.
  */
 const POOL_STEP = 64 * 1024;
-const POOL_MAX_BYTES = 16 * 1024 * 1024;
+const POOL_MAX_BYTES = 8 * 1024 * 1024;
 const pool = new Map<number, ArrayBuffer[]>();
 const fromPool = new WeakSet<ArrayBuffer>();
 const inPool = new WeakSet<ArrayBuffer>();

@@ -92,7 +92,7 @@ export interface VadEngine {
  * POOL_MAX_BYTES of spare ones.
  */
 const POOL_STEP = 8192;
-const POOL_MAX_BYTES = 32 * 1024 * 1024;
+const POOL_MAX_BYTES = 16 * 1024 * 1024;
 
 export class PcmPool {
   private readonly free = new Map<number, Int16Array[]>();
@@ -102,8 +102,9 @@ export class PcmPool {
   /** A buffer of at least `samples` (what it held before is not cleared). */
   take(samples: number): Int16Array {
     const steps = Math.max(1, Math.ceil(samples / POOL_STEP));
-    // a spare buffer up to twice the size will do
-    for (let s = steps; s <= 2 * steps; s++) {
+    // a spare buffer up to half again the size will do (any larger ones would let every
+    // session's buffer drift up to the longest utterance's)
+    for (let s = steps; s <= Math.ceil(steps * 1.5); s++) {
       const b = this.free.get(s)?.pop();
       if (b) {
         this.bytes -= b.byteLength;
