@@ -4,7 +4,7 @@
  * one port) running in a separate process on the local NATS and Postgres.
  *
  *   npx tsx bench/realtime.ts [--sessions 10,25,50] [--seconds 30] [--frame-ms 40]
- *                             [--ps-processes 1] [--phase spread|aligned]
+ *                             [--ps-processes 1] [--phase spread|aligned] [--ramp 0]
  *
  * Per round it prints:
  * - held: sessions that streamed to the end and closed 1000 with every byte recorded
@@ -299,12 +299,20 @@ async function main() {
       // same instant made bursts of N frames every frameMs that no population of clients
       // makes. `--phase aligned` sends them all at once, as before.
       const aligned = args.get("phase") === "aligned";
-      const phaseOf = (i: number) => (aligned ? 0 : (i * frameMs) / open.length);
+      // --ramp R: session i starts streaming i/N × R seconds in, and every session streams
+      // until R + seconds: `seconds` at full concurrency after a ramp, as sessions arrive
+      // in service rather than all in one instant (the VAD's lag, measured per message,
+      // climbed to 400 ms in the first seconds after 1,000 sessions started at once, then
+      // stayed at tens of ms). Decisions and CPU are also reported over the full-concurrency
+      // window alone.
+      const rampMs = Number(args.get("ramp") ?? 0) * 1000;
+      const phaseOf = (i: number) => (i * rampMs) / open.length + (aligned ? 0 : (i * frameMs) / open.length);
       const start = performance.now();
       let snapped = false;
       let nextPeak = start + 5000;
       const clientLag: number[] = [];
       let peak = before;
+      let atFull: { at: number; stat: ReturnType<typeof procStat>; client: NodeJS.CpuUsage; nats: number } | null = null;
       await new Promise<void>((resolve) => {
         const timer = setInterval(() => {
           const now = performance.now();
@@ -313,7 +321,7 @@ async function main() {
             if (s.ws.readyState !== WebSocket.OPEN) continue;
             // frame k (from 1) is captured by start + phase + k × frameMs
             const due = Math.floor((now - start - phaseOf(i)) / frameMs);
-            if ((s.frames ?? 0) >= due) continue;
+            if (due <= 0 || (s.frames ?? 0) >= due) continue;
             clientLag.push(now - (start + phaseOf(i) + due * frameMs));
             while ((s.frames ?? 0) < due) {
               const from = (s.offset + s.sentBytes) % loopBytes.length;
@@ -324,6 +332,7 @@ async function main() {
               s.sendLog.push([s.sentBytes, performance.now()]);
             }
           }
+          if (!atFull && now - start >= rampMs) atFull = { at: now, stat: procStat(pids), client: process.cpuUsage(), nats: natsCpuSeconds() };
           if (now >= nextPeak) {
             peak = procStat(pids);
             nextPeak += 5000;
@@ -332,7 +341,7 @@ async function main() {
             snapped = true;
             for (const pid of pids) process.kill(pid, "SIGUSR2");
           }
-          if (now - start >= seconds * 1000) {
+          if (now - start >= rampMs + seconds * 1000) {
             clearInterval(timer);
             resolve();
           }
@@ -341,11 +350,13 @@ async function main() {
       peak = procStat(pids);
       // CPU over the streaming window alone: the averages below also cover the closes and
       // whatever backlog drains after them, which dilutes a saturated round
-      const streamedFor = (performance.now() - start) / 1000;
+      const full = atFull ?? { at: start, stat: before, client: clientBefore, nats: natsBefore };
+      const streamedFor = (performance.now() - full.at) / 1000;
+      const clientUsed = process.cpuUsage(full.client);
       const streamCpu = {
-        each: peak.each.map((e, i) => ((e.cpuSeconds - before.each[i]!.cpuSeconds) / streamedFor) * 100),
-        client: (((process.cpuUsage(clientBefore).user + process.cpuUsage(clientBefore).system) / 1e6) / streamedFor) * 100,
-        nats: ((natsCpuSeconds() - natsBefore) / streamedFor) * 100,
+        each: peak.each.map((e, i) => ((e.cpuSeconds - full.stat.each[i]!.cpuSeconds) / streamedFor) * 100),
+        client: ((clientUsed.user + clientUsed.system) / 1e6 / streamedFor) * 100,
+        nats: ((natsCpuSeconds() - full.nats) / streamedFor) * 100,
       };
       for (const s of open) if (s.ws.readyState === WebSocket.OPEN) s.ws.send(JSON.stringify({ type: "session.close" }));
       await Promise.race([Promise.all(open.map((s) => s.closed)), new Promise((r) => setTimeout(r, 60_000))]);
@@ -373,6 +384,7 @@ async function main() {
       let held = 0;
       const pipeline: number[] = [];
       const decision: number[] = [];
+      const decisionFull: number[] = [];
       const queued: number[] = [];
       const total: number[] = [];
       let completed = 0;
@@ -395,6 +407,7 @@ async function main() {
             // voiced frame has arrived; audio_end_ms is that frame's end + 200 ms
             const sent = sentAt(s, (e.audio_end_ms - 200 + 500) * 32);
             if (sent !== undefined) decision.push(e.t - sent);
+            if (sent !== undefined && sent >= full.at) decisionFull.push(e.t - sent);
           }
           if (e.type.endsWith(".completed")) completed++;
           if (e.type.endsWith(".completed") && e.worker_id?.startsWith("stream:")) streamed++;
@@ -435,7 +448,7 @@ async function main() {
           [...closes].map(([k, v]) => `${k}×${v}`).join(","),
           lostMs,
           vadPending,
-          `${pct(decision, 50).toFixed(0)}/${pct(decision, 99).toFixed(0)} ms (client lag p99 ${pct(clientLag, 99).toFixed(0)} ms)`,
+          `${pct(decision, 50).toFixed(0)}/${pct(decision, 99).toFixed(0)} ms${rampMs ? ` (at full concurrency ${pct(decisionFull, 50).toFixed(0)}/${pct(decisionFull, 99).toFixed(0)} ms)` : ""} (client lag p99 ${pct(clientLag, 99).toFixed(0)} ms)`,
           `${pct(pipeline, 50).toFixed(0)}/${pct(pipeline, 99).toFixed(0)} ms`,
           `${pct(queued, 50).toFixed(0)}/${pct(queued, 99).toFixed(0)} ms`,
           `${pct(total, 50).toFixed(0)}/${pct(total, 99).toFixed(0)} ms`,
@@ -449,7 +462,7 @@ async function main() {
       console.log(`  CPU of one core besides the server: ${others}`);
       const sum = streamCpu.each.reduce((a, b) => a + b, 0);
       console.log(
-        `  CPU of one core while streaming: server ${sum.toFixed(0)}% (${streamCpu.each.map((x) => x.toFixed(0) + "%").join(" + ")}), bench client ${streamCpu.client.toFixed(0)}%, nats-server ${streamCpu.nats.toFixed(0)}%, all ${(sum + streamCpu.client + streamCpu.nats).toFixed(0)}% of ${100 * availableParallelism()}%`,
+        `  CPU of one core while streaming${rampMs ? " at full concurrency" : ""}: server ${sum.toFixed(0)}% (${streamCpu.each.map((x) => x.toFixed(0) + "%").join(" + ")}), bench client ${streamCpu.client.toFixed(0)}%, nats-server ${streamCpu.nats.toFixed(0)}%, all ${(sum + streamCpu.client + streamCpu.nats).toFixed(0)}% of ${100 * availableParallelism()}%`,
       );
       // what the gateway's /metrics says about the same round (docs/operations.md "Metrics")
       const metricsAfter = await scrapeMetrics(baseUrl);
