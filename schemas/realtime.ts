@@ -289,6 +289,8 @@ export const audioControl = z.discriminatedUnion("kind", [
     ...transcriptionSettings,
     max_concurrent_utterances: z.number().int().positive(),
     key_id: z.string(),
+    /** The key's owner (tenant), for fair scheduling; absent from older gateways. */
+    owner_id: z.string().optional(),
   }),
   z.object({
     kind: z.literal("update"),
@@ -359,6 +361,8 @@ export const utteranceCommand = z.object({
   session_id: z.string(),
   item_id: z.string(),
   key_id: z.string(),
+  /** The session's owner (tenant), for fair scheduling; absent: read from rt.session.opened. */
+  owner_id: z.string().optional(),
   audio_start_ms: z.number().int().nonnegative(),
   audio_end_ms: z.number().int().nonnegative(),
   language: z.string().nullable(),

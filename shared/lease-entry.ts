@@ -11,13 +11,15 @@ import { AppError } from "./errors";
  */
 export async function updateLeaseEntry<T>(kv: KV, key: string, empty: () => T, change: (current: T) => T | null, attempts = 25, known?: KnownRevisions): Promise<T | null> {
   for (let attempt = 0; attempt < attempts; attempt++) {
-    // what this process wrote last, if it still holds: the write checks it (compare-and-set)
-    const cached = attempt === 0 ? known?.get(key) : undefined;
+    // What this process wrote last, if it still holds: the write checks it (compare-and-set).
+    // A key it never wrote is first tried as absent (create-if-absent): a new session's
+    // entry then costs one write; an entry that exists fails the create and is read.
+    const cached = attempt === 0 && known ? (known.get(key) ?? { revision: undefined, value: null }) : undefined;
     const entry = cached ? null : await kv.get(key);
     const revision = cached ? cached.revision : entry?.revision;
-    const current: T = cached ? (JSON.parse(cached.value) as T) : entry && entry.operation === "PUT" && entry.length > 0 ? (entry.json() as T) : empty();
+    const current: T = cached ? (cached.value === null ? empty() : (JSON.parse(cached.value) as T)) : entry && entry.operation === "PUT" && entry.length > 0 ? (entry.json() as T) : empty();
     const next = change(current);
-    // a refusal is only as good as what it saw: judged on the cache, read and judge again
+    // a refusal is only as good as what it saw: judged on memory or a guess, read and judge again
     if (next === null && cached) continue;
     if (next === null) return null;
     const value = JSON.stringify(next);

@@ -203,6 +203,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     model: transcription.model,
     max_concurrent_utterances: limits.maxConcurrentUtterances,
     key_id: principal.keyId,
+    owner_id: principal.ownerId,
     ...partials,
   });
   void appendLifecycle({

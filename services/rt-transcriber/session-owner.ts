@@ -3,11 +3,12 @@ import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 
 /**
- * The owner (tenant) of a realtime session, for fair scheduling: read once per session
- * from its `rt.session.opened` fact on rt.evt.<sessionId> (direct gets of the first few
- * messages of the subject; the gateway appends it before any audio flows) and cached.
- * The utterance command carries only the key id: a session whose opened fact cannot be
- * read is scheduled as owner `key:<keyId>`, a turn of its own rather than no turn.
+ * The owner (tenant) of a realtime session, for fair scheduling, when its utterance
+ * command does not carry it (commands from a VAD or gateway before `owner_id` was
+ * added): read once per session from its `rt.session.opened` fact on rt.evt.<sessionId>
+ * (direct gets of the first few messages of the subject; the gateway appends it before
+ * any audio flows) and cached. A session whose opened fact cannot be read is scheduled
+ * as owner `key:<keyId>`, a turn of its own rather than no turn.
  */
 export interface SessionOwners {
   ownerOf(sessionId: string, keyId: string): Promise<string>;

@@ -124,7 +124,7 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
     const { session_id: sessionId, item_id: itemId } = command;
     const storedAt = msg.info.timestampNanos / 1e6;
     const u: QueuedUtterance = {
-      owner: await owners.ownerOf(sessionId, command.key_id),
+      owner: command.owner_id ?? (await owners.ownerOf(sessionId, command.key_id)),
       sessionId,
       itemId,
       maxPerSession: command.max_concurrent_utterances,

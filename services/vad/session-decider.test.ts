@@ -103,6 +103,12 @@ describe("speech", () => {
     expect(d.state).toMatchObject({ currentItem: null, previousItem: item(1000) });
   });
 
+  it("the command carries the session's owner when the start named it (fair scheduling without a lookup)", () => {
+    const d = given(begin({ ...start, owner_id: "acme" }), audio(started(1000))).when(audio(stopped(3000), utterance(1000, 3000)));
+    const command = d.effects.find((f) => f.kind === "utterance");
+    expect(command?.kind === "utterance" && command.command).toMatchObject({ key_id: "key_a", owner_id: "acme" });
+  });
+
   it("the next item points back to the previous one", () => {
     const d = given(begin(), audio(started(0), stopped(900), utterance(0, 900))).when(audio(started(2000), stopped(2900), utterance(2000, 2900)));
     const committed = d.effects.find((f) => f.kind === "event" && f.event.type === "rt.server_event" && f.event.data.type === "input_audio_buffer.committed");

@@ -168,6 +168,7 @@ function fromVad(vad: VadEvent[], state: DeciderState, ctx: DecideContext): Deci
           session_id: ctx.sessionId,
           item_id: item,
           key_id: s.key_id,
+          ...(s.owner_id ? { owner_id: s.owner_id } : {}),
           audio_start_ms: e.audioStartMs,
           audio_end_ms: e.audioEndMs,
           language: s.language,

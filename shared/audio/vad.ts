@@ -26,6 +26,12 @@ const WINDOW_FRAMES = 10;
 const BUFFER_SAMPLES = 8192;
 /** The most an utterance's buffer is sized for up front (10 s); longer ones grow. */
 const RESERVE_MAX_SAMPLES = 10 * VAD_SAMPLE_RATE;
+/**
+ * What a session's first utterance is sized for up front (2 s), as the later ones are
+ * for the one before: growing each session's first utterance from the silent buffer
+ * took new buffers by the thousand when many sessions started at once.
+ */
+const FIRST_UTTERANCE_GUESS_SAMPLES = 2 * VAD_SAMPLE_RATE;
 /** Room for this many samples past the recent audio while silent (0.3 s: a move every ten frames). */
 const SILENT_SLACK_SAMPLES = 4800;
 
@@ -202,7 +208,7 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings, pool: P
   let lastVoicedEnd = 0;
   let silentRun = 0;
   let floor = 0; // no new utterance may start before this sample (end of the previous one)
-  let lastUtteranceSamples = 0;
+  let lastUtteranceSamples = FIRST_UTTERANCE_GUESS_SAMPLES;
 
   const recentCapacity = () => (WINDOW_FRAMES + Math.ceil(settings.prefix_padding_ms / FRAME_MS) + 1) * FRAME_SAMPLES;
   const keptStart = () => Math.max(bufStart, keepFrom);
