@@ -351,7 +351,8 @@ async function main() {
       // CPU over the streaming window alone: the averages below also cover the closes and
       // whatever backlog drains after them, which dilutes a saturated round
       const full = atFull ?? { at: start, stat: before, client: clientBefore, nats: natsBefore };
-      const streamedFor = (performance.now() - full.at) / 1000;
+      const streamEndAt = performance.now();
+      const streamedFor = (streamEndAt - full.at) / 1000;
       const clientUsed = process.cpuUsage(full.client);
       const streamCpu = {
         each: peak.each.map((e, i) => ((e.cpuSeconds - full.stat.each[i]!.cpuSeconds) / streamedFor) * 100),
@@ -461,6 +462,13 @@ async function main() {
       );
       console.log(`  CPU of one core besides the server: ${others}`);
       const sum = streamCpu.each.reduce((a, b) => a + b, 0);
+      // server events the clients received in the same window, and the CPU per 100 sessions
+      let eventsInWindow = 0;
+      for (const s of sessions) for (const e of s.events) if (e.t >= full.at && e.t <= streamEndAt) eventsInWindow++;
+      const per100 = (x: number) => ((x * 100) / Math.max(1, open.length)).toFixed(1);
+      console.log(
+        `  events to clients ${(eventsInWindow / streamedFor).toFixed(0)}/s; CPU per 100 sessions: server ${per100(sum)}%, with client and nats-server ${per100(sum + streamCpu.client + streamCpu.nats)}% of a core`,
+      );
       console.log(
         `  CPU of one core while streaming${rampMs ? " at full concurrency" : ""}: server ${sum.toFixed(0)}% (${streamCpu.each.map((x) => x.toFixed(0) + "%").join(" + ")}), bench client ${streamCpu.client.toFixed(0)}%, nats-server ${streamCpu.nats.toFixed(0)}%, all ${(sum + streamCpu.client + streamCpu.nats).toFixed(0)}% of ${100 * availableParallelism()}%`,
       );
