@@ -1,4 +1,5 @@
 import { DenoBuffer, Parser, State } from "@nats-io/nats-core/internal";
+import { BufferPool } from "./buffer-pool";
 
 const PATCHED = Symbol.for("stt.nats.preallocateSpanningMessages");
 
@@ -26,7 +27,7 @@ export function preallocateSpanningMessages(): boolean {
     if (this.state !== State.MSG_PAYLOAD || !partial || partial.capacity >= this.ma.size) return;
     const have = partial.bytes({ copy: false });
     if (have.byteLength > this.ma.size) return;
-    const whole = new DenoBuffer(wholeMessageBuffer(this.ma.size));
+    const whole = new DenoBuffer(pool.take(this.ma.size));
     whole._reslice(have.byteLength);
     whole.bytes({ copy: false }).set(have);
     this.msgBuf = whole;
@@ -42,28 +43,10 @@ export function preallocateSpanningMessages(): boolean {
  * audio batch of its partitions this way (30 MB a second at 1,000 sessions): new buffers
  * for each were fresh pages to fault in and, counted by V8 as external memory, the main
  * trigger of its full collections. Buffers are sized in steps of 64 KiB, and the pool
- * keeps at most POOL_MAX_BYTES. A message nobody releases is collected as before.
+ * (shared/buffer-pool.ts) keeps at most 8 MB. A message nobody releases is collected as
+ * before.
  */
-const POOL_STEP = 64 * 1024;
-const POOL_MAX_BYTES = 8 * 1024 * 1024;
-const pool = new Map<number, ArrayBuffer[]>();
-const fromPool = new WeakSet<ArrayBuffer>();
-const inPool = new WeakSet<ArrayBuffer>();
-let pooledBytes = 0;
-
-function wholeMessageBuffer(size: number): ArrayBuffer {
-  const capacity = Math.ceil(size / POOL_STEP) * POOL_STEP;
-  const free = pool.get(capacity);
-  const reused = free?.pop();
-  if (reused) {
-    pooledBytes -= capacity;
-    inPool.delete(reused);
-    return reused;
-  }
-  const fresh = new ArrayBuffer(capacity);
-  fromPool.add(fresh);
-  return fresh;
-}
+const pool = new BufferPool({ step: 64 * 1024, maxBytes: 8 * 1024 * 1024 });
 
 /**
  * Hands a message's buffer back for the next large message. Only for data nothing refers
@@ -71,12 +54,5 @@ function wholeMessageBuffer(size: number): ArrayBuffer {
  * the next message overwrites it. Data not read into a pooled buffer is left alone.
  */
 export function releaseMessageData(data: Uint8Array): void {
-  const buffer = data.buffer as ArrayBuffer;
-  if (!fromPool.has(buffer) || inPool.has(buffer)) return;
-  if (pooledBytes + buffer.byteLength > POOL_MAX_BYTES) return;
-  inPool.add(buffer);
-  pooledBytes += buffer.byteLength;
-  const free = pool.get(buffer.byteLength);
-  if (free) free.push(buffer);
-  else pool.set(buffer.byteLength, [buffer]);
+  pool.give(data.buffer);
 }

@@ -2,6 +2,7 @@ import { headers as natsHeaders } from "@nats-io/transport-node";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { AUDIO_HEADERS, type AudioControl } from "../../schemas/realtime";
 import { AudioBatchWriter, BATCH_KIND, entrySize, MAX_BATCH_MESSAGE_BYTES } from "../../schemas/audio-batch";
+import { BufferPool } from "../../shared/buffer-pool";
 
 /**
  * A session's audio path to JetStream. Its audio and control messages (start, commit,
@@ -96,25 +97,9 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
   // has written them out and holds no reference): a new buffer per batch was 30 MB a
   // second of fresh pages at 1,000 sessions, and V8 counts them toward its next full
   // collection. A failed batch's buffer is left to the collector (a reconnecting
-  // connection may still hold it).
-  const spare: Uint8Array[] = [];
-  let spareBytes = 0;
-  const bufferFor = (bytes: number) => {
-    for (let i = spare.length - 1; i >= 0; i--) {
-      const b = spare[i]!;
-      if (b.byteLength < bytes || b.byteLength > 2 * bytes) continue;
-      spare.splice(i, 1);
-      spareBytes -= b.byteLength;
-      return b;
-    }
-    return bytes;
-  };
-  const recycle = (b: Uint8Array) => {
-    if (spareBytes + b.byteLength > MAX_SPARE_BYTES) return;
-    spare.push(b);
-    spareBytes += b.byteLength;
-  };
-  const writerOf = (part: PartitionState) => (part.writer ??= new AudioBatchWriter(bufferFor(Math.min(maxBatchBytes + MAX_RUN_BYTES, Math.ceil(part.lastSize * 1.25)))));
+  // connection may still hold it); so is one a batch outgrew.
+  const spare = new BufferPool({ step: 16 * 1024, maxBytes: MAX_SPARE_BYTES, slack: 2 });
+  const writerOf = (part: PartitionState) => (part.writer ??= new AudioBatchWriter(new Uint8Array(spare.take(Math.min(maxBatchBytes + MAX_RUN_BYTES, Math.ceil(part.lastSize * 1.25))))));
 
   const flushPartition = (p: number) => {
     const part = partitions.get(p);
@@ -139,7 +124,7 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
     };
     const sent = options.js
       .publish(options.subject(p), data, { headers: h, msgID: `${options.instanceId}:${p}:${part.batches++}`, timeout: 10_000 })
-      .then(() => recycle(buffer), failed)
+      .then(() => spare.give(buffer.buffer), failed)
       .finally(() => {
         part.pending--;
         if (part.pending <= options.maxPendingAcks) part.overSince = null;

@@ -1,5 +1,6 @@
 import createFvadModule from "@echogarden/fvad-wasm";
 import { VAD_TRAILING_MS, type TurnDetection } from "../../schemas/realtime";
+import { BufferPool } from "../buffer-pool";
 
 /**
  * Streaming server-side voice activity detection: WebRTC VAD (libfvad compiled to WASM,
@@ -89,50 +90,26 @@ export interface VadEngine {
 }
 
 /**
- * The segmenters' audio buffers, shared by the sessions of a process: a buffer grown for
- * one session's utterance goes on to hold another's once that utterance is published.
- * New buffers per utterance (room for it up front, a copy of it at the end, a smaller
- * one after it) were 35 MB a second at 1,000 sessions: fresh pages to fault in, and
- * V8 counts ArrayBuffer memory toward its next full collection (the VAD ran one every
- * 0.7 s). Buffers are sized in steps of POOL_STEP samples; the pool keeps at most
- * POOL_MAX_BYTES of spare ones.
+ * The segmenters' audio buffers, shared by the sessions of a process (shared/buffer-pool.ts):
+ * a buffer grown for one session's utterance goes on to hold another's once that
+ * utterance is published. New buffers per utterance (room for it up front, a copy of it
+ * at the end, a smaller one after it) were 35 MB a second at 1,000 sessions. Sizes go in
+ * steps of 8,192 samples; a spare up to half again the size asked will do (any larger
+ * would let every session's buffer drift up to the longest utterance's); at most 16 MB
+ * of spares.
  */
-const POOL_STEP = 8192;
-const POOL_MAX_BYTES = 16 * 1024 * 1024;
-
-export class PcmPool {
-  private readonly free = new Map<number, Int16Array[]>();
-  private bytes = 0;
-  constructor(private readonly maxBytes = POOL_MAX_BYTES) {}
-
+interface PcmPool {
   /** A buffer of at least `samples` (what it held before is not cleared). */
-  take(samples: number): Int16Array {
-    const steps = Math.max(1, Math.ceil(samples / POOL_STEP));
-    // a spare buffer up to half again the size will do (any larger ones would let every
-    // session's buffer drift up to the longest utterance's)
-    for (let s = steps; s <= Math.ceil(steps * 1.5); s++) {
-      const b = this.free.get(s)?.pop();
-      if (b) {
-        this.bytes -= b.byteLength;
-        return b;
-      }
-    }
-    return new Int16Array(steps * POOL_STEP);
-  }
+  take(samples: number): Int16Array;
+  give(buffer: Int16Array): void;
+}
 
-  give(buffer: Int16Array): void {
-    const steps = buffer.length / POOL_STEP;
-    if (!Number.isInteger(steps) || steps < 1 || this.bytes + buffer.byteLength > this.maxBytes) return;
-    const list = this.free.get(steps);
-    if (list) list.push(buffer);
-    else this.free.set(steps, [buffer]);
-    this.bytes += buffer.byteLength;
-  }
-
-  /** Bytes held in spare buffers. */
-  get spareBytes(): number {
-    return this.bytes;
-  }
+function createPcmPool(): PcmPool {
+  const pool = new BufferPool({ step: 8192 * 2, maxBytes: 16 * 1024 * 1024, slack: 1.5 });
+  return {
+    take: (samples) => new Int16Array(pool.take(samples * 2)),
+    give: (buffer) => pool.give(buffer.buffer),
+  };
 }
 
 let engine: Promise<VadEngine> | undefined;
@@ -141,7 +118,7 @@ let engine: Promise<VadEngine> | undefined;
 export function loadVadEngine(): Promise<VadEngine> {
   engine ??= (createFvadModule as unknown as () => Promise<FvadModule>)().then((m) => {
     const frame = m._malloc(FRAME_SAMPLES * 2);
-    const pool = new PcmPool();
+    const pool = createPcmPool();
     const classify = (handle: number, samples: Int16Array): boolean => {
       m.HEAP16.set(samples, frame >> 1);
       return m._fvad_process(handle, frame, FRAME_SAMPLES) === 1;
