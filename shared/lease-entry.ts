@@ -9,7 +9,13 @@ import { AppError } from "./errors";
  * Used for every shared lease table here (connections, VAD partitions, utterance
  * slots): nats-server 2.9 has no per-key TTL, so expiries live in the values.
  */
-export async function updateLeaseEntry<T>(kv: KV, key: string, empty: () => T, change: (current: T) => T | null, attempts = 25, known?: KnownRevisions): Promise<T | null> {
+export async function updateLeaseEntry<T>(
+  kv: KV,
+  key: string,
+  empty: () => T,
+  change: (current: T) => T | null,
+  { attempts = 25, known }: { attempts?: number; known?: KnownRevisions } = {},
+): Promise<T | null> {
   for (let attempt = 0; attempt < attempts; attempt++) {
     // What this process wrote last, if it still holds: the write checks it (compare-and-set).
     // A key it never wrote is first tried as absent (create-if-absent): a new session's

@@ -36,7 +36,7 @@ export function createUtteranceSlots(kv: KV, ttlMs: number, now: () => number = 
         if (!taken) return null;
         items[itemId] = { exp: now() + ttlMs };
         return { items };
-      }, undefined, known);
+      }, { known });
       return taken;
     },
     async release(sessionId, itemId) {
@@ -45,7 +45,7 @@ export function createUtteranceSlots(kv: KV, ttlMs: number, now: () => number = 
         const items = liveLeases(set.items, now());
         delete items[itemId];
         return { items };
-      }, undefined, known);
+      }, { known });
     },
   };
 }
