@@ -21,8 +21,9 @@
  * - memory per session: server RSS with N sessions open minus RSS before, over N
  *   (the PocketSphinx worker processes are separate and not counted);
  * - server CPU over the round, and on a second line the CPU of the bench's own client
- *   and of nats-server (all share the machine's cores); a third line has each of them
- *   over the streaming window alone (the round's figures also cover the closes);
+ *   and of nats-server (all share the machine's cores); further lines give each of them
+ *   over the streaming window alone (the round's figures also cover the closes), the
+ *   events a second the clients received and the CPU per 100 sessions;
  * - streaming (docs/realtime.md, "Streaming recognition"): first partial (a non-empty
  *   delta or an interim; the bench asks for interims) after speech_started, p50/p99 and
  *   the share of utterances over 2 s with one within 1 s; how many finals came from a
