@@ -106,7 +106,10 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const pendingItems = new Set<string>();
   let vadFlushed = false; // the VAD has committed everything after session.close
   let closedDone = false; // the socket is gone
-  const aligner = createFrameAligner(2 * admission.channels);
+  // Every accepted frame holds whole sample frames (a frame that does not is refused
+  // below), so the aligner never carries a byte over: it only hands back a view.
+  const bytesPerFrame = 2 * admission.channels;
+  const aligner = createFrameAligner(bytesPerFrame);
   const resampler = createResampler(admission.sampleRate, INTERNAL_SAMPLE_RATE, admission.channels);
   const subjects = deps.nats.topology.subjects;
 
@@ -289,6 +292,15 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     onAudio(frame: ArrayBuffer) {
       if (closing) return;
       if (frame.byteLength > deps.maxFrameBytes) return close(CLOSE.frameTooLarge);
+      // A frame cut inside a sample would shift every later sample by a byte (noise the
+      // VAD never hears as speech, with nothing said): it is dropped whole and answered,
+      // and the next well-formed frame carries on where the last accepted one ended.
+      if (frame.byteLength % bytesPerFrame !== 0) {
+        return sendError(
+          "invalid_audio_frame",
+          `Binary frame of ${frame.byteLength} bytes dropped: each frame must hold whole samples, a multiple of ${bytesPerFrame} bytes (PCM16LE, ${admission.channels} channel${admission.channels === 1 ? "" : "s"}).`,
+        );
+      }
       lastAudioAt = deps.now();
       const samples = aligner.push(new Uint8Array(frame));
       inputFrames += samples.length / admission.channels;
