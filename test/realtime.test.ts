@@ -186,12 +186,12 @@ describe("realtime session (spec 4.6, 6, 7.3)", () => {
     expect(await c.closed).toEqual({ code: 1000, reason: "" });
   });
 
-  it("streams jfk.wav faster than real time in odd-sized frames: speech events in order, one result per committed item", async () => {
+  it("streams jfk.wav faster than real time in frames of odd sample counts: speech events in order, one result per committed item", async () => {
     const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
     await c.next("session.created");
     const pcm = fixture("jfk.wav");
-    await streamPcm(c, pcm, { speed: 4, chunkBytes: 3333 });
-    await streamPcm(c, silence(1), { speed: 4, chunkBytes: 1001 });
+    await streamPcm(c, pcm, { speed: 4, chunkBytes: 3334 });
+    await streamPcm(c, silence(1), { speed: 4, chunkBytes: 1002 });
     await allResults(c);
     c.sendJson({ type: "session.close" });
     const closed = await c.closed;
@@ -238,6 +238,39 @@ describe("realtime session (spec 4.6, 6, 7.3)", () => {
     }
   });
 
+  it("a binary frame that is not whole samples is dropped with an error event and does not shift the audio after it", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
+    await c.next("session.created");
+    const pcm = fixture("jfk.wav");
+    const half = 16000 * 5;
+    await streamPcm(c, pcm.subarray(0, half), { speed: 4, chunkBytes: 3200 });
+    // 1 001 stray bytes in the middle of the speech: kept, they would turn the rest into noise
+    c.sendAudio(new Uint8Array(1001).fill(0x7f));
+    const error = await c.next("error");
+    expect(error).toMatchObject({ type: "error", event_id: expect.stringMatching(/^evt_/), error: { type: "invalid_request_error", code: "invalid_audio_frame", event_id: null } });
+    expect(error.error.message).toMatch(/1001 bytes.*multiple of 2 bytes/);
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    await streamPcm(c, pcm.subarray(half), { speed: 4, chunkBytes: 3200 });
+    await streamPcm(c, silence(1.5), { speed: 4, chunkBytes: 3200 });
+    await allResults(c);
+    c.sendJson({ type: "session.close" });
+    expect((await c.closed).code).toBe(1000);
+    expect(c.events.filter((e) => e.type === "error")).toHaveLength(1);
+    // the audio after the stray frame is still speech: its words are transcribed
+    const later = c.events.filter((e) => e.type === "conversation.item.input_audio_transcription.completed" && e.audio_end_ms > 6000);
+    const text = later.map((e) => e.transcript).join(" ").toLowerCase();
+    const expected = ["ask", "not", "what", "your", "country", "can", "do", "for", "you"];
+    expect(expected.filter((w) => text.split(/\W+/).includes(w)).length, text).toBeGreaterThanOrEqual(3);
+
+    // stereo: 2 bytes is a whole sample but half a sample frame
+    const stereo = await connectRt(wsUrl(stack.baseUrl, "channels=2"), bearer(proKey));
+    await stereo.next("session.created");
+    stereo.sendAudio(new Uint8Array(4 * 800 + 2));
+    expect((await stereo.next("error")).error).toMatchObject({ code: "invalid_audio_frame", message: expect.stringMatching(/3202 bytes.*multiple of 4 bytes/) });
+    stereo.sendJson({ type: "session.close" });
+    expect((await stereo.closed).code).toBe(1000);
+  });
+
   it("streams ldc93s1.wav in real time as 48 kHz stereo: resampled, segmented and transcribed", async () => {
     const raw = execFileSync("ffmpeg", ["-v", "error", "-i", fixturePath("ldc93s1.wav"), "-ar", "48000", "-ac", "2", "-f", "s16le", "-"]);
     const pcm = new Int16Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
@@ -246,7 +279,7 @@ describe("realtime session (spec 4.6, 6, 7.3)", () => {
     expect(created.audio).toEqual({ format: "pcm_s16le", sample_rate: 48000, channels: 2 });
     const t0 = Date.now();
     // 48 kHz stereo is 192 kB/s: pace at 6x the 16 kHz mono byte rate to stay real time
-    await streamPcm(c, pcm, { speed: 6, chunkBytes: 19201 });
+    await streamPcm(c, pcm, { speed: 6, chunkBytes: 19204 });
     expect(Date.now() - t0).toBeGreaterThan(2500);
     await streamPcm(c, silence(1), { speed: 1, chunkBytes: 3200 });
     await allResults(c);
@@ -266,7 +299,7 @@ describe("realtime session (spec 4.6, 6, 7.3)", () => {
     const c = await connectRt(wsUrl(stack.baseUrl), bearer(proKey));
     await c.next("session.created");
     // speech still going when the client closes: no trailing silence
-    await streamPcm(c, fixture("jfk.wav").subarray(0, 16000 * 2), { speed: Infinity, chunkBytes: 4097 });
+    await streamPcm(c, fixture("jfk.wav").subarray(0, 16000 * 2), { speed: Infinity, chunkBytes: 4098 });
     c.sendJson({ type: "session.close" });
     expect((await c.closed).code).toBe(1000);
     const committed = c.events.filter((e) => e.type === "input_audio_buffer.committed");

@@ -58,6 +58,14 @@ interface SocketData {
 }
 
 const SWEEP_MS = 250;
+/**
+ * How long the gateway's NATS connection may be down before every open session closes
+ * 1013 upstream_unavailable: the JetStream publish timeout, so a session with no audio
+ * in flight ends when one whose audio is waiting for acks would (those end sooner when
+ * their acks pass RT_MAX_PENDING_ACKS, with the same reason). A shorter blip is ridden
+ * out: nats.js reconnects every 500 ms and sends what it buffered.
+ */
+export const NATS_OUTAGE_CLOSE_MS = 10_000;
 const MAX_WIRE_FRAME_BYTES = 16 * 1024 * 1024;
 
 function statusLine(status: number): string {
@@ -266,10 +274,13 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
 
   const sweep = setInterval(() => {
     const t = nowMs();
-    // Mid-session, only an open breaker closes sessions (1013): a registry that briefly
-    // shows no warm worker (a late heartbeat) refuses new upgrades but keeps sessions.
+    // Mid-session, only an open breaker or a NATS outage past NATS_OUTAGE_CLOSE_MS closes
+    // sessions (1013): a registry that briefly shows no warm worker (a late heartbeat)
+    // refuses new upgrades but keeps sessions.
     const router = ctx.router;
-    const upstream = router ? router.available() || router.retryAfterSeconds() <= 0 : true;
+    const nh = nats.health();
+    const natsOut = !nh.ok && Date.now() - (nh.since ?? Date.now()) >= NATS_OUTAGE_CLOSE_MS;
+    const upstream = !natsOut && (router ? router.available() || router.retryAfterSeconds() <= 0 : true);
     for (const s of sessions) s.tick(t, upstream);
   }, SWEEP_MS);
 

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from "node:http";
 import type { HttpRequest, HttpResponse } from "@trufflesuite/uws-js-unofficial";
 import { concatBytes } from "../../shared/bytes";
+import { AppError } from "../../shared/errors";
 
 export type FetchHandler = (request: Request) => Response | Promise<Response>;
 
@@ -95,6 +96,10 @@ export function bridgeToFetch(fetch: FetchHandler, res: HttpResponse, req: HttpR
   res.onAborted(() => {
     state.aborted = true;
     controller.abort();
+    // uWS reports a connection that ended mid-body (the client closed or half-closed it:
+    // uWS closes on FIN, so nothing can be answered) only here: fail the body, or the
+    // route would wait for the rest forever, holding what had arrived.
+    if (!state.bodyDone) failBody(bodyCutShort("the connection closed"));
   });
 
   // HttpRequest is only valid synchronously: read everything now.
@@ -108,12 +113,29 @@ export function bridgeToFetch(fetch: FetchHandler, res: HttpResponse, req: HttpR
   // writing into a closed connection gets a reset (EPIPE) instead of the answer. Past
   // DRAIN_MAX_BYTES or DRAIN_MAX_MS of discarding, the connection is closed after all.
   const bodyExpected = headerList.some(([k, v]) => (k === "content-length" && v.trim() !== "0") || k === "transfer-encoding");
+  const declared = headerList.some(([k]) => k === "transfer-encoding") ? undefined : headerList.find(([k]) => k === "content-length")?.[1].trim();
   state.bodyDone = !bodyExpected;
   let sink: ReadableStreamDefaultController<Uint8Array> | undefined;
   let reading = true;
+  let received = 0;
+  let lastChunkAt = Date.now();
+  const bodyCutShort = (how: string) =>
+    `${how} before the request body was complete: ${declared === undefined ? `${received} bytes of its chunked body` : `${received} of the ${declared} bytes its Content-Length declares`} arrived`;
+  const failBody = (message: string, status = 400, code = "invalid_request") => {
+    state.bodyDone = true;
+    if (!sink || !reading) return;
+    reading = false;
+    try {
+      sink.error(new AppError("validation", code, message, { status }));
+    } catch {
+      // the stream is already closed or errored
+    }
+  };
   if (bodyExpected) {
     let discarded = 0;
     res.onData((chunk, isLast) => {
+      received += chunk.byteLength;
+      lastChunkAt = Date.now();
       if (isLast) state.bodyDone = true;
       if (!sink || !reading || state.ended) {
         discarded += chunk.byteLength;
@@ -148,6 +170,22 @@ export function bridgeToFetch(fetch: FetchHandler, res: HttpResponse, req: HttpR
     return;
   }
 
+  // A body that stops arriving (a Content-Length larger than what the client sends, a
+  // client that hangs) is answered 408 while the client still reads, and the connection
+  // closed (what follows could not be framed): uWS itself drops a connection silent for
+  // its 10 s idle timeout (8-12 s, in 4 s ticks) without a word.
+  if (bodyExpected) {
+    const watchStall = () => {
+      if (state.bodyDone || state.aborted || state.ended) return;
+      const quietMs = Date.now() - lastChunkAt;
+      if (quietMs < BODY_STALL_MS) return void setTimeout(watchStall, BODY_STALL_MS - quietMs).unref();
+      const message = `${bodyCutShort(`no byte for ${BODY_STALL_MS / 1000} s`)}; send the whole body, with a Content-Length that counts its bytes`;
+      failBody(message, 408, "request_timeout");
+      answerError(res, state, 408, bridgeErrorBody(path, 408, "request_timeout", message), {}, true);
+    };
+    setTimeout(watchStall, BODY_STALL_MS).unref();
+  }
+
   Promise.resolve()
     .then(() => fetch(request))
     .then((response) => writeResponse(res, response, decision.method === "HEAD", state))
@@ -156,6 +194,9 @@ export function bridgeToFetch(fetch: FetchHandler, res: HttpResponse, req: HttpR
       answerError(res, state, 500, bridgeErrorBody(path, 500, "internal_error", "internal error"));
     });
 }
+
+/** A request body with no byte for this long is answered 408 (below uWS's own 8-12 s silent close). */
+export const BODY_STALL_MS = 5_000;
 
 /** How much of an unwanted upload is read and discarded before the connection is closed. */
 const DRAIN_MAX_BYTES = 32 * 1024 * 1024;
@@ -190,15 +231,15 @@ function whileOpen(res: HttpResponse, state: ResponseState, write: () => void): 
   }
 }
 
-function answerError(res: HttpResponse, state: ResponseState, status: number, body: string, headers: Record<string, string> = {}): void {
+function answerError(res: HttpResponse, state: ResponseState, status: number, body: string, headers: Record<string, string> = {}, closeConnection = false): void {
   whileOpen(res, state, () => {
     res.writeStatus(statusLine(status));
     res.writeHeader("content-type", "application/json");
     for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
     state.ended = true;
-    res.end(body);
+    res.end(body, closeConnection);
   });
-  drainBounded(res, state);
+  if (!closeConnection) drainBounded(res, state);
 }
 
 /** After an answer given before the upload ended: stop draining it after DRAIN_MAX_MS. */

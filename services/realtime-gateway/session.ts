@@ -83,6 +83,30 @@ export function refusedByStream(err: unknown): boolean {
   return err instanceof JetStreamApiError && err.apiError().code < 500;
 }
 
+/**
+ * One NATS outage, one close: while the gateway's NATS connection is down (or still
+ * re-declaring after a reconnect), acks that stop draining and publishes that fail are
+ * the outage itself, so they close 1013 upstream_unavailable like the gateway's sweep
+ * does for every session once the outage has lasted NATS_OUTAGE_CLOSE_MS; with NATS
+ * up they keep their own reasons (upstream_backpressure: JetStream is slow;
+ * client_error: the stream refused the audio).
+ */
+export function upstreamCloseReason(cause: "backpressure" | "publish_failed" | "publish_refused", natsHealthy: boolean): CloseReason {
+  if (!natsHealthy) return CLOSE.upstreamUnavailable;
+  switch (cause) {
+    case "backpressure":
+      return CLOSE.upstreamBackpressure;
+    case "publish_failed":
+      return CLOSE.upstreamUnavailable;
+    case "publish_refused":
+      return CLOSE.clientError;
+    default: {
+      const never: never = cause;
+      return never;
+    }
+  }
+}
+
 export type Session = ReturnType<typeof openSession>;
 
 export function openSession(admission: Admission, socket: SessionSocket, deps: SessionDeps) {
@@ -106,7 +130,10 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const pendingItems = new Set<string>();
   let vadFlushed = false; // the VAD has committed everything after session.close
   let closedDone = false; // the socket is gone
-  const aligner = createFrameAligner(2 * admission.channels);
+  // Every accepted frame holds whole sample frames (a frame that does not is refused
+  // below), so the aligner never carries a byte over: it only hands back a view.
+  const bytesPerFrame = 2 * admission.channels;
+  const aligner = createFrameAligner(bytesPerFrame);
   const resampler = createResampler(admission.sampleRate, INTERNAL_SAMPLE_RATE, admission.channels);
   const subjects = deps.nats.topology.subjects;
 
@@ -116,7 +143,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     onFailure: (err) => {
       const refused = refusedByStream(err);
       log.warn(refused ? "audio refused by the stream" : "audio publish failed", { error: err instanceof Error ? err.message : String(err) });
-      close(refused ? CLOSE.clientError : CLOSE.upstreamUnavailable);
+      close(upstreamCloseReason(refused ? "publish_refused" : "publish_failed", deps.nats.health().ok));
     },
   });
 
@@ -289,6 +316,15 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     onAudio(frame: ArrayBuffer) {
       if (closing) return;
       if (frame.byteLength > deps.maxFrameBytes) return close(CLOSE.frameTooLarge);
+      // A frame cut inside a sample would shift every later sample by a byte (noise the
+      // VAD never hears as speech, with nothing said): it is dropped whole and answered,
+      // and the next well-formed frame carries on where the last accepted one ended.
+      if (frame.byteLength % bytesPerFrame !== 0) {
+        return sendError(
+          "invalid_audio_frame",
+          `Binary frame of ${frame.byteLength} bytes dropped: each frame must hold whole samples, a multiple of ${bytesPerFrame} bytes (PCM16LE, ${admission.channels} channel${admission.channels === 1 ? "" : "s"}).`,
+        );
+      }
       lastAudioAt = deps.now();
       const samples = aligner.push(new Uint8Array(frame));
       inputFrames += samples.length / admission.channels;
@@ -298,7 +334,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       topUpBudget();
       if (gracefulDeadline) return; // after session.close, audio is ignored
       publisher.pushAudio(resampler.push(samples));
-      if (publisher.overloadedForMs(deps.now()) > deps.backpressureGraceMs) close(CLOSE.upstreamBackpressure);
+      if (publisher.overloadedForMs(deps.now()) > deps.backpressureGraceMs) close(upstreamCloseReason("backpressure", deps.nats.health().ok));
     },
     /** A text frame: one JSON client message. */
     onText(frame: ArrayBuffer) {
@@ -365,7 +401,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
         }
       }
     },
-    /** Called by the gateway's sweep (every 250 ms). */
+    /** Called by the gateway's sweep (every 250 ms); `upstreamAvailable` false (workers' breaker open, NATS down too long) closes 1013. */
     tick(now: number, upstreamAvailable: boolean) {
       metrics.flush();
       if (closing) return;
@@ -377,7 +413,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (now - startedAt > limits.maxSessionSeconds * 1000) return close(CLOSE.sessionDurationLimit);
       if (now - lastAudioAt > limits.idleTimeoutSeconds * 1000) return close(CLOSE.idleTimeout);
       if (socket.bufferedAmount() > deps.maxClientBufferBytes) return close(CLOSE.clientBackpressure);
-      if (publisher.overloadedForMs(now) > deps.backpressureGraceMs) return close(CLOSE.upstreamBackpressure);
+      if (publisher.overloadedForMs(now) > deps.backpressureGraceMs) return close(upstreamCloseReason("backpressure", deps.nats.health().ok));
       publisher.flush(); // never hold a partial 100 ms message longer than a sweep
       if (now - startedAt - usageRecordedMs > USAGE_EVERY_MS && audioMs() - usageRecordedMs > 0) void flushUsage(false);
     },

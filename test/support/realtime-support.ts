@@ -93,12 +93,13 @@ export async function refusal(url: string, headers: Record<string, string> = {})
 }
 
 /**
- * Streams PCM16 at `speed` × real time in chunks of `chunkBytes` (odd sizes split
- * samples across frames on purpose).
+ * Streams PCM16 at `speed` × real time in chunks of `chunkBytes` (the default is an odd
+ * number of samples, so frames do not line up with the gateway's 10 ms steps; a frame
+ * must hold whole samples, or the gateway drops it with an error event).
  */
 export async function streamPcm(client: RtClient, pcm: Int16Array, options: { speed?: number; chunkBytes?: number } = {}): Promise<void> {
   const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
-  const chunk = options.chunkBytes ?? 3201;
+  const chunk = options.chunkBytes ?? 3202;
   const speed = options.speed ?? 1;
   const start = Date.now();
   for (let off = 0; off < bytes.length; off += chunk) {
