@@ -124,7 +124,10 @@ describe("safeDownload", () => {
     const res = await safeDownload(`${server.url}/redirect`, dest(), opts());
     expect(res.bytes).toBe(payload.length);
     expect(res.url).toBe(`${server.url}/audio.wav`);
-    await expect(safeDownload(`${server.url}/loop`, dest(), opts())).rejects.toMatchObject({ code: "too_many_redirects" });
+    await expect(safeDownload(`${server.url}/loop`, dest(), opts())).rejects.toMatchObject({
+      code: "too_many_redirects",
+      message: `more than 5 redirects (the last from ${server.url}/loop to ${server.url}/loop)`,
+    });
   });
 
   it("maps 404, 5xx, unreachable hosts and bad schemes to clear codes", async () => {

@@ -169,11 +169,11 @@ async function openGuarded(hop: Hop, options: SafeFetchOptions, signal: AbortSig
     const location = res.headers.location;
     if (res.statusCode && res.statusCode >= 300 && res.statusCode < 400 && location) {
       res.resume();
-      if (n >= maxRedirects) throw fail("too_many_redirects", `more than ${maxRedirects} redirects (the last to ${redactUrl(location)})`, false);
-      const from = url.toString();
-      url = parseHttpUrl(new URL(location, url).toString());
-      hop.from = from;
-      hop.url = url.toString();
+      const next = new URL(location, url).toString();
+      if (n >= maxRedirects) throw fail("too_many_redirects", `more than ${maxRedirects} redirects (the last from ${redactUrl(url.toString())} to ${redactUrl(next)})`, false);
+      hop.from = url.toString();
+      hop.url = next;
+      url = parseHttpUrl(next);
       // A redirect turns POST into GET only for 301-303; webhooks never follow into a GET.
       if (options.method === "POST") throw fail("fetch_http_error", `webhook target redirected (${res.statusCode})`, false);
       continue;
@@ -234,7 +234,7 @@ function watchRate(options: SafeFetchOptions, received: () => number, abort: (re
 /**
  * Streams a URL's body into `destPath`, enforcing the byte and time limits.
  * Throws `audio_not_found` (404/410), `fetch_http_error`, `url_not_allowed`,
- * `fetch_timeout`, `fetch_failed` or `audio_too_large`; removes a partial file.
+ * `fetch_timeout`, `fetch_too_slow`, `fetch_failed` or `audio_too_large`; removes a partial file.
  */
 export async function safeDownload(raw: string, destPath: string, options: SafeFetchOptions): Promise<SafeResponse & { bytes: number }> {
   const limit = deadline(options);
