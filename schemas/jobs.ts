@@ -75,6 +75,13 @@ export const jobDefaults = {
   minSegmentSeconds: 1,
   /** Per-job concurrency is capped so one job cannot take every worker. */
   maxConcurrency: 32,
+  /**
+   * At most this many slices per job: the effective slice length is
+   * max(segment_seconds, duration / maxChunks) (services/jobs/slicing.ts). Every slice
+   * costs a few events, a worker call and a checkpoint whatever its length, so without
+   * it `segment_seconds: 1` on a 4-hour file would make 14,400 slices.
+   */
+  maxChunks: 100,
 } as const;
 
 // ---------------------------------------------------------------- the job aggregate
@@ -298,11 +305,26 @@ export const jobStepView = z.object({
 });
 export type JobStepView = z.infer<typeof jobStepView>;
 
+/**
+ * How the job is sliced. A job makes at most `max_chunks` slices, so the slice length
+ * used is max(requested, duration / max_chunks): known once the audio is fetched.
+ */
+export const jobSlicingView = z.object({
+  requested_segment_seconds: z.number(),
+  /** The slice length used; null until the audio's duration is known. */
+  segment_seconds: z.number().nullable(),
+  max_chunks: z.number().int(),
+  /** Slices made; null until the slice step has run. */
+  chunk_count: z.number().int().nullable(),
+});
+export type JobSlicingView = z.infer<typeof jobSlicingView>;
+
 export const jobView = z.object({
   workflow_id: z.string(),
   request_id: z.string(),
   status: jobStatus,
   steps: z.array(jobStepView),
+  slicing: jobSlicingView,
   output: z.object({ result: jobResult, reviewed_result: reviewedResult.nullable() }).nullable(),
   error: jobError.nullable(),
   created_at: z.string(),

@@ -96,6 +96,12 @@ const envSchema = z.object({
   JOB_FETCH_MAX_BYTES: int.min(1).default(500 * 1024 * 1024),
   JOB_FETCH_TIMEOUT_MS: int.min(1).default(120_000),
   JOB_ALLOW_PRIVATE_URLS: bool.default(false),
+  // downloads in flight per fetcher replica (one owner holds at most half) and decodes
+  JOB_FETCH_CONCURRENCY: int.min(1).default(8),
+  JOB_DECODE_CONCURRENCY: int.min(1).default(2),
+  // a download below this rate over the window fails with fetch_too_slow (0 = off)
+  JOB_FETCH_MIN_BYTES_PER_SECOND: int.min(0).default(8192),
+  JOB_FETCH_MIN_RATE_WINDOW_MS: int.min(100).default(15_000),
   WEBHOOK_SIGNING_SECRET: optionalString,
   REVIEW_LLM_URL: optionalString,
   REVIEW_LLM_API_KEY: optionalString,
@@ -202,6 +208,10 @@ function build(env: Env) {
       fetchMaxBytes: env.JOB_FETCH_MAX_BYTES,
       fetchTimeoutMs: env.JOB_FETCH_TIMEOUT_MS,
       allowPrivateUrls: env.JOB_ALLOW_PRIVATE_URLS,
+      fetchConcurrency: env.JOB_FETCH_CONCURRENCY,
+      decodeConcurrency: env.JOB_DECODE_CONCURRENCY,
+      fetchMinBytesPerSecond: env.JOB_FETCH_MIN_BYTES_PER_SECOND,
+      fetchMinRateWindowMs: env.JOB_FETCH_MIN_RATE_WINDOW_MS,
       webhookSigningSecret: env.WEBHOOK_SIGNING_SECRET,
       review: env.REVIEW_LLM_URL
         ? { url: env.REVIEW_LLM_URL, apiKey: env.REVIEW_LLM_API_KEY, model: env.REVIEW_LLM_MODEL, timeoutMs: env.REVIEW_LLM_TIMEOUT_MS }

@@ -3,11 +3,13 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { redactUrl, safeDownload, safeRequest, type SafeFetchOptions } from "../shared/net/safe-fetch";
-import { readBody, startHttp, type LocalHttp } from "./support/jobs-helpers";
+import { readBody, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
 
 // A real HTTP server on 127.0.0.1 plays every remote: audio host, slow host, redirector.
 let server: LocalHttp;
 let dir: string;
+/** When the server saw a /drip or /silent connection close. */
+const dripClosed: number[] = [];
 const payload = Buffer.alloc(200_000, 3);
 
 beforeAll(async () => {
@@ -41,6 +43,29 @@ beforeAll(async () => {
         const body = await readBody(req);
         res.writeHead(201, { "content-type": "text/plain" });
         res.end(`${req.method} ${req.headers["x-test"]} ${body.toString()}`);
+        return;
+      }
+      case "/drip": {
+        // 1 byte a second, forever; tells the test when the client hangs up.
+        res.writeHead(200, { "content-type": "audio/wav" });
+        const timer = setInterval(() => res.write("x"), 1000);
+        res.write("x");
+        res.on("close", () => (clearInterval(timer), dripClosed.push(Date.now())));
+        return;
+      }
+      case "/silent":
+        // accepts the request and never answers
+        res.on("close", () => dripClosed.push(Date.now()));
+        return;
+      case "/steady": {
+        // 2,000 bytes every 100 ms for 1.5 s: slow but steady
+        res.writeHead(200, { "content-type": "audio/wav" });
+        let sent = 0;
+        const timer = setInterval(() => {
+          res.write(payload.subarray(0, 2000));
+          if (++sent === 15) (clearInterval(timer), res.end());
+        }, 100);
+        res.on("close", () => clearInterval(timer));
         return;
       }
       case "/boom":
@@ -99,7 +124,10 @@ describe("safeDownload", () => {
     const res = await safeDownload(`${server.url}/redirect`, dest(), opts());
     expect(res.bytes).toBe(payload.length);
     expect(res.url).toBe(`${server.url}/audio.wav`);
-    await expect(safeDownload(`${server.url}/loop`, dest(), opts())).rejects.toMatchObject({ code: "too_many_redirects" });
+    await expect(safeDownload(`${server.url}/loop`, dest(), opts())).rejects.toMatchObject({
+      code: "too_many_redirects",
+      message: `more than 5 redirects (the last from ${server.url}/loop to ${server.url}/loop)`,
+    });
   });
 
   it("maps 404, 5xx, unreachable hosts and bad schemes to clear codes", async () => {
@@ -122,6 +150,51 @@ describe("safeDownload", () => {
     const started = Date.now();
     await expect(safeDownload(`${server.url}/slow`, dest(), opts({ timeoutMs: 300 }))).rejects.toMatchObject({ code: "fetch_timeout", retryable: true });
     expect(Date.now() - started).toBeLessThan(3_000);
+  });
+});
+
+describe("safeDownload: minimum transfer rate", () => {
+  const slowOpts = opts({ timeoutMs: 60_000, minBytesPerSecond: 500, minRateWindowMs: 1000 });
+
+  it("aborts a body dripping below the rate with fetch_too_slow (permanent), closing the connection", async () => {
+    const closedBefore = dripClosed.length;
+    const path = dest();
+    const err = await safeDownload(`${server.url}/drip?token=secret`, path, slowOpts).catch((e) => e);
+    expect(err).toMatchObject({ code: "fetch_too_slow", retryable: false });
+    expect(err.message).toContain(`${server.url}/drip`);
+    expect(err.message).not.toContain("secret");
+    expect(err.message).toMatch(/least accepted is 500 bytes\/s/);
+    await expect(stat(path)).rejects.toThrow();
+    // the origin sees the connection closed (not held to the 60 s deadline)
+    await waitFor(async () => dripClosed.length > closedBefore, { timeoutMs: 30_000, what: "the drip connection to close" });
+  });
+
+  it("counts the wait for headers: a server that never answers is too slow too", async () => {
+    const closedBefore = dripClosed.length;
+    await expect(safeDownload(`${server.url}/silent`, dest(), slowOpts)).rejects.toMatchObject({ code: "fetch_too_slow" });
+    await waitFor(async () => dripClosed.length > closedBefore, { timeoutMs: 30_000, what: "the silent connection to close" });
+  });
+
+  it("keeps a download that is slow but above the rate, over several windows", async () => {
+    const res = await safeDownload(`${server.url}/steady`, dest(), opts({ timeoutMs: 60_000, minBytesPerSecond: 1000, minRateWindowMs: 400 }));
+    expect(res.bytes).toBe(30_000);
+  });
+});
+
+describe("safeDownload: errors name the failing hop", () => {
+  it("an unreachable redirect target is named, with the URL that redirected to it", async () => {
+    const to = encodeURIComponent("http://127.0.0.1:1/gone.wav?sig=abc");
+    const err = await safeDownload(`${server.url}/redirect?to=${to}`, dest(), opts()).catch((e) => e);
+    expect(err).toMatchObject({ code: "fetch_failed" });
+    expect(err.message).toContain("could not reach http://127.0.0.1:1/gone.wav");
+    expect(err.message).toContain(`(redirected from ${server.url}/redirect)`);
+    expect(err.message).not.toContain("sig=abc");
+  });
+
+  it("a redirect to a missing file names the missing file", async () => {
+    const err = await safeDownload(`${server.url}/redirect?to=/nothing-here.wav`, dest(), opts()).catch((e) => e);
+    expect(err).toMatchObject({ code: "audio_not_found" });
+    expect(err.message).toMatch(new RegExp(`^${server.url}/nothing-here.wav \\(redirected from ${server.url}/redirect\\) answered 404$`));
   });
 });
 

@@ -35,6 +35,11 @@ export interface FetchAudioOptions {
   allowPrivate: boolean;
   maxBytes: number;
   timeoutMs: number;
+  /** A download below this rate over `minRateWindowMs` fails the job with `fetch_too_slow` (0: off). */
+  minBytesPerSecond?: number;
+  minRateWindowMs?: number;
+  /** Waits for a decode slot of this replica (fetch-slots.ts); without it decodes are not gated. */
+  decodeSlot?: (owner: string, signal?: AbortSignal) => Promise<() => void>;
   signal?: AbortSignal;
 }
 
@@ -45,12 +50,15 @@ const notAudio = /^(text\/|application\/(json|xml|xhtml\+xml|javascript|pdf|zip|
 
 export async function fetchAudio(job: ActiveJob, options: FetchAudioOptions): Promise<AudioInfo> {
   const dir = await mkdtemp(join(tmpdir(), "stt-job-"));
+  let releaseDecode = () => {};
   try {
     const source = join(dir, "source");
     const res = await safeDownload(job.spec.audioUrl, source, {
       allowPrivate: options.allowPrivate,
       maxBytes: options.maxBytes,
       timeoutMs: options.timeoutMs,
+      minBytesPerSecond: options.minBytesPerSecond,
+      minRateWindowMs: options.minRateWindowMs,
       signal: options.signal,
     });
     const contentType = String(res.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase() || undefined;
@@ -58,6 +66,8 @@ export async function fetchAudio(job: ActiveJob, options: FetchAudioOptions): Pr
       throw validationError("unsupported_media_type", `audio_url returned ${contentType}, not audio`);
     }
     if (res.bytes === 0) throw validationError("undecodable_audio", "audio_url returned an empty body");
+    // Downloads wait on other servers and run many at once; probing and decoding are CPU.
+    if (options.decodeSlot) releaseDecode = await options.decodeSlot(job.spec.ownerId, options.signal);
     const probed = await probeAudioFile(source, { timeoutMs: Math.min(PROBE_TIMEOUT_MS, options.timeoutMs), signal: options.signal });
     if ("unreadable" in probed) throw validationError("undecodable_audio", `the audio could not be decoded (${probed.unreadable})`);
     assertProbeFits(probed.probe, job.spec.maxAudioSeconds);
@@ -76,6 +86,7 @@ export async function fetchAudio(job: ActiveJob, options: FetchAudioOptions): Pr
       audioKey,
     };
   } finally {
+    releaseDecode();
     await rm(dir, { recursive: true, force: true });
   }
 }

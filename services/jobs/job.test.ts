@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { JobEvent, JobSpec } from "../../schemas/jobs";
-import { decide, evolve, initialJobState, stepsView, type JobCommand, type JobState } from "./job";
+import { decide, evolve, initialJobState, slicingView, stepsView, type ActiveJob, type JobCommand, type JobState } from "./job";
 
 const now = "2026-11-22T10:00:00.000Z";
 const spec: JobSpec = {
@@ -198,5 +198,33 @@ describe("cancelling", () => {
   it("a complete or errored job cannot be cancelled", () => {
     given(submitted, { type: "JobCompleted", data: { audioSeconds: 40, at: now } }).when(cancel).thenThrows("job_not_cancellable");
     given(submitted, { type: "JobFailed", data: { error: { code: "x", message: "x" }, at: now } }).when(cancel).thenThrows("job_not_cancellable");
+  });
+});
+
+describe("slice cap in the aggregate", () => {
+  const plan = (n: number) => Array.from({ length: n }, (_, index) => ({ index, startSample: index * 16000, endSample: (index + 1) * 16000 }));
+
+  it("refuses a slice plan with more than MAX_CHUNKS chunks and records one at the cap", () => {
+    const running = given(submitted, started("fetch"), fetched, started("slice"));
+    running.when({ type: "RecordAudioSliced", chunks: plan(101), now }).thenThrows("too_many_slices");
+    running.when({ type: "RecordAudioSliced", chunks: plan(100), now }).then([{ type: "AudioSliced", data: { chunks: plan(100), at: now } }]);
+  });
+
+  it("shows the requested and the used slice length in the view", () => {
+    const long: JobEvent = {
+      type: "AudioFetched",
+      data: { bytes: 1000, sampleRate: 16000, samples: 1800 * 16000, durationSeconds: 1800, audioKey: "transcription/req-1/audio.pcm", at: now },
+    };
+    const oneSecond: JobEvent = { type: "JobSubmitted", data: { ...spec, segmentSeconds: 1, at: now } };
+    expect(slicingView(given(oneSecond).state as ActiveJob)).toEqual({ requested_segment_seconds: 1, segment_seconds: null, max_chunks: 100, chunk_count: null });
+    const sliced100: JobEvent = { type: "AudioSliced", data: { chunks: plan(100), at: now } };
+    expect(slicingView(given(oneSecond, started("fetch"), long, started("slice"), sliced100).state as ActiveJob)).toEqual({
+      requested_segment_seconds: 1,
+      segment_seconds: 18,
+      max_chunks: 100,
+      chunk_count: 100,
+    });
+    // under the cap the requested length is the used one
+    expect(slicingView(given(submitted, started("fetch"), fetched).state as ActiveJob).segment_seconds).toBe(10);
   });
 });

@@ -1,5 +1,6 @@
 import { AppError, notFound, validationError } from "../../shared/errors";
-import type { ChunkPlan, JobError, JobEvent, JobSpec, JobStepView } from "../../schemas/jobs";
+import type { ChunkPlan, JobError, JobEvent, JobSlicingView, JobSpec, JobStepView } from "../../schemas/jobs";
+import { effectiveSegmentSeconds, MAX_CHUNKS } from "./slicing";
 
 /**
  * The job aggregate: pure `decide(command, state) → events` and
@@ -153,6 +154,8 @@ export function decide(command: JobCommand, state: JobState): JobEvent[] {
       const job = requireJob(state);
       if (isDone(job, "slice")) return [];
       if (command.chunks.length === 0) throw validationError("invalid_slices", "a job has at least one chunk");
+      // The slicer keeps to the cap (slicing.ts); the aggregate refuses anything past it.
+      if (command.chunks.length > MAX_CHUNKS) throw validationError("too_many_slices", `a job has at most ${MAX_CHUNKS} chunks, not ${command.chunks.length}`);
       return [{ type: "AudioSliced", data: { chunks: command.chunks, at: command.now } }];
     }
     case "RecordChunkTranscribed": {
@@ -366,4 +369,14 @@ export function stepsView(job: ActiveJob): JobStepView[] {
       ended_at: s.endedAt ?? null,
       error: s.error ?? null,
     }));
+}
+
+/** The poll view's `slicing`: the requested and the used slice length, and the cap. */
+export function slicingView(job: ActiveJob): JobSlicingView {
+  return {
+    requested_segment_seconds: job.spec.segmentSeconds,
+    segment_seconds: job.audio ? Math.round(effectiveSegmentSeconds(job.audio.durationSeconds, job.spec.segmentSeconds) * 1000) / 1000 : null,
+    max_chunks: MAX_CHUNKS,
+    chunk_count: job.chunks?.length ?? null,
+  };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
-import { boundaryWindows, chunkCount, planSlices, quietestPoint } from "./slicing";
+import { boundaryWindows, chunkCount, effectiveSegmentSeconds, MAX_CHUNKS, planSlices, quietestPoint } from "./slicing";
 import { pcm16MonoFromWav } from "../../shared/audio/wav";
 import { fixturePath } from "../../test/support/fixtures";
 
@@ -80,5 +80,34 @@ describe("real speech (silero_test.wav, 60 s)", () => {
       expect(Math.abs(cut / RATE - 10 * k)).toBeLessThanOrEqual(2);
       expect(energyAround(cut)).toBeLessThanOrEqual(energyAround(10 * k * RATE));
     }
+  });
+});
+
+describe("slice cap (at most MAX_CHUNKS slices per job)", () => {
+  it("raises the slice length to duration / MAX_CHUNKS on long audio", () => {
+    expect(MAX_CHUNKS).toBe(100);
+    expect(effectiveSegmentSeconds(1800, 1)).toBe(18);
+    expect(effectiveSegmentSeconds(60, 10)).toBe(10);
+    expect(chunkCount(1800 * RATE, RATE, 1)).toBe(100);
+    expect(chunkCount(4 * 3600 * RATE, RATE, 1)).toBe(100);
+    expect(chunkCount(4 * 3600 * RATE, RATE, 300)).toBe(48);
+    // under the cap nothing changes: 60 s at 1 s is 60 slices
+    expect(chunkCount(60 * RATE, RATE, 1)).toBe(60);
+  });
+
+  it("places the capped boundaries at k · duration / MAX_CHUNKS", () => {
+    const windows = boundaryWindows(1800 * RATE, RATE, 1);
+    expect(windows).toHaveLength(99);
+    expect(windows[0]!.targetSample).toBe(18 * RATE);
+    expect(windows.at(-1)!.targetSample).toBe(99 * 18 * RATE);
+    // the search window follows the used length (min(2 s, S / 4)), not the requested one
+    expect(windows[0]!.endSample - windows[0]!.startSample).toBe(4 * RATE);
+  });
+
+  it("plans at most MAX_CHUNKS slices for a 1 s segment length on audio longer than 100 s", () => {
+    const pcm = noiseWithGaps(250, []);
+    const slices = planSlices(pcm, RATE, 1);
+    expect(slices).toHaveLength(100);
+    expect(slices.at(-1)!.endSample).toBe(pcm.length);
   });
 });

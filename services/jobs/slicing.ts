@@ -1,10 +1,14 @@
+import { jobDefaults } from "../../schemas/jobs";
+
 /**
  * Silence-aware slicing of a job's audio into chunks of about `segmentSeconds`.
  *
  * How a boundary is chosen:
- * 1. The job gets n = ceil((D - 0.5 s) / S) chunks for duration D and segment length S
- *    (a tail shorter than half a second joins the previous chunk), so the count is
- *    predictable: 60 s at S = 10 gives 6.
+ * 0. The segment length used is S = max(segment_seconds, D / MAX_CHUNKS) for duration D
+ *    (`effectiveSegmentSeconds`): a job never has more than MAX_CHUNKS (100) slices, so
+ *    a tiny `segment_seconds` on a long file cannot flood the pipeline with events.
+ * 1. The job gets n = ceil((D - 0.5 s) / S) chunks (a tail shorter than half a second
+ *    joins the previous chunk), so the count is predictable: 60 s at S = 10 gives 6.
  * 2. The k-th boundary is searched for in a window of ±W around k·S, with
  *    W = min(2 s, S / 4). Targets are absolute (k·S), so shifts never accumulate.
  * 3. Inside the window the audio is cut in 20 ms frames; the cut goes to the middle of
@@ -37,18 +41,31 @@ export const FRAME_SECONDS = 0.02;
 export const QUIET_STRETCH_SECONDS = 0.2;
 export const TAIL_MERGE_SECONDS = 0.5;
 
+/** The most slices one job is cut into (schemas/jobs.ts `jobDefaults.maxChunks`). */
+export const MAX_CHUNKS: number = jobDefaults.maxChunks;
+
+/**
+ * The slice length actually used: the requested one, raised so that the audio makes at
+ * most MAX_CHUNKS slices. 30 min at `segment_seconds: 1` is cut every 18 s.
+ */
+export function effectiveSegmentSeconds(durationSeconds: number, segmentSeconds: number): number {
+  return Math.max(segmentSeconds, durationSeconds / MAX_CHUNKS);
+}
+
 export function searchWindowSeconds(segmentSeconds: number): number {
   return Math.min(2, segmentSeconds / 4);
 }
 
+/** How many chunks the audio makes at the requested `segmentSeconds` (capped, see above). */
 export function chunkCount(totalSamples: number, sampleRate: number, segmentSeconds: number): number {
   const duration = totalSamples / sampleRate;
-  return Math.max(1, Math.ceil((duration - TAIL_MERGE_SECONDS) / segmentSeconds));
+  return Math.max(1, Math.ceil((duration - TAIL_MERGE_SECONDS) / effectiveSegmentSeconds(duration, segmentSeconds)));
 }
 
-/** The windows the slicer must read to place each interior boundary. */
-export function boundaryWindows(totalSamples: number, sampleRate: number, segmentSeconds: number): BoundaryWindow[] {
-  const n = chunkCount(totalSamples, sampleRate, segmentSeconds);
+/** The windows the slicer must read to place each interior boundary (requested `segmentSeconds`; capped here). */
+export function boundaryWindows(totalSamples: number, sampleRate: number, requestedSegmentSeconds: number): BoundaryWindow[] {
+  const n = chunkCount(totalSamples, sampleRate, requestedSegmentSeconds);
+  const segmentSeconds = effectiveSegmentSeconds(totalSamples / sampleRate, requestedSegmentSeconds);
   const half = Math.round(searchWindowSeconds(segmentSeconds) * sampleRate);
   const windows: BoundaryWindow[] = [];
   for (let k = 1; k < n; k++) {

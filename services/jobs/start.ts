@@ -9,7 +9,8 @@ import { embeddedReviewer, llmReviewer, reviewChunk, reviewTranscript } from "./
 import { createAligner } from "./review-acoustic";
 import { startRetentionSweep } from "./retention";
 import { sliceAudio } from "./slice-audio";
-import { exponentialBackoff, startStepConsumer } from "./step-consumer";
+import { exponentialBackoff, startStepConsumer, type StepConsumerOptions } from "./step-consumer";
+import { createFairSlots, createOwnerShare } from "./fetch-slots";
 import { transcribeChunk } from "./transcribe-chunk";
 import type { StepCommand, StepKind } from "../../schemas/jobs";
 
@@ -65,7 +66,13 @@ export async function startJobManager(ctx: ServiceContext): Promise<RunningServi
 
 type StepRunner = (ctx: ServiceContext, store: JobStore) => (job: ActiveJob, command: StepCommand, signal: AbortSignal) => Promise<void>;
 
-function stepService(name: string, kind: StepKind, concurrency: (ctx: ServiceContext) => number, runner: StepRunner) {
+function stepService(
+  name: string,
+  kind: StepKind,
+  concurrency: (ctx: ServiceContext) => number,
+  runner: StepRunner,
+  extra: Pick<StepConsumerOptions, "admit" | "abortWhenJobEnds"> = {},
+) {
   return async (ctx: ServiceContext): Promise<RunningService> => {
     const store = storeOf(ctx);
     const jobs = ctx.config.jobs;
@@ -80,21 +87,41 @@ function stepService(name: string, kind: StepKind, concurrency: (ctx: ServiceCon
       backoffMs: exponentialBackoff(500, 30_000),
       now: ctx.now,
       run: runner(ctx, store),
+      ...extra,
     });
     return { name, stop: consumer.stop };
   };
 }
 
-export const startJobFetcher = stepService("jobs-fetcher", "fetch", () => 2, (ctx, store) => async (job, command, signal) => {
-  const audio = await fetchAudio(job, {
-    objects: ctx.objects,
-    allowPrivate: ctx.config.jobs.allowPrivateUrls,
-    maxBytes: ctx.config.jobs.fetchMaxBytes,
-    timeoutMs: ctx.config.jobs.fetchTimeoutMs,
-    signal,
-  });
-  await store.execute(command.workflowId, { type: "RecordAudioFetched", audio, now: nowIso(ctx) });
-});
+/**
+ * The fetcher holds JOB_FETCH_CONCURRENCY downloads, at most half of them one owner's,
+ * and decodes JOB_DECODE_CONCURRENCY at a time (fetch-slots.ts); a DELETE of the job
+ * closes its download in flight (abortWhenJobEnds).
+ */
+export async function startJobFetcher(ctx: ServiceContext): Promise<RunningService> {
+  const jobs = ctx.config.jobs;
+  const share = createOwnerShare(jobs.fetchConcurrency);
+  const decodes = createFairSlots(jobs.decodeConcurrency);
+  return stepService(
+    "jobs-fetcher",
+    "fetch",
+    () => jobs.fetchConcurrency,
+    (ctx, store) => async (job, command, signal) => {
+      const audio = await fetchAudio(job, {
+        objects: ctx.objects,
+        allowPrivate: jobs.allowPrivateUrls,
+        maxBytes: jobs.fetchMaxBytes,
+        timeoutMs: jobs.fetchTimeoutMs,
+        minBytesPerSecond: jobs.fetchMinBytesPerSecond,
+        minRateWindowMs: jobs.fetchMinRateWindowMs,
+        decodeSlot: (owner, signal) => decodes.acquire(owner, signal),
+        signal,
+      });
+      await store.execute(command.workflowId, { type: "RecordAudioFetched", audio, now: nowIso(ctx) });
+    },
+    { admit: (job) => share.tryTake(job.spec.ownerId), abortWhenJobEnds: true },
+  )(ctx);
+}
 
 export const startJobSlicer = stepService("jobs-slicer", "slice", () => 4, (ctx, store) => async (job, command) => {
   const chunks = await sliceAudio(job, ctx.objects);

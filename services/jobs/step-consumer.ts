@@ -1,6 +1,6 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { ack, retry, runConsumer, terminate, type Outcome } from "../../shared/consumer";
-import { toAppError, type AppError } from "../../shared/errors";
+import { AppError, toAppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import { stepCommand, type StepCommand, type StepKind } from "../../schemas/jobs";
@@ -23,6 +23,16 @@ import { jobStepDuration, jobSteps } from "../../shared/metrics";
  * artifact before its event and checks for it first. A retryable error that carries
  * `Retry-After` (a transient routing failure: no worker reachable right now) is retried
  * no sooner than that.
+ *
+ * `admit` (the fetcher's owner share, fetch-slots.ts) may turn a command away before it
+ * runs: it goes back to the stream with a growing delay and spends no attempt.
+ *
+ * `abortWhenJobEnds` (the fetcher): while a step runs, the replica listens on the job's
+ * event subject, and a JobTerminated (DELETE) or JobFailed aborts the step's signal, so a
+ * download in flight is closed at once instead of running to its deadline. The listener
+ * is a core NATS subscription, at most once: a cancel published while this replica is
+ * disconnected is missed, and the step then runs to its end and records nothing (the
+ * aggregate ignores steps of a terminated job).
  */
 export interface StepConsumerOptions {
   nats: Nats;
@@ -35,6 +45,10 @@ export interface StepConsumerOptions {
   ackWaitMs: number;
   backoffMs: (delivery: number) => number;
   now: () => Date;
+  /** May the step run here now? A release function, or undefined for "not now" (no attempt spent). */
+  admit?: (job: ActiveJob) => (() => void) | undefined;
+  /** Abort the step's signal when its job is terminated or fails meanwhile. */
+  abortWhenJobEnds?: boolean;
   /** Runs the step; throws AppError on failure. */
   run(job: ActiveJob, command: StepCommand, signal: AbortSignal): Promise<void>;
 }
@@ -94,6 +108,19 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
     if (!first.job) return ack();
     const delivery = msg.info.deliveryCount;
     const log = logger.child({ workflowId: command.workflowId, step: command.step, attempt: command.attempt, delivery, seq: msg.seq });
+    const admitted = options.admit ? options.admit(first.job) : () => undefined;
+    if (!admitted) {
+      log.debug("owner holds its share of this replica's slots");
+      return retry(Math.min(1000 * 2 ** Math.min(delivery - 1, 5), 30_000), "owner_share_taken");
+    }
+    try {
+      return await runAdmitted(command, log, delivery);
+    } finally {
+      admitted();
+    }
+  };
+
+  const runAdmitted = async (command: StepCommand, log: Logger, delivery: number): Promise<Outcome> => {
     let lease;
     try {
       lease = await leases.acquire(command.workflowId, command.step);
@@ -104,23 +131,32 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
       log.debug("step busy elsewhere", { waitMs });
       return retry(Math.min(Math.max(1000, waitMs / 4), 30_000), toAppError(err).code);
     }
+    // Listening before the second look leaves no gap for a cancel to slip through.
+    const jobEnd = options.abortWhenJobEnds ? watchJobEnd(nats, command.workflowId, aborter.signal) : undefined;
     // Another replica may have finished it between the first look and the lease.
     const again = await wanted(command).catch(async (err) => {
+      jobEnd?.stop();
       await lease.release();
       throw err;
     });
     if (!again.job) {
+      jobEnd?.stop();
       await lease.release();
       return again.behind || again.unknown ? retry(1000, "job state behind its command") : ack();
     }
     const state = again.job;
     try {
       log.debug("step running");
-      await options.run(state, command, aborter.signal);
+      await options.run(state, command, jobEnd?.signal ?? aborter.signal);
       log.debug("step done");
       return ack();
     } catch (err) {
       if (aborter.signal.aborted) return retry(0, "shutting down");
+      // The job was cancelled or failed elsewhere: nothing to record, nothing to retry.
+      if (jobEnd?.ended()) {
+        log.info("step aborted: the job ended meanwhile", { event: jobEnd.ended() });
+        return ack();
+      }
       const e = toAppError(err);
       // Attempts are counted from the step's recorded failures, not from deliveries
       // (a delivery that only found the step busy is no attempt).
@@ -137,6 +173,7 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
       });
       return final ? ack() : retry(Math.max(options.backoffMs(delivery), retryAfterMs(e)), e.code);
     } finally {
+      jobEnd?.stop();
       await lease.release();
     }
   };
@@ -165,6 +202,34 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
       // whatever they already checkpointed is reused by the next attempt.
       aborter.abort(new Error("consumer stopping"));
       await running.stop();
+    },
+  };
+}
+
+/**
+ * A signal that aborts when `parent` does or when the job's event subject carries a
+ * JobTerminated or JobFailed (read from the Event-Type header, so nothing is parsed).
+ */
+function watchJobEnd(nats: Nats, workflowId: string, parent: AbortSignal): { signal: AbortSignal; ended(): string | undefined; stop(): void } {
+  const controller = new AbortController();
+  let ended: string | undefined;
+  const onParent = () => controller.abort(parent.reason);
+  if (parent.aborted) onParent();
+  else parent.addEventListener("abort", onParent, { once: true });
+  const sub = nats.nc.subscribe(nats.topology.subjects.jobEvent(workflowId), {
+    callback: (err, msg) => {
+      const type = err ? undefined : msg.headers?.get("Event-Type");
+      if (type !== "JobTerminated" && type !== "JobFailed") return;
+      ended = type;
+      controller.abort(new AppError("conflict", "job_ended", `the job ended (${type}) while the step ran`, { retryable: false }));
+    },
+  });
+  return {
+    signal: controller.signal,
+    ended: () => ended,
+    stop: () => {
+      parent.removeEventListener("abort", onParent);
+      sub.unsubscribe();
     },
   };
 }

@@ -21,7 +21,7 @@ import { withStore } from "../../../shared/db/index";
 import { AppError, notFound, validationError } from "../../../shared/errors";
 import { getJson } from "../../../shared/objects/index";
 import { audioBudget } from "../../../shared/audio-budget";
-import { stepsView, type ActiveJob } from "../../jobs/job";
+import { slicingView, stepsView, type ActiveJob } from "../../jobs/job";
 import { createJobStore, type JobStore } from "../../jobs/job-store";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
@@ -144,7 +144,7 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
   const row = await withStore("jobs_unavailable", () =>
     deps.db
       .selectFrom("jobs")
-      .select(["workflow_id", "request_id", "owner_id", "status", "steps", "error", "review", "created_at", "updated_at"])
+      .select(["workflow_id", "request_id", "owner_id", "status", "steps", "error", "review", "state", "created_at", "updated_at"])
       .where("workflow_id", "=", id)
       .executeTakeFirst(),
   );
@@ -157,6 +157,7 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
       review: row.review,
       status: row.status,
       steps: row.steps,
+      slicing: slicingView(row.state as ActiveJob),
       error: row.error ?? null,
       created_at: new Date(row.created_at).toISOString(),
       updated_at: new Date(row.updated_at).toISOString(),
@@ -181,6 +182,7 @@ function viewOfState(id: string, state: ActiveJob): BareView {
     review: state.spec.review,
     status: state.status,
     steps: stepsView(state),
+    slicing: slicingView(state),
     error: state.error ?? null,
     created_at: state.submittedAt,
     updated_at: state.updatedAt,
