@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fixturePath } from "./support/fixtures";
 import { startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { issueKeyAt, startOwnService, type OwnService } from "./support/service-process";
+import { startStack, type Stack } from "./support/stack";
+import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 
 /**
  * Tiny uploads must not buy huge memory (issue 23, item 3). A 2.7 MB FLAC of four
@@ -168,4 +170,60 @@ describe("decoded audio is bounded per process", () => {
     expect(retried.res.status).toBe(200);
     expect(retried.body.text).toBe(`${SAMPLES} samples 0 nonzero`);
   }, 600_000);
+});
+
+/** `seconds` of quiet tone as MP3: from a file (Xing header: a stated length) or a pipe (no header: a bitrate guess). */
+function mp3(seconds: number, how: "file" | "pipe"): Buffer {
+  const src = ["-v", "error", "-f", "lavfi", "-i", "sine=f=220:r=8000,volume=0.1", "-t", String(seconds), "-ac", "1", "-b:a", "8k", "-f", "mp3"];
+  if (how === "pipe") return execFileSync("ffmpeg", [...src, "pipe:1"], { maxBuffer: 1 << 26 });
+  const dir = mkdtempSync(join(tmpdir(), "stt-decode-memory-mp3-"));
+  try {
+    execFileSync("ffmpeg", [...src, "-y", join(dir, "a.mp3")]);
+    return readFileSync(join(dir, "a.mp3"));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe("a clip bigger than the whole DECODE_MEMORY_MAX_MB", () => {
+  let stack: Stack;
+  let provider: ProviderServer;
+  let key: string;
+
+  beforeAll(async () => {
+    provider = await startProviderServer("small-memory");
+    // 1 MiB holds 32.7 s of decoded audio: pro's per-request limit (4 h) is far above it.
+    stack = await startStack({ WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_HEARTBEAT_MS: "500", DECODE_MEMORY_MAX_MB: "1" });
+    key = (await stack.issueKey("pro", "tenant-small-memory")).key;
+  }, 120_000);
+  afterAll(async () => {
+    await stack?.stop();
+    await provider?.close();
+  });
+
+  const post = async (bytes: Uint8Array, name: string) => {
+    const form = new FormData();
+    form.set("file", new Blob([new Uint8Array(bytes)]), name);
+    form.set("response_format", "json");
+    const res = await stack.fetch("/v1/audio/transcriptions", { method: "POST", body: form, headers: { authorization: `Bearer ${key}` } });
+    return { res, body: (await res.json()) as any };
+  };
+
+  it("is 413 audio_too_long naming the bound (from the probe when the length is stated, else at the decoded size), and shorter clips are answered", async () => {
+    const stated = await post(mp3(60, "file"), "stated.mp3");
+    expect(stated.res.status).toBe(413);
+    expect(stated.body.error).toMatchObject({ code: "audio_too_long", param: "file" });
+    expect(stated.body.error.message).toMatch(/DECODE_MEMORY_MAX_MB/);
+    expect(stated.res.headers.get("server-timing") ?? "").not.toMatch(/decode/);
+
+    const guessed = await post(mp3(60, "pipe"), "guessed.mp3");
+    expect(guessed.res.status).toBe(413);
+    expect(guessed.body.error.message).toMatch(/DECODE_MEMORY_MAX_MB/);
+    expect(guessed.res.headers.get("server-timing") ?? "").toMatch(/decode/);
+    expect(provider.requests).toHaveLength(0);
+
+    // Released: the refused clips hold nothing, so one that fits is transcribed.
+    await waitFor(async () => (await post(JFK, "jfk.wav")).res.status === 200, { timeoutMs: 30_000, what: "a normal clip answered" });
+    expect(provider.requests.at(-1)!.samples).toBeGreaterThan(11 * 16_000 - 1000);
+  }, 180_000);
 });

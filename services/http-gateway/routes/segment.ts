@@ -101,6 +101,16 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
   );
   // One per process (one gateway app per process): the decoded audio all requests hold at once.
   const pcmMemory = createPcmMemory(deps.config.workers.decodeMemoryMaxBytes);
+  for (const [plan, limits] of Object.entries(deps.config.plans)) {
+    const decodedBytes = limits.maxAudioSecondsPerRequest * PCM_BYTES_PER_SECOND;
+    if (decodedBytes <= pcmMemory.limitBytes) continue;
+    deps.logger.warn("DECODE_MEMORY_MAX_MB cannot hold this plan's longest clips: they are refused 413 audio_too_long", {
+      plan,
+      maxAudioSecondsPerRequest: limits.maxAudioSecondsPerRequest,
+      decodedMiB: Math.ceil(decodedBytes / 2 ** 20),
+      decodeMemoryMaxMiB: Math.floor(pcmMemory.limitBytes / 2 ** 20),
+    });
+  }
   app.post(SEGMENT_PATH, (c) => handleSegment(c, deps, pcmMemory));
 }
 
