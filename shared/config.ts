@@ -84,6 +84,8 @@ const envSchema = z.object({
   FALLBACK_OPENAI_API_KEY: optionalString,
   FALLBACK_OPENAI_MODEL: optionalString,
   SEGMENT_MAX_UPLOAD_BYTES: int.min(1).default(25 * 1024 * 1024),
+  // decoded segment audio held at once per process (shared/audio/pcm-memory.ts): two 4-hour clips
+  DECODE_MEMORY_MAX_MB: int.min(1).default(1024),
   WORKER_ID: optionalString,
   POCKETSPHINX_PROCESSES: int.min(0).default(0),
   POCKETSPHINX_REAL_TIME_FACTOR: num.positive().default(2),
@@ -200,6 +202,7 @@ function build(env: Env) {
         ? { url: env.FALLBACK_OPENAI_URL, apiKey: env.FALLBACK_OPENAI_API_KEY, model: env.FALLBACK_OPENAI_MODEL, realTimeFactor: env.FALLBACK_REAL_TIME_FACTOR }
         : undefined,
       maxUploadBytes: env.SEGMENT_MAX_UPLOAD_BYTES,
+      decodeMemoryMaxBytes: env.DECODE_MEMORY_MAX_MB * 1024 * 1024,
       workerId: env.WORKER_ID,
       pocketsphinx: { processes: env.POCKETSPHINX_PROCESSES, realTimeFactor: env.POCKETSPHINX_REAL_TIME_FACTOR },
       whisperRealTimeFactor: env.WHISPER_REAL_TIME_FACTOR,

@@ -43,8 +43,13 @@ export function assertStoredAudioFits(job: ActiveJob, samples: number): void {
 
 const SLICE_SAMPLE_RATE = 16_000;
 
-/** Copies little-endian PCM16 bytes into an aligned Int16Array (hosts are little-endian). */
+/**
+ * Little-endian PCM16 bytes as an Int16Array (hosts are little-endian): a view when the
+ * bytes are aligned, as an object read's own buffer is, so a slice is not held twice
+ * (a copy otherwise). Nothing writes to the samples it returns.
+ */
 export function toPcm(bytes: Buffer): Int16Array {
   const n = Math.floor(bytes.length / 2);
+  if (bytes.byteOffset % 2 === 0) return new Int16Array(bytes.buffer, bytes.byteOffset, n);
   return new Int16Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + n * 2));
 }

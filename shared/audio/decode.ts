@@ -1,11 +1,12 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, open, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, open, rm, stat, writeFile } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { z } from "zod";
 import { AppError } from "../errors";
 import { assertPlausibleStream, assertProbeFits, audioTooLong, EMPTY_PROBE, probeWavHeader, unsupportedAudio, type AudioProbe } from "./probe";
+import type { PcmHold } from "./pcm-memory";
 import { pcm16MonoFromWav, TARGET_SAMPLE_RATE } from "./wav";
 
 /**
@@ -16,9 +17,11 @@ import { pcm16MonoFromWav, TARGET_SAMPLE_RATE } from "./wav";
  * - Probe first (probeAudio): a RIFF header is read here, anything else by ffprobe;
  *   absurd sample rates and channel counts are 415 `unsupported_audio`, and a clip the
  *   probe already shows too long is 413 `audio_too_long`, both before any decode.
- * - ffmpeg decodes at most maxSeconds + 1 s (`-t`), its output is cut off at the bytes
- *   that many seconds make, and it runs under prlimit(1): at most decodeCpuSeconds() of
- *   CPU and DECODER_DATA_BYTES of heap, plus a wall-clock timeout.
+ * - ffmpeg decodes at most maxSeconds + 1 s (`-t`) to a private temp file capped at the
+ *   bytes that many seconds make (RLIMIT_FSIZE), under prlimit(1): at most
+ *   decodeCpuSeconds() of CPU and DECODER_DATA_BYTES of heap, plus a wall-clock timeout.
+ * - The PCM is read into memory once, at its exact size, and only after the caller's
+ *   hold on the process's PCM memory (`options.hold`) has room for it.
  * - PCM16 mono 16 kHz WAV skips ffmpeg entirely.
  * - Input goes through a private temp file, not a pipe: MP4/M4A files often keep
  *   their index at the end and need a seekable input.
@@ -38,6 +41,12 @@ export interface DecodeOptions {
   timeoutMs?: number;
   /** The probe the caller already made (probeAudio), so the file is not probed twice. */
   probe?: AudioProbe;
+  /**
+   * The caller's hold on the process's PCM memory (shared/audio/pcm-memory.ts): resized
+   * to the clip's exact size before its PCM is allocated, so a clip that does not fit
+   * is refused (503 `server_busy`) without being read into memory.
+   */
+  hold?: PcmHold;
   ffmpegPath?: string;
 }
 
@@ -48,8 +57,13 @@ export const DECODE_MARGIN_SECONDS = 1;
  * rate up to 384 kHz; the 1 Hz → 16 kHz resampler of the hostile WAV wanted 400 MB.
  */
 export const DECODER_DATA_BYTES = 256 * 1024 * 1024;
-/** ffprobe reads headers only: a few seconds of wall clock and CPU are plenty. */
-export const PROBE_TIMEOUT_MS = 5_000;
+/**
+ * ffprobe reads headers only: 5 s of CPU are plenty (PROBE_CPU_SECONDS is the guard).
+ * The wall clock only catches a hung probe; it is generous because starting ffprobe
+ * is mostly loading its libraries: 2–3 s of wall clock for 0.3 s of CPU on a host with
+ * a load of 11 per core, where a 5 s timeout failed three concurrent probes.
+ */
+export const PROBE_TIMEOUT_MS = 15_000;
 const PROBE_CPU_SECONDS = 5;
 /** The ceiling when a caller sets no maxSeconds (tests, benches): pro's 4 hours. */
 const UNBOUNDED_SECONDS = 14_400;
@@ -73,7 +87,9 @@ export async function decodeAudio(bytes: Uint8Array, options: DecodeOptions = {}
   const probe = options.probe ?? (await probeAudio(bytes));
   assertProbeFits(probe, options.maxSeconds);
   const direct = probe.durationSource === "exact" ? pcm16MonoFromWav(bytes) : undefined;
-  const pcm = direct ?? (await withDecoderSlot(() => runFfmpeg(bytes, options)));
+  // A WAV read directly is no bigger than its upload; it is held once it exists.
+  if (direct) options.hold?.resize(direct.byteLength);
+  const pcm = direct ?? (await decodeWithFfmpeg(bytes, options));
   const durationSeconds = pcm.length / TARGET_SAMPLE_RATE;
   if (options.maxSeconds !== undefined && durationSeconds > options.maxSeconds) {
     throw audioTooLong(options.maxSeconds, direct ? durationSeconds : undefined);
@@ -222,36 +238,57 @@ async function withTempFile<T>(bytes: Uint8Array, use: (path: string) => Promise
   }
 }
 
-async function runFfmpeg(bytes: Uint8Array, options: DecodeOptions): Promise<Int16Array> {
+/**
+ * ffmpeg spools the PCM to a file beside the input and the file is read into one
+ * Int16Array of its exact size: memory holds the clip once, and only after its length
+ * is known (against maxSeconds and options.hold). Collecting ffmpeg's stdout instead
+ * held it twice (the chunks, then the copy): 920 MB for a 4-hour clip.
+ */
+async function decodeWithFfmpeg(bytes: Uint8Array, options: DecodeOptions): Promise<Int16Array> {
   return withTempFile(bytes, async (input) => {
+    const output = join(dirname(input), "output.pcm");
     const max = options.maxSeconds;
-    const run = await runLimited(options.ffmpegPath ?? "ffmpeg", ffmpegDecodeArgs(input, "pipe:1", max), {
-      timeoutMs: options.timeoutMs ?? 60_000 + (max ?? 0) * 30,
-      cpuSeconds: decodeCpuSeconds(max),
-      dataBytes: DECODER_DATA_BYTES,
-      stdoutBytes: max === undefined ? undefined : decodeOutputBytes(max),
-      collectStdout: true,
-    });
-    if (run.stop === "stdout" && max !== undefined) throw audioTooLong(max);
+    const run = await withDecoderSlot(() =>
+      runLimited(options.ffmpegPath ?? "ffmpeg", ffmpegDecodeArgs(input, output, max), {
+        timeoutMs: options.timeoutMs ?? 60_000 + (max ?? 0) * 30,
+        cpuSeconds: decodeCpuSeconds(max),
+        dataBytes: DECODER_DATA_BYTES,
+        fileBytes: decodeOutputBytes(max ?? UNBOUNDED_SECONDS),
+      }),
+    );
+    // -t keeps a real decode under the file cap; passing it means ffmpeg did not stop where told.
+    if (run.stop === "file_size") throw audioTooLong(max ?? UNBOUNDED_SECONDS);
     if (run.stop === "timeout") throw decodeTimeout();
     if (run.stop === "cpu") throw unsupportedAudio(`decoding the file needed more than ${decodeCpuSeconds(max)} s of CPU time`);
     if (run.code !== 0) throw unsupportedAudio(`the file could not be decoded as audio (${summarise(run.stderr)})`);
-    return pcmFromChunks(run.stdout, run.stdoutBytes);
+    const size = (await stat(output)).size;
+    // Refused before a byte of it is in memory: too long for the plan, or no room now.
+    if (max !== undefined && size / 2 / TARGET_SAMPLE_RATE > max) throw audioTooLong(max);
+    options.hold?.resize(size);
+    return readPcmFile(output, size);
   });
 }
 
-/** Copies s16le chunks straight into one aligned Int16Array (no intermediate concat). */
-function pcmFromChunks(chunks: Buffer[], total: number): Int16Array {
-  const pcm = new Int16Array(Math.floor(total / 2));
-  const view = Buffer.from(pcm.buffer);
+/** Reads s16le PCM from `path` straight into an aligned Int16Array, in pieces (no intermediate buffers). */
+async function readPcmFile(path: string, bytes: number): Promise<Int16Array> {
+  const pcm = new Int16Array(Math.floor(bytes / 2));
+  const view = new Uint8Array(pcm.buffer);
+  const file = await open(path, "r");
   let offset = 0;
-  for (const chunk of chunks) {
-    const n = Math.min(chunk.length, view.length - offset);
-    chunk.copy(view, offset, 0, n);
-    offset += n;
+  try {
+    while (offset < view.length) {
+      const { bytesRead } = await file.read(view, offset, Math.min(view.length - offset, READ_PIECE_BYTES), offset);
+      if (bytesRead === 0) break;
+      offset += bytesRead;
+    }
+  } finally {
+    await file.close();
   }
-  return pcm;
+  return offset < view.length ? pcm.subarray(0, Math.floor(offset / 2)) : pcm;
 }
+
+/** One read of the spooled PCM: 16 MiB keeps a libuv thread from being held for long. */
+const READ_PIECE_BYTES = 16 * 1024 * 1024;
 
 function decodeTimeout(): AppError {
   return new AppError("unavailable", "decode_timeout", "decoding the audio took too long; try a shorter clip or a simpler format");

@@ -7,8 +7,17 @@ export const TARGET_SAMPLE_RATE = 16_000;
 
 /** Encodes mono PCM16 samples as a canonical 44-byte-header WAV file. */
 export function encodeWav(pcm: Int16Array, sampleRate = TARGET_SAMPLE_RATE): Buffer {
+  const [header, data] = wavParts(pcm, sampleRate);
+  return Buffer.concat([header, data]);
+}
+
+/**
+ * A mono PCM16 WAV as its 44-byte header and a view of `pcm` (no copy): for senders
+ * that write the parts one after another, so a long clip is not copied to be sent.
+ */
+export function wavParts(pcm: Int16Array, sampleRate = TARGET_SAMPLE_RATE): [Buffer, Buffer] {
   const dataBytes = pcm.length * 2;
-  const out = Buffer.alloc(44 + dataBytes);
+  const out = Buffer.alloc(44);
   out.write("RIFF", 0, "ascii");
   out.writeUInt32LE(36 + dataBytes, 4);
   out.write("WAVE", 8, "ascii");
@@ -22,8 +31,7 @@ export function encodeWav(pcm: Int16Array, sampleRate = TARGET_SAMPLE_RATE): Buf
   out.writeUInt16LE(16, 34);
   out.write("data", 36, "ascii");
   out.writeUInt32LE(dataBytes, 40);
-  Buffer.from(pcm.buffer, pcm.byteOffset, dataBytes).copy(out, 44);
-  return out;
+  return [out, Buffer.from(pcm.buffer, pcm.byteOffset, dataBytes)];
 }
 
 export interface ParsedWav {

@@ -29,8 +29,8 @@ describe("the upstream multipart body", () => {
   it("parses back (as a server would) to the same fields and file bytes", async () => {
     const wav = encodeWav(new Int16Array(1600).map((_, i) => (i * 37) % 30000));
     const prompt = 'Names: "Zoë", O\'Brien\r\n--not a boundary\n€';
-    const { body, contentType } = multipartBody([["model", "whisper-1"], ["timestamp_granularities[]", "word"], ["timestamp_granularities[]", "segment"], ["prompt", prompt]], wav);
-    const form = await new Response(body, { headers: { "content-type": contentType } }).formData();
+    const { parts, contentType } = multipartBody([["model", "whisper-1"], ["timestamp_granularities[]", "word"], ["timestamp_granularities[]", "segment"], ["prompt", prompt]], [wav.subarray(0, 44), wav.subarray(44)]);
+    const form = await new Response(Buffer.concat(parts), { headers: { "content-type": contentType } }).formData();
     expect(form.get("model")).toBe("whisper-1");
     expect(form.getAll("timestamp_granularities[]")).toEqual(["word", "segment"]);
     expect(form.get("prompt")).toBe(prompt);

@@ -44,7 +44,9 @@ export function inlineCapacity(nc: NatsConnection): number {
 /** Worker side: fetches a clip's PCM from the caller's pull subject. */
 export async function pullPcm(nc: NatsConnection, subject: string, samples: number, timeoutMs: number): Promise<Int16Array> {
   const total = samples * 2;
-  const out = new Uint8Array(total);
+  // Pieces land in the clip's own Int16Array: one copy of it in memory, not two.
+  const pcm = new Int16Array(samples);
+  const out = new Uint8Array(pcm.buffer);
   let offset = 0;
   while (offset < total) {
     const msg = await nc.request(subject, JSON.stringify({ offset }), { timeout: timeoutMs });
@@ -53,7 +55,7 @@ export async function pullPcm(nc: NatsConnection, subject: string, samples: numb
     offset += msg.data.length;
   }
   if (offset < total) throw validationError("bad_worker_request", "audio pull ended early");
-  return toInt16(out);
+  return pcm;
 }
 
 /** Caller side: serves a clip's PCM on `subject` until the returned stop() is called. */

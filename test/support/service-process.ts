@@ -103,6 +103,8 @@ export interface OwnService {
   baseUrl: string;
   /** A "pro" key issued through its admin route. */
   key: string;
+  /** Its GATEWAY_ADMIN_TOKEN, to issue more keys (issueKeyAt). */
+  adminToken: string;
   prefix: string;
   dataDir: string;
   /** Stops the process, drops its schema and removes its data directory. */
@@ -157,6 +159,7 @@ export async function startOwnService(
     service,
     baseUrl,
     key: await issueKeyAt(baseUrl, adminToken, options.owner),
+    adminToken,
     prefix,
     dataDir,
     stop: async () => {

@@ -8,6 +8,7 @@ import { segmentEnvelope, segmentFields, segmentForm, type SegmentEvent } from "
 import { verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
 import type { Principal } from "../../../shared/auth";
 import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
+import { createPcmMemory, PCM_BYTES_PER_SECOND, PcmMemoryRefusal, type PcmHold, type PcmMemory } from "../../../shared/audio/pcm-memory";
 import { assertProbeFits, trustedDuration } from "../../../shared/audio/probe";
 import { AppError, toAppError, validationError } from "../../../shared/errors";
 import { appendEvents } from "../../../shared/event-store";
@@ -34,6 +35,12 @@ import { JOBS_PATH, submitJob } from "./jobs";
  *    budget cannot cover it is 429 `audio_quota_exhausted`: all before decoding. Then
  *    decode with ffmpeg to 16 kHz mono PCM16, bounded to what the plan and the budget
  *    allow (shared/audio/decode.ts), and check both again on the decoded length.
+ *    The clip's PCM is held whole until the worker answers (the engines take whole
+ *    clips), so it is counted against the process's DECODE_MEMORY_MAX_MB
+ *    (shared/audio/pcm-memory.ts): from the probe's length before decoding when it is
+ *    known, at the exact size before the PCM is read into memory. No room now is 503
+ *    `server_busy` with Retry-After; a clip bigger than the whole bound is 413
+ *    `audio_too_long`.
  *    Silence, empty and low-energy clips are transcribed and billed like any other.
  * 5. The worker router transcribes (warm primary, fallback, 502 `transcription_failed`).
  * 6. Usage (plane "segment", the clip's audio seconds) and a SegmentTranscribed audit
@@ -87,14 +94,27 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
         413: { description: "`file_too_large` or `audio_too_long`", content: { "application/json": { schema: openAiError } } },
         415: { description: "`unsupported_audio`: the file is not decodable audio, or declares a sample rate outside 8–384 kHz", content: { "application/json": { schema: openAiError } } },
         429: { description: "rate limit or `audio_quota_exhausted`", content: { "application/json": { schema: openAiError } } },
+        503: { description: "`server_busy`: this process holds as much decoded audio as DECODE_MEMORY_MAX_MB allows, retry after `Retry-After` seconds; `decode_timeout`", content: { "application/json": { schema: openAiError } } },
         502: { description: "`transcription_failed`: every worker attempt failed; the message names the timeout in ms", content: { "application/json": { schema: openAiError } } },
       },
     }),
   );
-  app.post(SEGMENT_PATH, (c) => handleSegment(c, deps));
+  // One per process (one gateway app per process): the decoded audio all requests hold at once.
+  const pcmMemory = createPcmMemory(deps.config.workers.decodeMemoryMaxBytes);
+  for (const [plan, limits] of Object.entries(deps.config.plans)) {
+    const decodedBytes = limits.maxAudioSecondsPerRequest * PCM_BYTES_PER_SECOND;
+    if (decodedBytes <= pcmMemory.limitBytes) continue;
+    deps.logger.warn("DECODE_MEMORY_MAX_MB cannot hold this plan's longest clips: they are refused 413 audio_too_long", {
+      plan,
+      maxAudioSecondsPerRequest: limits.maxAudioSecondsPerRequest,
+      decodedMiB: Math.ceil(decodedBytes / 2 ** 20),
+      decodeMemoryMaxMiB: Math.floor(pcmMemory.limitBytes / 2 ** 20),
+    });
+  }
+  app.post(SEGMENT_PATH, (c) => handleSegment(c, deps, pcmMemory));
 }
 
-async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise<Response> {
+async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemory: PcmMemory): Promise<Response> {
   const principal = c.get("principal");
   const contentType = c.req.header("content-type") ?? "";
   if (!/^multipart\/form-data\b/i.test(contentType)) {
@@ -118,6 +138,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
   c.header("X-Request-Id", requestId);
   const audit: SegmentAudit = { requestId, principal, model: "stt-1", audioSeconds: 0, bytes: 0, responseFormat: "verbose_json", started };
   let claimed: { budget: SegmentBudget; seconds: number } | undefined;
+  let hold: PcmHold | undefined;
   try {
     const form = await readForm(c.req.raw, contentType, deps.config.workers.maxUploadBytes);
     const fields = parseFields(form);
@@ -139,12 +160,17 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
       : audioBudget({ nats: deps.nats, db: deps.db, windowSeconds: deps.config.usage.windowSeconds }, principal, deps.now());
     const remaining = await budget.remaining();
     assertWithinBudget(remaining, trustedDuration(probe) ?? 0);
+    // Room for the PCM, taken before decoding when the probe knows the length, so a
+    // full server refuses a 4-hour FLAC without decoding it; decodeAudio resizes the
+    // hold to the exact PCM before reading it into memory.
+    hold = pcmMemory.hold((trustedDuration(probe) ?? 0) * PCM_BYTES_PER_SECOND);
     // A clip whose length is only guessed is decoded no further than the key can pay for.
     const decodeStarted = performance.now();
     let decodeMs = 0;
-    const audio = await decodeAudio(bytes, { maxSeconds: Math.min(maxSeconds, remaining), probe })
+    const audio = await decodeAudio(bytes, { maxSeconds: Math.min(maxSeconds, remaining), probe, hold })
       .catch((err: unknown) => {
-        throw remaining < maxSeconds && toAppError(err).code === "audio_too_long" ? quotaExhausted(remaining) : err;
+        const overBudget = remaining < maxSeconds && toAppError(err).code === "audio_too_long" && !(err instanceof PcmMemoryRefusal);
+        throw overBudget ? quotaExhausted(remaining) : err;
       })
       .finally(() => {
         decodeMs = performance.now() - decodeStarted;
@@ -210,6 +236,9 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps): Promise
       data: { ...auditCommon(audit), code: e.code, message: e.message.slice(0, 500), totalMs: round(performance.now() - started) },
     }).catch((auditErr) => deps.logger.warn("could not record SegmentFailed", { requestId, error: String(auditErr) }));
     throw e;
+  } finally {
+    // The worker has answered (or the request failed): nothing reads the PCM any more.
+    hold?.release();
   }
 }
 
