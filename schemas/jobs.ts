@@ -73,6 +73,12 @@ export const jobDefaults = {
   concurrency: 6,
   /** Slices shorter than this would only multiply overhead; smaller values are raised to it. */
   minSegmentSeconds: 1,
+  /**
+   * Larger values are lowered to it: a transcription step holds its slice's PCM in
+   * memory (16 kHz × 2 bytes, 19 MB for 600 s) and a replica runs several at once, so a
+   * slice as long as the file (`segment_seconds: 14400`, 461 MB) is not allowed.
+   */
+  maxSegmentSeconds: 600,
   /** Per-job concurrency is capped so one job cannot take every worker. */
   maxConcurrency: 32,
   /**

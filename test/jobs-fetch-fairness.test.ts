@@ -181,4 +181,13 @@ describe("slice cap on the real stack", () => {
     expect(view.output?.result.metadata.chunk_count).toBe(100);
     expect(provider.requests.length - before).toBe(100);
   });
+
+  it("segment_seconds above 600 is lowered to 600 (a slice's PCM is held by its step): 180 s makes one slice", { timeout: 300_000 }, async () => {
+    const key = (await stack.issueKey("pro", `max-seg-owner-${randomHex()}`)).key;
+    const id = await submit(key, { audio_url: `${origin.url}/long.wav`, segment_seconds: 14_400 });
+    const view = await waitForJobEnd(stack.fetch, key, id, { timeoutMs: 240_000 });
+    expect(view.status).toBe("complete");
+    expect(view.slicing?.requested_segment_seconds).toBe(600);
+    expect(view.slicing?.chunk_count).toBe(1);
+  });
 });
