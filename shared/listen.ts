@@ -1,3 +1,4 @@
+import { createServer } from "node:net";
 import type { Logger } from "./logger";
 
 /** The listen port is held by another process: a startup error (`stt serve` exits 1 with this message). */
@@ -47,4 +48,17 @@ export async function bindWithin<T>(bind: () => Promise<T | false>, options: Bin
     }
     await new Promise((r) => setTimeout(r, Math.min(every, options.waitMs - waited)));
   }
+}
+
+/**
+ * Why `host:port` cannot be listened on, found by trying with Node (uWS only says
+ * "no"): `EADDRINUSE` for a taken port, another code (`EADDRNOTAVAIL`: the address is
+ * not this machine's) for a listen that no wait will fix, undefined when it is free now.
+ */
+export function listenErrorCode(host: string, port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once("error", (err: NodeJS.ErrnoException) => resolve(err.code ?? "EUNKNOWN"));
+    probe.listen(port, host, () => probe.close(() => resolve(undefined)));
+  });
 }

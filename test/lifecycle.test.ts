@@ -157,7 +157,49 @@ describe("one instance per port", () => {
     expect(await health(port)).toBe(200);
     await service.stop();
   });
+
+  it("start.sh again right after kill -9 of its supervisor: the new service gets the port, the leftover is gone", async () => {
+    const port = await freePort();
+    // the same settings twice, as two runs of scripts/start.sh (`exec bin/stt supervise`)
+    const env = ownEnv({ PORT: String(port), SHUTDOWN_TIMEOUT_MS: "5000" });
+    const first = supervise(env);
+    const old = await first.up();
+    expect(old.port).toBe(port);
+    first.proc.kill("SIGKILL");
+    const second = supervise(env);
+    let fresh = { pid: 0, port: 0 };
+    try {
+      fresh = await second.up();
+      expect(fresh.port).toBe(port);
+      expect(fresh.pid).not.toBe(old.pid);
+      await waitFor(async () => gone(old.pid), { timeoutMs: 60_000, what: `the leftover stt serve ${old.pid} to exit` });
+      for (let i = 0; i < 5; i++) expect(await health(port)).toBe(200);
+      expect(second.output()).not.toContain("cannot listen");
+    } finally {
+      for (const pid of [old.pid, fresh.pid]) if (pid && !gone(pid)) process.kill(pid, "SIGKILL");
+      second.proc.kill("SIGKILL");
+    }
+  });
 });
+
+/** `stt supervise` with `env` (stdout and stderr collected); `up()` waits for its serve's "stt is up" line. */
+function supervise(env: Record<string, string>) {
+  const proc = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "supervise"], { env: { ...process.env, HOST: "127.0.0.1", LOG_LEVEL: "info", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  children.push(proc);
+  let output = "";
+  proc.stdout.on("data", (d) => (output += d));
+  proc.stderr.on("data", (d) => (output += d));
+  return {
+    proc,
+    output: () => output,
+    up: async (): Promise<{ pid: number; port: number }> => {
+      const line = await waitFor(async () => /[^\n]*"msg":"stt is up"[^\n]*/.exec(output)?.[0], { timeoutMs: 120_000, what: "stt serve under supervise to start" }).catch((err) => {
+        throw new Error(`${(err as Error).message}:\n${output}`);
+      });
+      return JSON.parse(line) as { pid: number; port: number };
+    },
+  };
+}
 
 /** A plain exclusive listener on a free port: what a leftover process holding it looks like. */
 async function holdPort(): Promise<Server> {
@@ -211,25 +253,12 @@ describe("bounded stop", () => {
       const nats = await startPrivateNatsServer(store);
       const proxy = await freezableProxy({ host: "127.0.0.1", port: Number(new URL(nats.url).port) });
       const boundMs = 3000;
-      const supervisor = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "supervise"], {
-        env: {
-          ...process.env,
-          ...ownEnv({ NATS_URL: `nats://127.0.0.1:${proxy.port}`, STT_SERVICES: "all", POCKETSPHINX_PROCESSES: "1", SHUTDOWN_TIMEOUT_MS: String(boundMs), HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info" }),
-        },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      children.push(supervisor);
-      let output = "";
-      supervisor.stdout.on("data", (d) => (output += d));
-      supervisor.stderr.on("data", (d) => (output += d));
+      const supervisor = supervise(ownEnv({ NATS_URL: `nats://127.0.0.1:${proxy.port}`, STT_SERVICES: "all", POCKETSPHINX_PROCESSES: "1", SHUTDOWN_TIMEOUT_MS: String(boundMs), PORT: "0" }));
       let pid = 0;
       try {
-        const up = await waitFor(async () => /[^\n]*"msg":"stt is up"[^\n]*/.exec(output)?.[0], { timeoutMs: 120_000, what: "stt serve under supervise to start" }).catch((err) => {
-          throw new Error(`${(err as Error).message}:\n${output}`);
-        });
-        const parsed = JSON.parse(up) as { pid: number; port: number };
-        pid = parsed.pid;
-        const port = parsed.port;
+        const up = await supervisor.up();
+        pid = up.pid;
+        const port = up.port;
         expect(await health(port)).toBe(200);
 
         if (how === "stopped") await nats.stop("SIGKILL");
@@ -244,7 +273,7 @@ describe("bounded stop", () => {
           { timeoutMs: 60_000, what: "/readyz to report NATS down" },
         );
 
-        supervisor.kill("SIGKILL");
+        supervisor.proc.kill("SIGKILL");
         const killedAt = Date.now();
         await waitFor(async () => gone(pid), { timeoutMs: 90_000, everyMs: 100, what: `stt serve ${pid} to exit after its supervisor was killed` });
         const tookMs = Date.now() - killedAt;
@@ -253,7 +282,7 @@ describe("bounded stop", () => {
         expect(await health(port)).toBe(0);
         console.log(`NATS ${how}: serve exited ${tookMs} ms after its supervisor's SIGKILL (bound ${boundMs} ms)`);
       } finally {
-        if (supervisor.exitCode === null && supervisor.signalCode === null) supervisor.kill("SIGKILL");
+        if (supervisor.proc.exitCode === null && supervisor.proc.signalCode === null) supervisor.proc.kill("SIGKILL");
         // its own process group: not reached through the supervisor
         if (pid && !gone(pid)) process.kill(pid, "SIGKILL");
         await proxy.close();

@@ -14,7 +14,7 @@ import { admit, type Admission } from "./admit";
 import { handleDemoRoutes } from "./demo";
 import { watchGatewayFlag } from "./gateway-flag";
 import { bridgeToFetch, type FetchHandler } from "./http-bridge";
-import { bindWithin } from "../../shared/listen";
+import { bindWithin, listenErrorCode } from "../../shared/listen";
 import { createLeases } from "./leases";
 import { openSession, type Session } from "./session";
 
@@ -270,7 +270,14 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   // types only declare (port, options, cb).
   const listenWith = app.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => void;
   const listenOptions = config.http.reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
-  const listenSocket = await bindWithin(() => new Promise<us_listen_socket | false>((resolve) => listenWith.call(app, host, wantedPort, listenOptions, resolve)), {
+  const listenOnce = async (): Promise<us_listen_socket | false> => {
+    const socket = await new Promise<us_listen_socket | false>((resolve) => listenWith.call(app, host, wantedPort, listenOptions, resolve));
+    if (socket) return socket;
+    const code = await listenErrorCode(host, wantedPort);
+    if (code && code !== "EADDRINUSE") throw new Error(`cannot listen on ${host}:${wantedPort}: ${code}`);
+    return false;
+  };
+  const listenSocket = await bindWithin(listenOnce, {
     host,
     port: wantedPort,
     waitMs: config.shutdown.timeoutMs,
