@@ -5,5 +5,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/setup.sh"
 cd "$ROOT"
-# `stt supervise` restarts the service if it ever stops on a fatal error.
+# `stt supervise` restarts the service if it ever stops on a fatal error. Safe to run
+# again after a crash or `kill -9`: a leftover `stt serve` stops by itself within
+# SHUTDOWN_TIMEOUT_MS, and the new one waits for its port rather than share it
+# (docs/operations.md, "Stopping and restarting").
 exec bin/stt supervise

@@ -26,12 +26,16 @@ const envSchema = z.object({
   // `stt supervise`: restart backoff and when to give up
   SUPERVISE_INITIAL_DELAY_MS: int.min(0).default(1000),
   SUPERVISE_MAX_CRASHES: int.min(1).default(10),
+  // `stt serve`: how long a stop may drain before the process exits anyway
+  SHUTDOWN_TIMEOUT_MS: int.min(0).default(10_000),
 
   // HTTP/WebSocket listener (one base URL)
   HOST: z.string().default("0.0.0.0"),
   PORT: int.min(0).max(65535).default(8080),
   /** /metrics for a process that serves no HTTP (a process with a gateway serves it on PORT); 0 = a free port. */
   METRICS_PORT: int.min(0).max(65535).default(9464),
+  /** Let several processes listen on PORT (SO_REUSEPORT, the kernel splits connections); off: one instance per port. */
+  STT_REUSE_PORT: bool.default(false),
   PUBLIC_BASE_URL: optionalString,
 
   // NATS / JetStream
@@ -162,7 +166,8 @@ function build(env: Env) {
     services: env.STT_SERVICES.split(",").map((s) => s.trim()).filter(Boolean),
     dataDir: env.DATA_DIR,
     supervise: { initialDelayMs: env.SUPERVISE_INITIAL_DELAY_MS, maxCrashes: env.SUPERVISE_MAX_CRASHES },
-    http: { host: env.HOST, port: env.PORT, publicBaseUrl: env.PUBLIC_BASE_URL, metricsPort: env.METRICS_PORT },
+    shutdown: { timeoutMs: env.SHUTDOWN_TIMEOUT_MS },
+    http: { host: env.HOST, port: env.PORT, publicBaseUrl: env.PUBLIC_BASE_URL, metricsPort: env.METRICS_PORT, reusePort: env.STT_REUSE_PORT },
     nats: { url: env.NATS_URL, prefix: env.NATS_PREFIX, replicas: env.NATS_REPLICAS, unhealthyLivenessMs: env.NATS_UNHEALTHY_LIVENESS_MS },
     db: {
       url: env.DATABASE_URL,

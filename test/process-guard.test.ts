@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { FATAL_EXIT_CODE } from "../shared/process-guard";
+import { FATAL_EXIT_CODE, STOP_TIMED_OUT_EXIT_CODE } from "../shared/process-guard";
 
 /**
  * The process-level guard of `stt serve` and `stt supervise`, on real processes: what
@@ -38,6 +38,55 @@ describe("process guard", () => {
       expect(output).toContain("stopped cleanly");
     });
   }
+});
+
+/** Starts crash-child in `how`, sends `signals` once it is ready (the second after "stop started"); its code, output and the ms from the first signal to its exit. */
+function signalled(how: string, signals: NodeJS.Signals[], env: Record<string, string>): Promise<{ code: number | null; output: string; afterSignalMs: number }> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, ["--import", "tsx", "test/support/crash-child.ts", how], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    let signalledAt = 0;
+    const pending = [...signals];
+    const onData = (d: Buffer) => {
+      output += d;
+      if (signalledAt === 0 && output.includes("ready\n")) {
+        signalledAt = Date.now();
+        proc.kill(pending.shift()!);
+      } else if (pending.length && output.includes("stop started")) proc.kill(pending.shift()!);
+    };
+    proc.stdout.on("data", onData);
+    proc.stderr.on("data", onData);
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 60_000);
+    proc.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, output, afterSignalMs: Date.now() - signalledAt });
+    });
+  });
+}
+
+describe("stop on a signal", () => {
+  it("SIGTERM stops the services and exits 0", async () => {
+    const { code, output } = await signalled("wait", ["SIGTERM"], {});
+    expect(code, output).toBe(0);
+    expect(output).toContain('"msg":"shutting down"');
+    expect(output).toContain("stopped cleanly");
+  });
+
+  it(`a stop that never finishes ends at SHUTDOWN_TIMEOUT_MS: exit ${STOP_TIMED_OUT_EXIT_CODE} with the pending work logged`, async () => {
+    const { code, output, afterSignalMs } = await signalled("stop-hangs", ["SIGTERM"], { SHUTDOWN_TIMEOUT_MS: "1500" });
+    expect(code, output).toBe(STOP_TIMED_OUT_EXIT_CODE);
+    expect(output).toContain("stop started");
+    expect(output).toContain("stop did not finish within SHUTDOWN_TIMEOUT_MS: exiting with work still pending");
+    // the deadline is the behaviour: not before it; after it within a margin for a busy machine
+    expect(afterSignalMs).toBeGreaterThanOrEqual(1500);
+    expect(afterSignalMs).toBeLessThan(1500 + 15_000);
+  });
+
+  it("a second SIGINT while stopping exits at once", async () => {
+    const { code, output } = await signalled("stop-hangs", ["SIGINT", "SIGINT"], { SHUTDOWN_TIMEOUT_MS: "600000" });
+    expect(code, output).toBe(STOP_TIMED_OUT_EXIT_CODE);
+    expect(output).toContain("second stop request while stopping: exiting now");
+  });
 });
 
 describe("stt supervise", () => {

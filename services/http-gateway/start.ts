@@ -1,4 +1,5 @@
-import { serve, type ServerType } from "@hono/node-server";
+import { createAdaptorServer, type ServerType } from "@hono/node-server";
+import { bindWithin } from "../../shared/listen";
 import type { RunningService, ServiceContext } from "../../shared/service";
 import { createSegmentBudgets, type SegmentBudgets } from "../../shared/audio-budget";
 import { startKeyCache, type KeyCache } from "../../shared/key-cache";
@@ -33,12 +34,24 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
   ctx.slots.httpFetch = app.fetch;
   if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: () => stopAll(limiter, budgets, keys) };
 
-  const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: ctx.config.http.host, port: ctx.config.http.port }, (info) => {
-      ctx.slots.port = info.port;
-      resolve(s);
-    });
-  });
+  // Node's listener is exclusive (no SO_REUSEPORT in Node 20): a taken port is retried
+  // for SHUTDOWN_TIMEOUT_MS, then fails the start (shared/listen.ts).
+  const { host, port } = ctx.config.http;
+  const server: ServerType = createAdaptorServer({ fetch: app.fetch });
+  await bindWithin(
+    () =>
+      new Promise<boolean>((resolve, reject) => {
+        const onError = (err: NodeJS.ErrnoException) => (err.code === "EADDRINUSE" ? resolve(false) : reject(err));
+        server.once("error", onError);
+        server.listen(port, host, () => {
+          server.off("error", onError);
+          resolve(true);
+        });
+      }),
+    { host, port, waitMs: ctx.config.shutdown.timeoutMs, logger },
+  );
+  const address = server.address();
+  ctx.slots.port = address && typeof address === "object" ? address.port : port;
   return {
     name: "http-gateway",
     stop: async () => {

@@ -14,6 +14,7 @@ import { admit, type Admission } from "./admit";
 import { handleDemoRoutes } from "./demo";
 import { watchGatewayFlag } from "./gateway-flag";
 import { bridgeToFetch, type FetchHandler } from "./http-bridge";
+import { bindWithin, listenErrorCode } from "../../shared/listen";
 import { createLeases } from "./leases";
 import { openSession, type Session } from "./session";
 
@@ -67,6 +68,9 @@ const SWEEP_MS = 250;
  */
 export const NATS_OUTAGE_CLOSE_MS = 10_000;
 const MAX_WIRE_FRAME_BYTES = 16 * 1024 * 1024;
+// uSockets' listen options (the package's `ListenOptions` enum is types only)
+const LIBUS_LISTEN_DEFAULT = 0;
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
 
 function statusLine(status: number): string {
   const text: Record<number, string> = { 400: "Bad Request", 401: "Unauthorized", 426: "Upgrade Required", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable" };
@@ -267,8 +271,25 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   });
 
   const host = options.host ?? config.http.host;
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(host, options.port ?? config.http.port, (s) => (s ? resolve(s) : reject(new Error(`could not listen on ${host}:${options.port ?? config.http.port}`))));
+  const wantedPort = options.port ?? config.http.port;
+  // uWS listens with SO_REUSEPORT unless told LIBUS_LISTEN_EXCLUSIVE_PORT: a second
+  // instance on the port would start "fine" and the kernel would split connections
+  // between the two. The native listen takes (host, port, options, cb); the package's
+  // types only declare (port, options, cb).
+  const listenWith = app.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => void;
+  const listenOptions = config.http.reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+  const listenOnce = async (): Promise<us_listen_socket | false> => {
+    const socket = await new Promise<us_listen_socket | false>((resolve) => listenWith.call(app, host, wantedPort, listenOptions, resolve));
+    if (socket) return socket;
+    const code = await listenErrorCode(host, wantedPort);
+    if (code && code !== "EADDRINUSE") throw new Error(`cannot listen on ${host}:${wantedPort}: ${code}`);
+    return false;
+  };
+  const listenSocket = await bindWithin(listenOnce, {
+    host,
+    port: wantedPort,
+    waitMs: config.shutdown.timeoutMs,
+    logger: log,
   });
   const port = uWS.us_socket_local_port(listenSocket);
 

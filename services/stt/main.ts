@@ -1,4 +1,5 @@
 import { loadConfig, ConfigError } from "../../shared/config";
+import { PortInUseError } from "../../shared/listen";
 import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger } from "../../shared/logger";
 import { connectNats } from "../../shared/nats";
@@ -7,7 +8,7 @@ import { allProjections } from "../projector/projections";
 import { embeddedSecrets, startEmbedded } from "./embedded";
 import { startRuntime } from "./runtime";
 import { startTelemetry, stopTelemetry } from "../../shared/telemetry";
-import { installProcessGuard } from "../../shared/process-guard";
+import { installProcessGuard, settlesWithin } from "../../shared/process-guard";
 import { supervise } from "./supervise";
 
 /**
@@ -25,6 +26,12 @@ async function main(argv: string[]): Promise<number> {
   // then again with the addresses and secrets they provide.
   const boot = loadConfig(process.env);
   const bootLogger = createLogger(boot.logLevel, { svc: "stt" });
+  // `stt serve`: from here on the guard owns the exit: a fatal error, SIGINT/SIGTERM or a
+  // lost supervisor runs stopAll (what has started so far), bounded by
+  // SHUTDOWN_TIMEOUT_MS. Installed before anything starts, so a stop requested while
+  // NATS or Postgres is still being reached is not lost.
+  let stopAll = async () => {};
+  if (command === "serve") installProcessGuard({ logger: bootLogger, stop: () => stopAll(), stopTimeoutMs: boot.shutdown.timeoutMs, stopOnSignals: true });
   const embedded = command === "serve" ? await startEmbedded(process.env, boot.dataDir, bootLogger) : undefined;
   const secrets = command === "serve" ? embeddedSecrets(process.env, boot.dataDir, bootLogger) : {};
   const config = loadConfig(process.env, {
@@ -36,30 +43,23 @@ async function main(argv: string[]): Promise<number> {
 
   switch (command) {
     case "serve": {
-      await startTelemetry(config.telemetry);
-      let stopAll = async () => {
+      stopAll = async () => {
         await embedded?.stop();
       };
-      installProcessGuard({ logger, stop: () => stopAll() });
-      const runtime = await startRuntime(config, logger);
+      await startTelemetry(config.telemetry);
+      const runtime = await startRuntime(config, logger).catch(async (err) => {
+        // a start-up error (a taken port, NATS refusing): the embedded servers go too
+        await settlesWithin(stopAll(), config.shutdown.timeoutMs);
+        throw err;
+      });
       stopAll = async () => {
         await runtime.stop();
         await embedded?.stop();
         await stopTelemetry();
       };
-      logger.info("stt is up", { services: [...runtime.ctx.running], port: runtime.ctx.slots.port, base_url: `http://127.0.0.1:${runtime.ctx.slots.port}`, metrics_port: runtime.ctx.slots.metricsPort });
-      await new Promise<void>((resolve) => {
-        const shutdown = (signal: string) => {
-          logger.info("shutting down", { signal });
-          resolve();
-        };
-        process.once("SIGINT", () => shutdown("SIGINT"));
-        process.once("SIGTERM", () => shutdown("SIGTERM"));
-        // Under `stt supervise`: a supervisor that died leaves no orphan behind.
-        process.once("disconnect", () => shutdown("supervisor gone"));
-      });
-      await stopAll();
-      return 0;
+      logger.info("stt is up", { services: [...runtime.ctx.running], port: runtime.ctx.slots.port, base_url: `http://127.0.0.1:${runtime.ctx.slots.port}`, metrics_port: runtime.ctx.slots.metricsPort, pid: process.pid });
+      // runs until the guard stops the process
+      return new Promise<number>(() => undefined);
     }
     case "supervise": {
       const rest = argv.slice(1);
@@ -108,7 +108,7 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
+    if (err instanceof ConfigError || err instanceof PortInUseError) process.stderr.write(`${err.message}\n`);
     else process.stderr.write(`stt failed: ${(err as Error)?.stack ?? err}\n`);
     process.exit(1);
   },

@@ -10,6 +10,10 @@ import { serviceDefs } from "./services";
 import { registerRuntimeMetrics } from "./runtime-metrics";
 import { serveMetrics } from "../../shared/metrics";
 import type { Server } from "node:http";
+import { settlesWithin } from "../../shared/process-guard";
+
+/** The services that accept connections: stopped first. */
+const LISTENERS = new Set(["realtime-gateway", "http-gateway"]);
 
 /**
  * Builds the adapters (NATS with its topology, Postgres with migrations, the object
@@ -55,12 +59,21 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
   const services: RunningService[] = [];
   const unregisterMetrics = registerRuntimeMetrics(ctx);
   let metricsServer: Server | undefined;
+  // Stop accepting first: the listeners (the realtime gateway closes its socket and its
+  // sessions, the HTTP gateway its server, the metrics port), so nothing new arrives
+  // while the rest drains; then the other services in reverse start order, then the
+  // adapters. Not bounded here: `stt serve`'s process guard exits after
+  // SHUTDOWN_TIMEOUT_MS with whatever is still pending (a flush or drain waiting for an
+  // unreachable NATS or Postgres).
   const stop = async () => {
     unregisterMetrics();
-    await new Promise((r) => (metricsServer ? metricsServer.close(r) : r(undefined)));
-    for (const s of [...services].reverse()) {
+    const metricsClosed = new Promise((r) => (metricsServer ? metricsServer.close(r) : r(undefined)));
+    const reversed = [...services].reverse();
+    const listenersFirst = [...reversed.filter((s) => LISTENERS.has(s.name)), ...reversed.filter((s) => !LISTENERS.has(s.name))];
+    for (const s of listenersFirst) {
       await s.stop().catch((err) => logger.warn("service did not stop cleanly", { service: s.name, error: String(err) }));
     }
+    await metricsClosed;
     await router.stop();
     await nats.close();
     await objects.close();
@@ -73,7 +86,8 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
       logger.debug("service started", { service: def.name });
     }
   } catch (err) {
-    await stop();
+    // bounded: the start may have failed because NATS or Postgres went away
+    await settlesWithin(stop(), config.shutdown.timeoutMs);
     throw err;
   }
   // no HTTP gateway here to serve /metrics: it gets its own port (a taken port is not fatal)
