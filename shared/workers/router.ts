@@ -301,7 +301,10 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
           }
           attempts++;
           engineAnswered = err instanceof AppError && err.kind === "upstream" && !TRANSIENT_WORKER_CODES.has(err.code);
-          if (isTimeout(err)) {
+          // A worker in this process is not frozen (this code runs); its engine deals
+          // with a frozen process of its own (pocketsphinx/engine.ts).
+          const inProcess = options.localWorkers !== false && localWorker(worker.id) !== undefined;
+          if (isTimeout(err) && !inProcess) {
             // Frozen or far too slow: a stopped process keeps its subscription, so NATS
             // keeps handing it clips that nobody answers. Leave it out until it heartbeats.
             registry.markDead(worker.id);

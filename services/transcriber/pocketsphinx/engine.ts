@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { createInterface } from "node:readline";
 import { z } from "zod";
@@ -20,9 +21,11 @@ import { ensurePocketsphinxBinary } from "./build";
  * until the router's attempt times out, and then every later clip it is handed. So each
  * clip is preceded by a ping (a streaming HYP request, which ps-worker answers at once
  * when no stream is open) and the process must answer it within `acceptTimeoutMs`
- * (WORKER_ATTEMPT_TIMEOUT_MS, the spec's 800 ms): one that does not is left out of the
- * pool and the clip goes back to the head of the queue for the next process, within the
- * same attempt (unless it is the last process in rotation: then the clip waits on it). A clip whose caller's deadline passes while a process decodes it is
+ * (WORKER_ATTEMPT_TIMEOUT_MS, the spec's 800 ms): one that does not, and is stopped or
+ * got no CPU at all meanwhile (/proc/<pid>/stat; one that ran is only starved by the
+ * machine's load and gets another period), is left out of the pool and the clip goes
+ * back to the head of the queue for the next process, within the same attempt (unless
+ * it is the last process in rotation: then the clip waits on it). A clip whose caller's deadline passes while a process decodes it is
  * failed then (nobody waits for it) and that process is left out too. A process left
  * out returns once it has answered everything it was sent (it ran again); meanwhile
  * the engine is warm only while some process is in rotation.
@@ -170,17 +173,29 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
       clearTimeout(acceptTimer);
       signal?.removeEventListener("abort", onAbort);
     };
-    // No answer to the ping: the process is frozen. The clip goes to the next process.
-    const acceptTimer = setTimeout(() => {
-      if (proc.current !== job || taken) return;
-      // The last process in rotation is waited on: leaving it out would leave the clip
-      // nowhere to go (on an overloaded machine every ping can be late).
-      if (!procs.some((p) => p !== proc && inRotation(p))) return;
-      done();
-      giveUp(proc, 2, `did not take a clip within ${acceptTimeoutMs} ms`);
-      queue.unshift(job);
-      pump();
-    }, acceptTimeoutMs);
+    let ranBefore = cpuState(proc.child.pid);
+    // No answer to the ping in time. Judged after pending I/O (setImmediate): a busy
+    // event loop runs this timer before reading a ping answer that already came.
+    const onAcceptTimeout = () =>
+      setImmediate(() => {
+        if (proc.current !== job || taken) return;
+        // The last process in rotation is waited on: leaving it out would leave the clip
+        // nowhere to go (on an overloaded machine every ping can be late).
+        if (!procs.some((p) => p !== proc && inRotation(p))) return;
+        // A process that got CPU meanwhile is alive, only starved by the machine's load:
+        // give it another period. Stopped, or no CPU at all for the whole period: frozen.
+        const now = cpuState(proc.child.pid);
+        if (now && ranBefore && now.state !== "T" && now.state !== "t" && now.ticks > ranBefore.ticks) {
+          ranBefore = now;
+          acceptTimer = setTimeout(onAcceptTimeout, acceptTimeoutMs);
+          return;
+        }
+        done();
+        giveUp(proc, 2, `did not take a clip within ${acceptTimeoutMs} ms`);
+        queue.unshift(job);
+        pump();
+      });
+    let acceptTimer = setTimeout(onAcceptTimeout, acceptTimeoutMs);
     // The caller's deadline passed: nobody waits for this clip any more.
     const onAbort = () => {
       if (proc.current !== job) return;
@@ -257,6 +272,21 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
       );
     },
   };
+}
+
+/**
+ * A process's scheduler state and CPU time (user + system clock ticks) from
+ * /proc/<pid>/stat; undefined where there is no /proc (then a late ping alone decides).
+ */
+function cpuState(pid: number | undefined): { state: string; ticks: number } | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0]!, ticks: Number(fields[11]) + Number(fields[12]) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Engine output → verbose_json: one segment per detected utterance. */
