@@ -118,6 +118,7 @@ describe("a frozen worker", () => {
       for (let round = 0; round < 6 && announced()?.concurrency !== 1; round++) {
         const answers = round < 2 ? [await transcribe()] : await Promise.all([transcribe(), transcribe()]);
         answers.forEach(answeredInTime);
+        console.log(`stopped ps-worker, round ${round}: ${answers.map((a) => `${a.workerId} ${a.ms} ms`).join(", ")} (attempt bound ${bound} ms)`);
         // the first one met it: the clip moved to the other process and the worker answered
         if (round === 0) expect(answers[0]).toMatchObject({ workerId: WORKER, fallback: "0" });
         await waitFor(async () => announced()?.concurrency === 1, { timeoutMs: 8000, what: "a heartbeat" }).catch(() => undefined);
@@ -151,6 +152,7 @@ describe("a frozen worker", () => {
       // time (the margin covers upload, decode and the fallback on two busy cores).
       expect(first.ms).toBeGreaterThanOrEqual(bound);
       expect(first.ms).toBeLessThan(bound + 8000);
+      console.log(`stopped worker process: fallback answered after ${first.ms} ms (attempt timeout ${bound} ms)`);
       // Left out of rotation; readiness names it and still serves through the fallback.
       expect(router().rotation().leftOut).toContain(WORKER);
       const ready = (await (await stack.fetch("/readyz")).json()) as any;
@@ -159,6 +161,7 @@ describe("a frozen worker", () => {
       const second = await transcribe();
       expect(second).toMatchObject({ status: 200, workerId: "fallback", fallback: "1" });
       expect(second.ms).toBeLessThan(bound);
+      console.log(`stopped worker left out: the next request answered by the fallback in ${second.ms} ms`);
     } finally {
       child.kill("SIGCONT");
     }
