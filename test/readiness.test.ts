@@ -87,6 +87,7 @@ describe("/readyz under load", () => {
       await load;
     }
     const notReady = probes.filter((p) => p.status !== 200);
+    console.log(`/readyz under load: ${probes.length - notReady.length} of ${probes.length} probes 200; ${statuses.length} requests (${statuses.filter((x) => x === 200).length} 200); jobs: ${probes.at(-1)!.body.checks["projection:jobs"].detail}`);
     expect(notReady.map((p) => p.body.checks), `${notReady.length} of ${probes.length} probes not ready`).toEqual([]);
     // the load ran and was served (a clip may time out on an overloaded machine: that is
     // the router's documented 502, not readiness)
