@@ -23,8 +23,14 @@ import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types"
  *    is not posted.
  * 2. Fallback provider (an OpenAI-compatible server), used when the primary timed
  *    out, failed, or was cold/missing. X-Fallback-Used reports it.
- * 3. At most those two attempts; no retry beyond them. Both failing (or no fallback
- *    configured) → 502 `transcription_failed` naming the timeout in ms.
+ * 3. At most two attempts; no retry beyond them. Without a fallback, a primary that
+ *    timed out or could not take the clip is followed by the next warm worker (not a
+ *    pinned one, nor after an engine's own error). Both failing (or no fallback and no
+ *    other worker) → 502 `transcription_failed` naming the timeouts in ms.
+ *
+ * A worker in another process whose attempt timed out is left out of rotation until its
+ * next heartbeat, like one with no responders: a stopped process keeps its subscription,
+ * so NATS keeps delivering clips nobody answers (docs/workers.md, routing rule 5).
  *
  * "No responders" is not an attempt: NATS answers it at once when nothing subscribes
  * to the worker's subject, so no worker received the clip (it died, or stopped before
