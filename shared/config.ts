@@ -46,6 +46,7 @@ const envSchema = z.object({
     .default("stt"),
   NATS_REPLICAS: int.min(1).max(5).default(1),
   NATS_UNHEALTHY_LIVENESS_MS: int.min(1000).default(60_000),
+  READINESS_PROJECTION_MAX_LAG_MS: int.min(1000).default(15_000),
 
   // Postgres read models
   DATABASE_URL: z.string().default("postgres://postgres@127.0.0.1:5432/postgres"),
@@ -169,6 +170,7 @@ function build(env: Env) {
     shutdown: { timeoutMs: env.SHUTDOWN_TIMEOUT_MS },
     http: { host: env.HOST, port: env.PORT, publicBaseUrl: env.PUBLIC_BASE_URL, metricsPort: env.METRICS_PORT, reusePort: env.STT_REUSE_PORT },
     nats: { url: env.NATS_URL, prefix: env.NATS_PREFIX, replicas: env.NATS_REPLICAS, unhealthyLivenessMs: env.NATS_UNHEALTHY_LIVENESS_MS },
+    readiness: { projectionMaxLagMs: env.READINESS_PROJECTION_MAX_LAG_MS },
     db: {
       url: env.DATABASE_URL,
       schema: env.DATABASE_SCHEMA,

@@ -10,6 +10,8 @@ import { withSpanFromHeaders } from "./telemetry";
 
 type EventShape = { type: string; data: unknown };
 
+export type ProjectionLagPolicy = "bounded" | "informational";
+
 /**
  * A projection folds one filtered slice of a stream into Postgres rows. Its last
  * applied stream sequence lives in `projection_offsets`, updated in the same
@@ -22,6 +24,13 @@ export interface Projection<E extends EventShape = EventShape> {
   schema: z.ZodType<Envelope<E>>;
   /** Tables this projection owns; emptied on rebuild. */
   tables: string[];
+  /**
+   * How /readyz judges its lag (services/http-gateway/readiness-rules.ts): `bounded`
+   * (the default) when requests read it, so its oldest unapplied event may wait at most
+   * READINESS_PROJECTION_MAX_LAG_MS; `informational` when only batch progress does, so
+   * its lag is reported and never takes the instance out of rotation.
+   */
+  lagPolicy?: ProjectionLagPolicy;
   apply(trx: Transaction<Database>, recorded: Recorded<E>): Promise<void>;
 }
 

@@ -4,6 +4,8 @@ import { segmentEnvelope } from "../schemas/segment";
 import { startStack, type Stack } from "./support/stack";
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 import { fixturePath } from "./support/fixtures";
+import { waitFor } from "./support/jobs-helpers";
+import type { RunningRouter } from "../shared/workers/router";
 
 /**
  * The segment route's timing rules end to end, with real local OpenAI-compatible
@@ -37,12 +39,16 @@ describe("POST /v1/audio/transcriptions: primary worker and fallback provider", 
     await Promise.all([primary?.close(), fallback?.close()]);
   });
 
-  const reset = () => {
+  // A worker whose attempt timed out is left out until its next heartbeat (workers.md,
+  // routing rule 5): each case starts with it back in rotation.
+  const reset = async () => {
     for (const s of [primary, fallback]) {
       s.requests.length = 0;
       s.behaviour = { delayMs: 0, cold: false };
     }
+    await waitFor(async () => (stack.runtime.ctx.router as RunningRouter).rotation().leftOut.length === 0, { timeoutMs: 10_000, what: "every worker back in rotation" });
   };
+
   const post = (fields: Record<string, string> = {}) => {
     const form = new FormData();
     form.set("file", new Blob([new Uint8Array(clip)]), "clip.wav");
@@ -59,7 +65,7 @@ describe("POST /v1/audio/transcriptions: primary worker and fallback provider", 
   };
 
   it("warm path: X-Worker-Id names the primary, X-Fallback-Used 0, language and prompt forwarded", async () => {
-    reset();
+    await reset();
     await waitWarm(true);
     const res = await post({ language: "en", prompt: "dark suit", response_format: "json" });
     expect(res.status).toBe(200);
@@ -70,7 +76,7 @@ describe("POST /v1/audio/transcriptions: primary worker and fallback provider", 
   });
 
   it("cold primary: not posted, the fallback answers, X-Fallback-Used 1", async () => {
-    reset();
+    await reset();
     primary.behaviour.cold = true;
     await waitWarm(false);
     const res = await post();
@@ -83,7 +89,7 @@ describe("POST /v1/audio/transcriptions: primary worker and fallback provider", 
   });
 
   it("primary timeout: the fallback answers within the ~1.6 s budget", async () => {
-    reset();
+    await reset();
     primary.behaviour.delayMs = 5000;
     const t0 = performance.now();
     const res = await post({ worker_id: "gpu1-openai" });
@@ -96,7 +102,7 @@ describe("POST /v1/audio/transcriptions: primary worker and fallback provider", 
   });
 
   it("both failing: 502 transcription_failed, type invalid_request_error, timeout in ms; the failure is audited", async () => {
-    reset();
+    await reset();
     primary.behaviour.delayMs = 5000;
     fallback.behaviour.failStatus = 500;
     const res = await post();

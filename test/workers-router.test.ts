@@ -64,15 +64,19 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
     }
   });
 
-  const reset = () => {
+  // A worker whose attempt timed out is left out until its next heartbeat (routing rule 5):
+  // each case starts with every worker back in rotation.
+  const reset = async () => {
     for (const s of [primaryA, primaryB, fallback]) {
       s.requests.length = 0;
       s.behaviour = { delayMs: 0, cold: false };
     }
+    await waitFor(() => [router, noFallbackRouter].every((r) => r.rotation().leftOut.length === 0));
   };
 
+
   it("warm path: a warm primary answers, the clip arrives whole, no fallback", async () => {
-    reset();
+    await reset();
     const r = await router.transcribe({ pcm: second, model: "stt-1", language: "en", prompt: "hello" });
     expect(r.fallbackUsed).toBe(false);
     expect(["worker-a", "worker-b"]).toContain(r.workerId);
@@ -85,7 +89,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("worker_id pins the worker", async () => {
-    reset();
+    await reset();
     for (let i = 0; i < 4; i++) {
       const r = await router.transcribe({ pcm: second, workerId: "worker-b" });
       expect(r.workerId).toBe("worker-b");
@@ -96,7 +100,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("cold primary is not posted: the fallback answers", async () => {
-    reset();
+    await reset();
     primaryB.behaviour.cold = true;
     await waitFor(() => router.workers().find((w) => w.id === "worker-b")?.warm === false);
     const r = await router.transcribe({ pcm: second, workerId: "worker-b" });
@@ -110,13 +114,13 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("unknown pinned worker falls back too", async () => {
-    reset();
+    await reset();
     const r = await router.transcribe({ pcm: second, workerId: "no-such-worker" });
     expect(r.fallbackUsed).toBe(true);
   });
 
   it("primary timeout → fallback within the ~1.6 s budget", async () => {
-    reset();
+    await reset();
     primaryA.behaviour.delayMs = 3000;
     const t0 = performance.now();
     const r = await router.transcribe({ pcm: second, workerId: "worker-a" });
@@ -132,7 +136,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("primary failure → fallback", async () => {
-    reset();
+    await reset();
     primaryA.behaviour.failStatus = 500;
     const r = await router.transcribe({ pcm: second, workerId: "worker-a" });
     expect(r.fallbackUsed).toBe(true);
@@ -140,7 +144,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("both failing → 502 transcription_failed naming the timeout in ms, at most 2 attempts", async () => {
-    reset();
+    await reset();
     primaryA.behaviour.delayMs = 3000;
     fallback.behaviour.delayMs = 3000;
     const t0 = performance.now();
@@ -153,7 +157,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("no fallback configured: a failing primary gives 502 after one attempt", async () => {
-    reset();
+    await reset();
     primaryA.behaviour.failStatus = 503;
     const err = await noFallbackRouter.transcribe({ pcm: second, workerId: "worker-a" }).catch((e) => e);
     expect(err).toMatchObject({ status: 502, code: "transcription_failed" });
@@ -162,7 +166,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("more worker processes simply join: the workerAny queue group spreads requests over them", async () => {
-    reset();
+    await reset();
     const seen = new Map<string, number>();
     for (let i = 0; i < 16; i++) {
       const msg = await nats.nc.request(
@@ -178,7 +182,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("prefers workers that serve the language hint", async () => {
-    reset();
+    await reset();
     const engine = await createOpenAIEngine({ url: primaryA.url, languages: ["en"], realTimeFactor: 0.05, probeMs: 100 });
     const enOnly = await startWorkerService({ nats, engine, id: "worker-en-only", heartbeatMs: HEARTBEAT, logger });
     workers.push(enOnly);
@@ -192,7 +196,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("a stopped worker leaves the registry and is no longer routed to", async () => {
-    reset();
+    await reset();
     const extra = await startOpenAIWorker(primaryA, "worker-gone");
     await waitFor(() => router.workers().some((w) => w.id === "worker-gone"));
     await extra.stop();
@@ -208,7 +212,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("embedded PocketSphinx worker over NATS, with a clip larger than the max payload (pulled in pieces)", async () => {
-    reset();
+    await reset();
     const engine = await createPocketsphinxEngine({ processes: 1 });
     const ps = await startWorkerService({ nats, engine, id: "ps-test", heartbeatMs: HEARTBEAT, logger });
     workers.push(ps);
@@ -227,7 +231,7 @@ describe("worker router over the NATS registry (real NATS, real HTTP providers)"
   });
 
   it("a worker in the router's own process gets the clip by a call: nothing crosses NATS, and its timeout still sends the clip to the fallback", async () => {
-    reset();
+    await reset();
     // its own worker and server: the others' observed real-time factors carry earlier tests' delays
     const primaryC = await startProviderServer("primary-c");
     await startOpenAIWorker(primaryC, "worker-c");

@@ -18,6 +18,9 @@ export function jobsProjection(topology: Topology): Projection<JobEvent> {
     filterSubject: topology.subjects.jobEvents,
     schema: jobEventEnvelope,
     tables: ["jobs"],
+    // Only job polls read it: a large job's backlog must not take realtime and segment
+    // out of rotation (readiness-rules.ts).
+    lagPolicy: "informational",
     async apply(trx: Transaction<Database>, { event, subject, seq }) {
       const workflowId = subject.slice(subject.lastIndexOf(".") + 1);
       const row = await trx.selectFrom("jobs").select(["state"]).where("workflow_id", "=", workflowId).forUpdate().executeTakeFirst();

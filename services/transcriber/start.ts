@@ -38,6 +38,7 @@ export async function startTranscriber(ctx: ServiceContext): Promise<RunningServ
         await createPocketsphinxEngine({
           processes: w.pocketsphinx.processes || undefined,
           realTimeFactor: w.pocketsphinx.realTimeFactor,
+          acceptTimeoutMs: w.attemptTimeoutMs,
           logger,
         }),
       );

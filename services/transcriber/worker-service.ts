@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import type { Msg, Subscription } from "@nats-io/transport-node";
 import type { WorkerAnnouncement, WorkerReply, WorkerRequestHeader } from "../../schemas/segment";
-import { toAppError } from "../../shared/errors";
+import { AppError, toAppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 import { withSpan, withSpanFromHeaders } from "../../shared/telemetry";
@@ -38,6 +38,8 @@ export interface RunningWorker {
   announce(): Promise<void>;
   stop(): Promise<void>;
 }
+
+const deadlinePassed = () => new AppError("unavailable", "deadline_passed", "the caller's deadline passed while the clip was transcribed");
 
 export function workerIdFor(kind: string): string {
   const host = hostname().replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 40);
@@ -89,7 +91,11 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
       } else {
         const pcm = await readPcm();
         const t0 = performance.now();
-        const result = await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt });
+        // Past the router's deadline nobody waits for the clip: the engine drops it (and a
+        // pool engine leaves the process that held it out, see pocketsphinx/engine.ts).
+        const late = new AbortController();
+        const timer = header.deadline === undefined ? undefined : setTimeout(() => late.abort(deadlinePassed()), Math.max(0, header.deadline - Date.now()));
+        const result = await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt, signal: late.signal }).finally(() => clearTimeout(timer));
         const seconds = pcm.length / 16_000;
         if (seconds >= 1) {
           const rtf = (performance.now() - t0) / 1000 / seconds;

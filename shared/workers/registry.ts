@@ -13,9 +13,11 @@ import type { Nats } from "../nats";
  * the memory-backed bucket and the watch's ephemeral consumer with it); the new watch's
  * snapshot replaces the view once it has arrived, so the view never empties meanwhile.
  *
- * `markDead` is the router's evidence that a worker is gone before its entry is: a
- * request to it found no responders. The worker is left out of the view until it
- * announces itself again with a newer heartbeat.
+ * `markDead` is the router's evidence that a worker is gone or frozen before its entry
+ * is: a request to it found no responders, or an attempt on it timed out (a stopped
+ * process still holds its subscription, so NATS delivers to it and nobody answers). The
+ * worker is left out of the view until it announces itself again with a newer
+ * heartbeat: a frozen process sends none until it runs again.
  */
 export interface WorkerRegistry {
   /** Workers with a fresh heartbeat. */
@@ -23,6 +25,8 @@ export interface WorkerRegistry {
   get(id: string): WorkerAnnouncement | undefined;
   /** Leaves `id` out until a heartbeat newer than its current one arrives. */
   markDead(id: string): void;
+  /** Ids in the view that `markDead` left out and that have not announced themselves since. */
+  leftOut(): string[];
   stop(): Promise<void>;
 }
 
@@ -145,6 +149,7 @@ export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number
       const w = workers.get(id);
       return w && fresh(w) ? w : undefined;
     },
+    leftOut: () => [...workers.values()].filter((w) => w.at <= (dead.get(w.id) ?? -Infinity)).map((w) => w.id),
     markDead: (id) => {
       const w = workers.get(id);
       if (w) dead.set(id, w.at);

@@ -23,8 +23,14 @@ import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types"
  *    is not posted.
  * 2. Fallback provider (an OpenAI-compatible server), used when the primary timed
  *    out, failed, or was cold/missing. X-Fallback-Used reports it.
- * 3. At most those two attempts; no retry beyond them. Both failing (or no fallback
- *    configured) → 502 `transcription_failed` naming the timeout in ms.
+ * 3. At most two attempts; no retry beyond them. Without a fallback, a primary that
+ *    timed out or could not take the clip is followed by the next warm worker (not a
+ *    pinned one, nor after an engine's own error). Both failing (or no fallback and no
+ *    other worker) → 502 `transcription_failed` naming the timeouts in ms.
+ *
+ * A worker in another process whose attempt timed out is left out of rotation until its
+ * next heartbeat, like one with no responders: a stopped process keeps its subscription,
+ * so NATS keeps delivering clips nobody answers (docs/workers.md, routing rule 5).
  *
  * "No responders" is not an attempt: NATS answers it at once when nothing subscribes
  * to the worker's subject, so no worker received the clip (it died, or stopped before
@@ -80,6 +86,7 @@ export interface RouterOptions {
 export interface RunningRouter extends WorkerRouter {
   /** Workers with a fresh heartbeat, as the registry shows them. */
   workers(): WorkerAnnouncement[];
+  rotation(): { warm: string[]; leftOut: string[] };
   stop(): Promise<void>;
 }
 
@@ -135,7 +142,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
   const pickPrimary = (request: TranscribeRequest, skipped: ReadonlySet<string>): { worker?: WorkerAnnouncement; reason?: string } => {
     if (request.workerId) {
       const w = registry.get(request.workerId);
-      if (!w) return { reason: `worker ${request.workerId} is not registered` };
+      if (!w) return { reason: `worker ${request.workerId} is not registered, or is left out of rotation until it announces itself again` };
       if (!w.warm) return { reason: `worker ${request.workerId} is cold` };
       return { worker: w };
     }
@@ -245,6 +252,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
 
   return {
     workers: () => registry.list(),
+    rotation: () => ({ warm: registry.list().filter((w) => w.warm).map((w) => w.id), leftOut: registry.leftOut() }),
     capacity: () => warmCapacity(registry.list()),
     hasFallback: () => options.fallback !== undefined,
     available: () => now() >= openUntil && (options.fallback !== undefined || registry.list().some((w) => w.warm)),
@@ -254,26 +262,32 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       const started = performance.now();
       const failures: string[] = [];
       const skipped = new Set<string>();
-      let primaryTimeout = 0;
+      const noResponders = new Set<string>();
+      /** The timeout of every attempt made, in order (for the 502's message). */
+      const timeouts: number[] = [];
       let worker: WorkerAnnouncement | undefined;
       // Whether an engine answered (with an error): a repeat would likely fail alike.
       let engineAnswered = false;
       if (request.fallbackOnly) failures.push("primary skipped: the local engines are at capacity");
       // Workers that turn out to have no responders are skipped (not attempts); the
-      // loop ends with a result, a real attempt, or nobody left to try.
+      // loop ends with a result, a real attempt, or nobody left to try. A worker whose
+      // attempt timed out is left out of rotation; without a fallback the second attempt
+      // goes to the next warm worker.
+      let attempts = 0;
       while (!request.fallbackOnly) {
         const pick = pickPrimary(request, skipped);
-        worker = pick.worker;
-        if (!worker) {
-          failures.push(`primary not posted: ${pick.reason}`);
+        if (!pick.worker) {
+          failures.push(`${attempts ? "second attempt" : "primary"} not posted: ${pick.reason}`);
           break;
         }
+        worker = pick.worker;
         // Clips already queued at that worker run first: scale the engine's share.
         const ahead = Math.max(localInFlight.get(worker.id) ?? 0, worker.inFlight);
         const queueFactor = 1 + Math.floor(ahead / Math.max(1, worker.concurrency));
-        primaryTimeout = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, clipSeconds, worker.realTimeFactor * queueFactor);
+        const timeoutMs = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, clipSeconds, worker.realTimeFactor * queueFactor);
+        timeouts.push(timeoutMs);
         try {
-          const result = await postToWorker(worker, request, primaryTimeout);
+          const result = await postToWorker(worker, request, timeoutMs);
           consecutiveFailures = 0;
           const workerMs = performance.now() - started;
           transcriptionOutcomes.inc({ outcome: "ok", code: "" });
@@ -281,22 +295,37 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
           return { result, workerId: worker.id, fallbackUsed: false, formatted: engineFormats(worker), workerMs };
         } catch (err) {
           if (request.signal?.aborted) throw err;
-          failures.push(describe(worker.id, err, primaryTimeout));
+          failures.push(describe(worker.id, err, timeoutMs));
+          skipped.add(worker.id);
           if (isNoResponders(err)) {
+            timeouts.pop();
             registry.markDead(worker.id);
-            skipped.add(worker.id);
+            noResponders.add(worker.id);
             options.logger?.warn("worker has no responders; marked dead until its next heartbeat", { workerId: worker.id });
             if (request.workerId) break;
             continue;
           }
+          attempts++;
           engineAnswered = err instanceof AppError && err.kind === "upstream" && !TRANSIENT_WORKER_CODES.has(err.code);
-          options.logger?.warn("primary worker attempt failed", { workerId: worker.id, error: failures.at(-1) });
-          break;
+          // A worker in this process is not frozen (this code runs); its engine deals
+          // with a frozen process of its own (pocketsphinx/engine.ts).
+          const inProcess = options.localWorkers !== false && localWorker(worker.id) !== undefined;
+          if (isTimeout(err) && !inProcess) {
+            // Frozen or far too slow: a stopped process keeps its subscription, so NATS
+            // keeps handing it clips that nobody answers. Leave it out until it heartbeats.
+            registry.markDead(worker.id);
+            options.logger?.warn("worker attempt timed out; left out of rotation until its next heartbeat", { workerId: worker.id, timeoutMs });
+          } else {
+            options.logger?.warn("worker attempt failed", { workerId: worker.id, error: failures.at(-1) });
+          }
+          // At most two attempts: the second is the fallback's, or, without one, the next
+          // warm worker's when the first gave no engine's answer.
+          if (options.fallback || request.workerId || engineAnswered || attempts >= 2) break;
         }
       }
-      if (worker && skipped.has(worker.id)) worker = undefined; // no clip was delivered: not an attempt
+      if (worker && noResponders.has(worker.id)) worker = undefined; // no clip was delivered: not an attempt
       if (!options.fallback) {
-        return fail(`transcription failed: ${failures.join("; ")}; no fallback provider is configured (per-attempt timeout ${primaryTimeout || options.budgetMs} ms)`, !engineAnswered);
+        return fail(`transcription failed: ${failures.join("; ")}; no fallback provider is configured (per-attempt timeout ${timeouts.join(" ms and ") || options.budgetMs} ms)`, !engineAnswered);
       }
       const fallbackTimeout = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, clipSeconds, options.fallback.realTimeFactor ?? 0.1);
       const fallbackStarted = performance.now();
@@ -309,9 +338,9 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       } catch (err) {
         if (request.signal?.aborted) throw err;
         failures.push(describe("fallback", err, fallbackTimeout));
-        const timeouts = [primaryTimeout, fallbackTimeout].filter(Boolean).join(" ms and ");
+        timeouts.push(fallbackTimeout);
         // The fallback is an HTTP provider: it answering with an error is not transient.
-        return fail(`transcription failed after ${worker ? 2 : 1} attempt(s) (per-attempt timeout ${timeouts} ms): ${failures.join("; ")}`, !engineAnswered && (isTimeout(err) || (err instanceof AppError && TRANSIENT_WORKER_CODES.has(err.code))));
+        return fail(`transcription failed after ${timeouts.length} attempt(s) (per-attempt timeout ${timeouts.join(" ms and ")} ms): ${failures.join("; ")}`, !engineAnswered && (isTimeout(err) || (err instanceof AppError && TRANSIENT_WORKER_CODES.has(err.code))));
       }
     },
     async stop() {

@@ -65,6 +65,11 @@ export interface WorkerRouter {
   capacity?(): { requests: number; streams: number; workers: number };
   /** True when a fallback provider is configured. */
   hasFallback?(): boolean;
+  /**
+   * Who takes clips now, for /readyz: warm workers in rotation, and those left out
+   * until they announce themselves again (no responders, or an attempt timed out).
+   */
+  rotation?(): { warm: string[]; leftOut: string[] };
 }
 
 /** What one worker engine is asked to do: a clip and the request's hints. */

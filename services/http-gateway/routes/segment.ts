@@ -16,6 +16,7 @@ import { audioBudget, type AudioBudget } from "../../../shared/audio-budget";
 import { recordUsage } from "../../../shared/usage";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import { readBounded } from "../body-limit";
+import { requireNats } from "../nats-ready";
 import type { GatewayDeps } from "../deps";
 import { renderTranscription, type ResponseFormat } from "../segment-formats";
 import { JOBS_PATH, submitJob } from "./jobs";
@@ -64,7 +65,7 @@ interface SegmentAudit {
 }
 
 export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
-  app.use(SEGMENT_PATH, requireApiKey(deps), limitRequests(deps));
+  app.use(SEGMENT_PATH, requireApiKey(deps), requireNats(deps), limitRequests(deps));
   app.openAPIRegistry.registerPath(
     createRoute({
       method: "post",
@@ -96,6 +97,7 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
         429: { description: "rate limit or `audio_quota_exhausted`", content: { "application/json": { schema: openAiError } } },
         503: { description: "`server_busy`: this process holds as much decoded audio as DECODE_MEMORY_MAX_MB allows, retry after `Retry-After` seconds; `decode_timeout`", content: { "application/json": { schema: openAiError } } },
         502: { description: "`transcription_failed`: every worker attempt failed; the message names the timeout in ms", content: { "application/json": { schema: openAiError } } },
+        503: { description: "`nats_unavailable` (with Retry-After): NATS is down or not yet declared again after a reconnect", content: { "application/json": { schema: openAiError } } },
       },
     }),
   );

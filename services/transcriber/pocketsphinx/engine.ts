@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { createInterface } from "node:readline";
 import { z } from "zod";
@@ -15,6 +16,19 @@ import { ensurePocketsphinxBinary } from "./build";
  * at a time over stdin/stdout, so no request pays a model load; the pool is sized to
  * the cores and requests queue for a free process. A process that dies is replaced
  * and the clip it held fails with a retryable error.
+ *
+ * A process that is alive but frozen (stopped, swapped out, wedged) would hold a clip
+ * until the router's attempt times out, and then every later clip it is handed. So each
+ * clip is preceded by a ping (a streaming HYP request, which ps-worker answers at once
+ * when no stream is open) and the process must answer it within `acceptTimeoutMs`
+ * (WORKER_ATTEMPT_TIMEOUT_MS, the spec's 800 ms): one that does not, and is stopped or
+ * got no CPU at all meanwhile (/proc/<pid>/stat; one that ran is only starved by the
+ * machine's load and gets another period), is left out of the pool and the clip goes
+ * back to the head of the queue for the next process, within the same attempt (unless
+ * it is the last process in rotation: then the clip waits on it). A clip whose caller's deadline passes while a process decodes it is
+ * failed then (nobody waits for it) and that process is left out too. A process left
+ * out returns once it has answered everything it was sent (it ran again); meanwhile
+ * the engine is warm only while some process is in rotation.
  */
 export interface PocketsphinxOptions {
   binary?: string;
@@ -25,12 +39,22 @@ export interface PocketsphinxOptions {
   decoderOptions?: string[];
   /** Declared real-time factor for the router's timeout rule. */
   realTimeFactor?: number;
+  /** How long a process may take to take a clip (answer the ping ahead of it); default 800 ms. */
+  acceptTimeoutMs?: number;
   models?: string[];
   logger?: Logger;
 }
 
 const MAGIC = 0x31535350;
 const SAMPLE_RATE = 16_000;
+/** A streaming HYP request with no payload: answered at once while no stream is open. */
+const PING = (() => {
+  const b = Buffer.alloc(12);
+  b.writeUInt32LE(0x32535350, 0);
+  b.writeUInt32LE(3, 4);
+  b.writeUInt32LE(0, 8);
+  return b;
+})();
 
 const psOutput = z.union([
   z.object({
@@ -51,11 +75,16 @@ interface Proc {
   ready: boolean;
   current?: Job;
   onLine?: (line: string) => void;
+  /** Lines still owed for clips given up on; the process is out of rotation until they came. */
+  owed: number;
+  /** When the process was left out of rotation (absent while in it). */
+  leftOutAt?: number;
 }
 
 export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}): Promise<TranscriptionEngine> {
   const binary = options.binary ?? (await ensurePocketsphinxBinary());
   const size = Math.max(1, options.processes ?? availableParallelism());
+  const acceptTimeoutMs = options.acceptTimeoutMs ?? 800;
   const modelDir = options.modelDir ?? "/usr/share/pocketsphinx/model/en-us";
   const procs: Proc[] = [];
   const queue: Job[] = [];
@@ -64,7 +93,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
   const spawnProc = (): Promise<Proc> =>
     new Promise((resolveReady, rejectReady) => {
       const child = spawn(binary, [modelDir, ...(options.decoderOptions ?? [])], { stdio: ["pipe", "pipe", "pipe"] });
-      const proc: Proc = { child, ready: false };
+      const proc: Proc = { child, ready: false, owed: 0 };
       child.stderr.resume();
       child.stdin.on("error", () => undefined);
       const lines = createInterface({ input: child.stdout });
@@ -75,6 +104,15 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
             resolveReady(proc);
             pump();
           } else rejectReady(new Error(`ps-worker failed to start: ${line}`));
+          return;
+        }
+        if (proc.owed > 0) {
+          // an answer to a clip given up on: the process runs again once all have come
+          if (--proc.owed === 0 && proc.leftOutAt !== undefined) {
+            options.logger?.warn("pocketsphinx process answered again; back in rotation", { pid: child.pid, leftOutMs: Date.now() - proc.leftOutAt });
+            proc.leftOutAt = undefined;
+            pump();
+          }
           return;
         }
         proc.onLine?.(line);
@@ -94,9 +132,29 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
       });
     });
 
+  const inRotation = (p: Proc) => p.ready && p.leftOutAt === undefined;
+
+  /**
+   * Gives up on `proc`'s clip: the answers still to come for it are owed (and dropped),
+   * and the process is out of rotation until they came. The last process in rotation
+   * stays in (a process answers in order, so a next clip only queues behind the owed
+   * answers): leaving it out would leave clips nowhere to go.
+   */
+  const giveUp = (proc: Proc, owed: number, why: string) => {
+    proc.owed += owed;
+    proc.current = undefined;
+    proc.onLine = undefined;
+    if (!procs.some((p) => p !== proc && inRotation(p))) {
+      options.logger?.warn(`pocketsphinx process ${why}; kept in rotation as the last one`, { pid: proc.child.pid });
+      return;
+    }
+    proc.leftOutAt ??= Date.now();
+    options.logger?.warn(`pocketsphinx process ${why}; left out of rotation until it answers`, { pid: proc.child.pid, inRotation: procs.filter(inRotation).length });
+  };
+
   const pump = () => {
     for (const proc of procs) {
-      if (!proc.ready || proc.current) continue;
+      if (!inRotation(proc) || proc.current) continue;
       const job = queue.shift();
       if (!job) return;
       if (job.request.signal?.aborted) {
@@ -109,8 +167,51 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
 
   const run = (proc: Proc, job: Job) => {
     proc.current = job;
-    const { pcm, prompt } = job.request;
+    const { pcm, prompt, signal } = job.request;
+    let taken = false;
+    const done = () => {
+      clearTimeout(acceptTimer);
+      signal?.removeEventListener("abort", onAbort);
+    };
+    let ranBefore = cpuState(proc.child.pid);
+    // No answer to the ping in time. Judged after pending I/O (setImmediate): a busy
+    // event loop runs this timer before reading a ping answer that already came.
+    const onAcceptTimeout = () =>
+      setImmediate(() => {
+        if (proc.current !== job || taken) return;
+        // The last process in rotation is waited on: leaving it out would leave the clip
+        // nowhere to go (on an overloaded machine every ping can be late).
+        if (!procs.some((p) => p !== proc && inRotation(p))) return;
+        // A process that got CPU meanwhile is alive, only starved by the machine's load:
+        // give it another period. Stopped, or no CPU at all for the whole period: frozen.
+        const now = cpuState(proc.child.pid);
+        if (now && ranBefore && now.state !== "T" && now.state !== "t" && now.ticks > ranBefore.ticks) {
+          ranBefore = now;
+          acceptTimer = setTimeout(onAcceptTimeout, acceptTimeoutMs);
+          return;
+        }
+        done();
+        giveUp(proc, 2, `did not take a clip within ${acceptTimeoutMs} ms`);
+        queue.unshift(job);
+        pump();
+      });
+    let acceptTimer = setTimeout(onAcceptTimeout, acceptTimeoutMs);
+    // The caller's deadline passed: nobody waits for this clip any more.
+    const onAbort = () => {
+      if (proc.current !== job) return;
+      done();
+      giveUp(proc, taken ? 1 : 2, "still held a clip at its caller's deadline");
+      job.reject(signal!.reason ?? new Error("aborted"));
+      pump();
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
     proc.onLine = (line) => {
+      if (!taken) {
+        taken = true; // the ping's answer: the clip is being decoded
+        clearTimeout(acceptTimer);
+        return;
+      }
+      done();
       proc.current = undefined;
       proc.onLine = undefined;
       try {
@@ -125,6 +226,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
     head.writeUInt32LE(MAGIC, 0);
     head.writeUInt32LE(pcm.length, 4);
     head.writeUInt32LE(promptBytes.length, 8);
+    proc.child.stdin.write(PING);
     proc.child.stdin.write(head);
     if (promptBytes.length) proc.child.stdin.write(promptBytes);
     proc.child.stdin.write(Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength));
@@ -138,8 +240,11 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
     models: options.models ?? ["stt-1", "pocketsphinx-en-us"],
     languages: ["en"],
     realTimeFactor: options.realTimeFactor ?? 2,
-    concurrency: size,
-    warm: () => !closed && procs.some((p) => p.ready),
+    // the processes in rotation: a frozen one takes no clips, so it is not announced
+    get concurrency() {
+      return Math.max(1, procs.filter(inRotation).length);
+    },
+    warm: () => !closed && procs.some(inRotation),
     transcribe(request) {
       if (closed) return Promise.reject(new AppError("unavailable", "engine_closed", "the engine is shutting down"));
       if (request.pcm.length === 0) return Promise.resolve(toVerbose({ segments: [] }, 0));
@@ -167,6 +272,21 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
       );
     },
   };
+}
+
+/**
+ * A process's scheduler state and CPU time (user + system clock ticks) from
+ * /proc/<pid>/stat; undefined where there is no /proc (then a late ping alone decides).
+ */
+function cpuState(pid: number | undefined): { state: string; ticks: number } | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0]!, ticks: Number(fields[11]) + Number(fields[12]) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Engine output → verbose_json: one segment per detected utterance. */
