@@ -95,9 +95,8 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
         413: { description: "`file_too_large` or `audio_too_long`", content: { "application/json": { schema: openAiError } } },
         415: { description: "`unsupported_audio`: the file is not decodable audio, or declares a sample rate outside 8–384 kHz", content: { "application/json": { schema: openAiError } } },
         429: { description: "rate limit or `audio_quota_exhausted`", content: { "application/json": { schema: openAiError } } },
-        503: { description: "`server_busy`: this process holds as much decoded audio as DECODE_MEMORY_MAX_MB allows, retry after `Retry-After` seconds; `decode_timeout`", content: { "application/json": { schema: openAiError } } },
         502: { description: "`transcription_failed`: every worker attempt failed; the message names the timeout in ms", content: { "application/json": { schema: openAiError } } },
-        503: { description: "`nats_unavailable` (with Retry-After): NATS is down or not yet declared again after a reconnect", content: { "application/json": { schema: openAiError } } },
+        503: { description: "`server_busy` (with Retry-After): this process holds as much decoded audio as DECODE_MEMORY_MAX_MB allows; `nats_unavailable` (with Retry-After): NATS is down or not yet declared again after a reconnect; `decode_timeout`", content: { "application/json": { schema: openAiError } } },
       },
     }),
   );
