@@ -1,0 +1,102 @@
+import { AppError } from "./errors";
+
+/**
+ * Failed authentication per source address, in fixed one-minute windows, kept in the
+ * memory of each gateway process. A source that has failed `limit` times in the current
+ * minute is refused 429 `too_many_auth_failures` (Retry-After: the seconds left in the
+ * window) for any credential that would need a key-store lookup; keys the gateway
+ * already holds in memory still pass, so clients sharing an address with a guesser
+ * (behind one NAT or proxy) keep working while their keys are cached.
+ *
+ * - What counts: a 401 for a presented credential (`invalid_api_key`, `revoked_api_key`,
+ *   `expired_api_key`, `invalid_session_token`). A missing credential does not (nothing
+ *   was guessed).
+ * - Per process: with G gateways a source may fail G × limit times a minute in all. A
+ *   shared counter would cost a KV round trip per failure, the very cost this bounds.
+ * - Bounded memory: at most `maxSources` addresses are tracked; past that the oldest
+ *   entry is dropped (a flood of distinct addresses forgets some, it never grows).
+ */
+export interface AuthThrottle {
+  /** Throws 429 too_many_auth_failures when `source` is over its failures this window. */
+  assertAllowed(source: string, nowMs: number): void;
+  /** Counts one failed authentication of `source`. */
+  recordFailure(source: string, nowMs: number): void;
+  /** Sources tracked now (metrics, tests). */
+  size(): number;
+}
+
+export interface AuthThrottleOptions {
+  /** Failures per source per window before refusing (at least 1). */
+  limit: number;
+  windowMs?: number;
+  maxSources?: number;
+}
+
+const AUTH_FAILURE_CODES = new Set(["invalid_api_key", "revoked_api_key", "expired_api_key", "invalid_session_token"]);
+
+/** A 401 for a presented credential: what the throttle counts. */
+export function isAuthFailure(err: unknown): boolean {
+  return err instanceof AppError && err.status === 401 && AUTH_FAILURE_CODES.has(err.code);
+}
+
+interface Window {
+  start: number;
+  failures: number;
+}
+
+export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
+  const limit = Math.max(1, Math.floor(options.limit));
+  const windowMs = options.windowMs ?? 60_000;
+  const maxSources = options.maxSources ?? 50_000;
+  const sources = new Map<string, Window>();
+
+  const current = (source: string, nowMs: number): Window | undefined => {
+    const w = sources.get(source);
+    if (w && nowMs - w.start >= windowMs) {
+      sources.delete(source);
+      return undefined;
+    }
+    return w;
+  };
+
+  return {
+    assertAllowed(source, nowMs) {
+      const w = current(source, nowMs);
+      if (!w || w.failures < limit) return;
+      const retryAfter = Math.max(1, Math.ceil((w.start + windowMs - nowMs) / 1000));
+      throw new AppError(
+        "rate_limited",
+        "too_many_auth_failures",
+        `Too many failed authentications from this address (${limit} a minute); retry in ${retryAfter} s with a valid key.`,
+        { headers: { "Retry-After": String(retryAfter) } },
+      );
+    },
+    recordFailure(source, nowMs) {
+      const w = current(source, nowMs);
+      if (w) {
+        w.failures++;
+        return;
+      }
+      if (sources.size >= maxSources) sources.delete(sources.keys().next().value!);
+      sources.set(source, { start: nowMs, failures: 1 });
+    },
+    size: () => sources.size,
+  };
+}
+
+/**
+ * The client's address: the TCP peer, or with `trustedProxyHops` proxies in front (each
+ * appending the address it received from to X-Forwarded-For), the entry that many places
+ * from the right, written by the outermost trusted proxy. Entries further left are the
+ * client's own claims and are never used; a header shorter than the hops falls back to
+ * its leftmost entry.
+ */
+export function clientAddress(peer: string, forwardedFor: string | undefined | null, trustedProxyHops: number): string {
+  if (trustedProxyHops <= 0 || !forwardedFor) return peer || "unknown";
+  const hops = forwardedFor
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (hops.length === 0) return peer || "unknown";
+  return hops[Math.max(0, hops.length - trustedProxyHops)]!;
+}
