@@ -6,7 +6,9 @@ import { AppError } from "./errors";
  * minute is refused 429 `too_many_auth_failures` (Retry-After: the seconds left in the
  * window) for any credential that would need a key-store lookup; keys the gateway
  * already holds in memory still pass, so clients sharing an address with a guesser
- * (behind one NAT or proxy) keep working while their keys are cached.
+ * (behind one NAT or proxy) keep working while their keys are cached. Lookups in flight
+ * count until they end (Retry-After 1 while only they fill the limit), so a source
+ * never has more than `limit` failed lookups a minute, however many it sends at once.
  *
  * - What counts: a 401 for a presented credential (`invalid_api_key`, `revoked_api_key`,
  *   `expired_api_key`, `invalid_session_token`). A missing credential does not (nothing
@@ -19,6 +21,13 @@ import { AppError } from "./errors";
 export interface AuthThrottle {
   /** Throws 429 too_many_auth_failures when `source` is over its failures this window. */
   assertAllowed(source: string, nowMs: number): void;
+  /**
+   * Admits one key-store lookup for `source`, or throws 429: the lookups in flight
+   * count as failures until they end, so a burst of concurrent guesses cannot all pass
+   * the check before the first one has failed. Pair with endLookup.
+   */
+  beginLookup(source: string, nowMs: number): void;
+  endLookup(source: string): void;
   /** Counts one failed authentication of `source`. */
   recordFailure(source: string, nowMs: number): void;
   /** Sources tracked now (metrics, tests). */
@@ -42,6 +51,8 @@ export function isAuthFailure(err: unknown): boolean {
 interface Window {
   start: number;
   failures: number;
+  /** Lookups admitted and not yet ended (they outlive the window they began in). */
+  inFlight: number;
 }
 
 export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
@@ -50,35 +61,46 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   const maxSources = options.maxSources ?? 50_000;
   const sources = new Map<string, Window>();
 
-  const current = (source: string, nowMs: number): Window | undefined => {
+  /** The source's window, started afresh once the previous one has ended. */
+  const windowOf = (source: string, nowMs: number): Window => {
     const w = sources.get(source);
-    if (w && nowMs - w.start >= windowMs) {
-      sources.delete(source);
-      return undefined;
-    }
-    return w;
+    if (w && nowMs - w.start < windowMs) return w;
+    if (w) sources.delete(source);
+    else if (sources.size >= maxSources) sources.delete(sources.keys().next().value!);
+    const fresh = { start: nowMs, failures: 0, inFlight: w?.inFlight ?? 0 };
+    sources.set(source, fresh);
+    return fresh;
+  };
+
+  const refuse = (w: Window, nowMs: number) => {
+    // full: wait for the window to end; only lookups in flight: one of them may succeed
+    const retryAfter = w.failures >= limit ? Math.max(1, Math.ceil((w.start + windowMs - nowMs) / 1000)) : 1;
+    return new AppError(
+      "rate_limited",
+      "too_many_auth_failures",
+      `Too many failed authentications from this address (at most ${limit} a minute); retry in ${retryAfter} s with a valid key.`,
+      { headers: { "Retry-After": String(retryAfter) } },
+    );
   };
 
   return {
     assertAllowed(source, nowMs) {
-      const w = current(source, nowMs);
-      if (!w || w.failures < limit) return;
-      const retryAfter = Math.max(1, Math.ceil((w.start + windowMs - nowMs) / 1000));
-      throw new AppError(
-        "rate_limited",
-        "too_many_auth_failures",
-        `Too many failed authentications from this address (${limit} a minute); retry in ${retryAfter} s with a valid key.`,
-        { headers: { "Retry-After": String(retryAfter) } },
-      );
+      const w = sources.get(source);
+      if (!w) return;
+      const current = windowOf(source, nowMs);
+      if (current.failures + current.inFlight >= limit) throw refuse(current, nowMs);
+    },
+    beginLookup(source, nowMs) {
+      const w = windowOf(source, nowMs);
+      if (w.failures + w.inFlight >= limit) throw refuse(w, nowMs);
+      w.inFlight++;
+    },
+    endLookup(source) {
+      const w = sources.get(source);
+      if (w && w.inFlight > 0) w.inFlight--;
     },
     recordFailure(source, nowMs) {
-      const w = current(source, nowMs);
-      if (w) {
-        w.failures++;
-        return;
-      }
-      if (sources.size >= maxSources) sources.delete(sources.keys().next().value!);
-      sources.set(source, { start: nowMs, failures: 1 });
+      windowOf(source, nowMs).failures++;
     },
     size: () => sources.size,
   };

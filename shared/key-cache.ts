@@ -202,9 +202,18 @@ export async function startKeyCache(options: KeyCacheOptions): Promise<KeyCache>
     else {
       const unknownAt = usable ? unknown.get(hash) : undefined;
       if (unknownAt !== undefined && clock() - unknownAt < negativeTtlMs && !issued.has(hash)) assertKeyRow(undefined, hash);
-      if (source !== undefined) throttle.assertAllowed(source, clock());
       const loadedAt = clock();
-      row = await load(hash);
+      const pending = loading.get(hash);
+      if (pending) row = await pending; // a lookup already under way costs nothing more
+      else if (source === undefined) row = await load(hash);
+      else {
+        throttle.beginLookup(source, loadedAt);
+        try {
+          row = await load(hash);
+        } finally {
+          throttle.endLookup(source);
+        }
+      }
       if (row && usable) {
         if (entries.size >= MAX_ENTRIES) entries.clear();
         entries.set(hash, { row, loadedAt });
