@@ -6,7 +6,7 @@ import type { Principal } from "../../shared/auth";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import { clientAddress } from "../../shared/auth-throttle";
-import { AppError, toAppError } from "../../shared/errors";
+import { AppError, errorHeaders, toAppError } from "../../shared/errors";
 import { startConfiguredKeyCache, type KeyCache } from "../../shared/key-cache";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
@@ -80,7 +80,7 @@ function openAiType(e: AppError): string {
 export function writeRefusal(res: HttpResponse, e: AppError): void {
   res.writeStatus(statusLine(e.status));
   res.writeHeader("content-type", "application/json");
-  for (const [k, v] of Object.entries(e.headers)) res.writeHeader(k, v);
+  for (const [k, v] of Object.entries(errorHeaders(e))) res.writeHeader(k, v);
   res.end(JSON.stringify({ error: { message: e.message, type: openAiType(e), code: e.code } }), true);
 }
 
