@@ -12,7 +12,7 @@ const refusal = (fn: () => void): AppError | undefined => {
 };
 
 describe("auth throttle: failures per source", () => {
-  it("refuses a source after `limit` failures in its window, with Retry-After to the window's end; other sources pass", () => {
+  it("refuses a source after `limit` failures in its window, with Retry-After to the window's end; other sources pass", async () => {
     const t = createAuthThrottle({ limit: 3, windowMs: 60_000 });
     for (let i = 0; i < 3; i++) {
       t.assertAllowed("a", 1000);
@@ -22,26 +22,48 @@ describe("auth throttle: failures per source", () => {
     expect(e?.status).toBe(429);
     expect(e?.code).toBe("too_many_auth_failures");
     expect(e?.headers["Retry-After"]).toBe("50");
-    expect(refusal(() => t.beginLookup("a", 11_000))?.code).toBe("too_many_auth_failures");
+    await expect(t.beginLookup("a", 11_000)).rejects.toMatchObject({ code: "too_many_auth_failures" });
     expect(refusal(() => t.assertAllowed("b", 11_000))).toBeUndefined();
     // the next window starts clean
     expect(refusal(() => t.assertAllowed("a", 61_000))).toBeUndefined();
   });
 
-  it("counts lookups in flight, so a concurrent burst gets at most `limit` lookups; Retry-After 1 while only they fill it", () => {
-    const t = createAuthThrottle({ limit: 2 });
-    t.beginLookup("a", 0);
-    t.beginLookup("a", 0);
-    const e = refusal(() => t.beginLookup("a", 0));
-    expect(e?.code).toBe("too_many_auth_failures");
-    expect(e?.headers["Retry-After"]).toBe("1");
-    t.endLookup("a"); // a lookup that succeeded frees its place
-    expect(refusal(() => t.beginLookup("a", 0))).toBeUndefined();
-    t.endLookup("a");
-    t.recordFailure("a", 0);
-    t.endLookup("a");
-    t.recordFailure("a", 0);
-    expect(refusal(() => t.beginLookup("a", 0))?.headers["Retry-After"]).toBe("60");
+  it("counts lookups in flight, so a concurrent burst gets at most `limit` lookups, at most 4 at a time; the rest wait or are refused", async () => {
+    const t = createAuthThrottle({ limit: 6 });
+    for (let i = 0; i < 4; i++) await t.beginLookup("a", 0);
+    let fifthIn = false;
+    const fifth = t.beginLookup("a", 0).then(() => (fifthIn = true));
+    await new Promise((r) => setImmediate(r));
+    expect(fifthIn).toBe(false); // four in flight: the fifth waits its turn
+    t.endLookup("a", false, 0); // a key found: its place goes to the next
+    await fifth;
+    expect(fifthIn).toBe(true);
+    // 4 in flight + 2 failures = the limit: the next is refused, Retry-After 1 (one in flight may succeed)
+    t.endLookup("a", true, 0);
+    t.endLookup("a", true, 0);
+    await t.beginLookup("a", 0);
+    await t.beginLookup("a", 0);
+    const waiting = t.beginLookup("a", 0);
+    t.endLookup("a", true, 0);
+    t.endLookup("a", true, 0);
+    // four failures + two in flight fill the limit: the waiter waits on (one may find a key)
+    await new Promise((r) => setImmediate(r));
+    t.endLookup("a", true, 0);
+    t.endLookup("a", true, 0);
+    // six failures: refused until the window ends
+    await expect(waiting).rejects.toMatchObject({ code: "too_many_auth_failures", headers: { "Retry-After": "60" } });
+  });
+
+  it("refuses with Retry-After 1 once `limit` lookups already wait", async () => {
+    const t = createAuthThrottle({ limit: 5 });
+    for (let i = 0; i < 4; i++) await t.beginLookup("a", 0);
+    const waiters = Array.from({ length: 5 }, () => t.beginLookup("a", 0).then(() => "in", (e) => e));
+    await expect(t.beginLookup("a", 0)).rejects.toMatchObject({ headers: { "Retry-After": "1" } });
+    for (let i = 0; i < 5; i++) {
+      t.endLookup("a", false, 0); // a key found: the next waiter takes its place
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(await Promise.all(waiters)).toEqual(["in", "in", "in", "in", "in"]);
   });
 
   it("tracks at most maxSources addresses", () => {

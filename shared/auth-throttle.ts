@@ -22,12 +22,14 @@ export interface AuthThrottle {
   /** Throws 429 too_many_auth_failures when `source` is over its failures this window. */
   assertAllowed(source: string, nowMs: number): void;
   /**
-   * Admits one key-store lookup for `source`, or throws 429: the lookups in flight
-   * count as failures until they end, so a burst of concurrent guesses cannot all pass
-   * the check before the first one has failed. Pair with endLookup.
+   * Admits one key-store lookup for `source` (at most 4 at a time per source; the next
+   * wait their turn), or rejects 429: the lookups in flight count as failures until
+   * they end, so a burst of concurrent guesses cannot all pass the check before the
+   * first one has failed. Pair with endLookup.
    */
-  beginLookup(source: string, nowMs: number): void;
-  endLookup(source: string): void;
+  beginLookup(source: string, nowMs: number): Promise<void>;
+  /** Ends a lookup begun with beginLookup; `failed`: it found no key (counted at once). */
+  endLookup(source: string, failed: boolean, nowMs: number): void;
   /** Counts one failed authentication of `source`. */
   recordFailure(source: string, nowMs: number): void;
   /** Sources tracked now (metrics, tests). */
@@ -53,7 +55,11 @@ interface Window {
   failures: number;
   /** Lookups admitted and not yet ended (they outlive the window they began in). */
   inFlight: number;
+  /** Lookups waiting for one in flight to end. */
+  waiting: (() => void)[];
 }
+
+const LOOKUPS_IN_FLIGHT_PER_SOURCE = 4;
 
 export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   const limit = Math.max(1, Math.floor(options.limit));
@@ -67,7 +73,7 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
     if (w && nowMs - w.start < windowMs) return w;
     if (w) sources.delete(source);
     else if (sources.size >= maxSources) sources.delete(sources.keys().next().value!);
-    const fresh = { start: nowMs, failures: 0, inFlight: w?.inFlight ?? 0 };
+    const fresh = { start: nowMs, failures: 0, inFlight: w?.inFlight ?? 0, waiting: w?.waiting ?? [] };
     sources.set(source, fresh);
     return fresh;
   };
@@ -90,14 +96,26 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
       const current = windowOf(source, nowMs);
       if (current.failures + current.inFlight >= limit) throw refuse(current, nowMs);
     },
-    beginLookup(source, nowMs) {
-      const w = windowOf(source, nowMs);
-      if (w.failures + w.inFlight >= limit) throw refuse(w, nowMs);
-      w.inFlight++;
+    async beginLookup(source, nowMs) {
+      for (;;) {
+        const w = windowOf(source, nowMs);
+        if (w.failures >= limit) throw refuse(w, nowMs);
+        if (w.inFlight < LOOKUPS_IN_FLIGHT_PER_SOURCE && w.failures + w.inFlight < limit) {
+          w.inFlight++;
+          return;
+        }
+        if (w.waiting.length >= limit) throw refuse(w, nowMs);
+        await new Promise<void>((resolve) => w.waiting.push(resolve));
+      }
     },
-    endLookup(source) {
+    endLookup(source, failed, nowMs) {
       const w = sources.get(source);
-      if (w && w.inFlight > 0) w.inFlight--;
+      if (!w) return;
+      if (failed) windowOf(source, nowMs).failures++;
+      if (w.inFlight > 0) w.inFlight--;
+      // full: every waiter is refused now; otherwise the next one takes this place
+      if (w.failures >= limit) for (const wake of w.waiting.splice(0)) wake();
+      else w.waiting.shift()?.();
     },
     recordFailure(source, nowMs) {
       windowOf(source, nowMs).failures++;

@@ -193,7 +193,7 @@ export async function startKeyCache(options: KeyCacheOptions): Promise<KeyCache>
     if (source !== undefined && isAuthFailure(err)) throttle.recordFailure(source, clock());
   };
 
-  const authenticate = async (authorization: string | undefined | null, now: Date, source: string | undefined): Promise<Principal> => {
+  const authenticate = async (authorization: string | undefined | null, now: Date, source: string | undefined, attempt: { counted: boolean }): Promise<Principal> => {
     const hash = bearerKeyHash(authorization);
     const usable = live && nats.health().ok;
     const cached = usable ? entries.get(hash) : undefined;
@@ -207,11 +207,13 @@ export async function startKeyCache(options: KeyCacheOptions): Promise<KeyCache>
       if (pending) row = await pending; // a lookup already under way costs nothing more
       else if (source === undefined) row = await load(hash);
       else {
-        throttle.beginLookup(source, loadedAt);
+        await throttle.beginLookup(source, loadedAt);
         try {
           row = await load(hash);
         } finally {
-          throttle.endLookup(source);
+          // an unknown key is counted here, before the next lookup of the source is let in
+          throttle.endLookup(source, !row, clock());
+          attempt.counted = !row;
         }
       }
       if (row && usable) {
@@ -230,10 +232,11 @@ export async function startKeyCache(options: KeyCacheOptions): Promise<KeyCache>
 
   return {
     async authenticate(authorization, now, source) {
+      const attempt = { counted: false };
       try {
-        return await authenticate(authorization, now, source);
+        return await authenticate(authorization, now, source, attempt);
       } catch (err) {
-        countFailure(source, err);
+        if (!attempt.counted) countFailure(source, err);
         throw err;
       }
     },
