@@ -208,12 +208,14 @@ export async function startKeyCache(options: KeyCacheOptions): Promise<KeyCache>
       else if (source === undefined) row = await load(hash);
       else {
         await throttle.beginLookup(source, loadedAt);
+        let unknownKey = false; // a store error is not a failed authentication
         try {
           row = await load(hash);
+          unknownKey = !row;
         } finally {
           // an unknown key is counted here, before the next lookup of the source is let in
-          throttle.endLookup(source, !row, clock());
-          attempt.counted = !row;
+          throttle.endLookup(source, unknownKey, clock());
+          attempt.counted = unknownKey;
         }
       }
       if (row && usable) {
