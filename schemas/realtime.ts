@@ -258,6 +258,7 @@ export const CLOSE = {
   sessionAudioLimit: { code: 1008, reason: "session_audio_limit" },
   audioQuotaExhausted: { code: 1008, reason: "audio_quota_exhausted" },
   sessionDurationLimit: { code: 1008, reason: "session_duration_limit" },
+  keyRevoked: { code: 1008, reason: "key_revoked" },
   frameTooLarge: { code: 1009, reason: "frame_too_large" },
   clientError: { code: 1011, reason: "client_error" },
   upstreamUnavailable: { code: 1013, reason: "upstream_unavailable" },

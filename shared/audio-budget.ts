@@ -77,7 +77,7 @@ async function updateCounter(
       await new Promise((r) => setTimeout(r, Math.random() * Math.min(20, attempt + 1)));
     }
   }
-  throw new AppError("unavailable", "budget_unavailable", "Could not update the audio budget; retry shortly.");
+  throw new AppError("unavailable", "budget_unavailable", "Could not update the audio budget; retry shortly.", { headers: { "Retry-After": "1" } });
 }
 
 const counterKey = (keyId: string, start: Date) => `${keyId}.${Math.floor(start.getTime() / 1000)}`;

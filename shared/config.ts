@@ -73,6 +73,9 @@ const envSchema = z.object({
   GATEWAY_ENABLED: bool.default(true),
   KEY_PROJECTION_WAIT_MS: int.min(0).default(3000),
   KEY_CACHE_TTL_MS: int.min(0).default(30_000),
+  KEY_NEGATIVE_CACHE_TTL_MS: int.min(0).max(60_000).default(5_000),
+  AUTH_FAILURES_PER_MINUTE: int.min(1).default(30),
+  TRUSTED_PROXY_HOPS: int.min(0).max(10).default(0),
 
   // usage and quotas
   USAGE_WINDOW_SECONDS: int.min(60).default(86_400),
@@ -194,6 +197,9 @@ function build(env: Env) {
       sessionTokenSecret: env.GATEWAY_SESSION_TOKEN_SECRET,
       keyProjectionWaitMs: env.KEY_PROJECTION_WAIT_MS,
       keyCacheTtlMs: env.KEY_CACHE_TTL_MS,
+      keyNegativeTtlMs: env.KEY_NEGATIVE_CACHE_TTL_MS,
+      failuresPerMinute: env.AUTH_FAILURES_PER_MINUTE,
+      trustedProxyHops: env.TRUSTED_PROXY_HOPS,
     },
     gateway: { enabled: env.GATEWAY_ENABLED },
     usage: { windowSeconds: env.USAGE_WINDOW_SECONDS },

@@ -90,6 +90,16 @@ export const conflict = (code: string, message: string, options?: AppErrorOption
 export const unavailable = (code: string, message: string, options?: AppErrorOptions) =>
   new AppError("unavailable", code, message, options);
 
+/**
+ * The HTTP headers of an error's answer: its own, and for a 503 without a Retry-After of
+ * its own, `Retry-After: 1` (a store or counter that could not be reached this moment),
+ * so no 503 leaves a client guessing when to come back.
+ */
+export function errorHeaders(e: AppError): Record<string, string> {
+  if (e.status !== 503 || Object.keys(e.headers).some((h) => h.toLowerCase() === "retry-after")) return e.headers;
+  return { ...e.headers, "Retry-After": "1" };
+}
+
 export function isAppError(value: unknown): value is AppError {
   return value instanceof AppError;
 }

@@ -17,6 +17,7 @@ export async function updateLeaseEntry<T>(
   { attempts = 25, known }: { attempts?: number; known?: KnownRevisions } = {},
 ): Promise<T | null> {
   for (let attempt = 0; attempt < attempts; attempt++) {
+    if (attempt > 0) await casBackoff(attempt);
     // What this process wrote last, if it still holds: the write checks it (compare-and-set).
     // A key it never wrote is first tried as absent (create-if-absent): a new session's
     // entry then costs one write; an entry that exists fails the create and is read.
@@ -40,7 +41,87 @@ export async function updateLeaseEntry<T>(
       if (!isCasConflict(err)) throw err;
     }
   }
-  throw new AppError("unavailable", "lease_store_unavailable", "Could not update a shared lease table (too much contention); retry shortly.");
+  throw new AppError("unavailable", "lease_store_unavailable", "Could not update a shared lease table (too much contention); retry shortly.", {
+    headers: { "Retry-After": "1" },
+  });
+}
+
+/**
+ * The wait before compare-and-set attempt `attempt` (1, 2, …) after a lost race: a
+ * random delay up to 2^attempt ms, at most 50 ms ("full jitter"), so writers that
+ * collided spread out instead of colliding again in lockstep. 25 attempts wait about
+ * 0.6 s in all on average.
+ */
+export function casBackoff(attempt: number): Promise<void> {
+  const ceiling = Math.min(50, 2 ** attempt);
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * ceiling));
+}
+
+/**
+ * Changes of one entry coalesced per process: a change arriving while a write of the
+ * same entry is in flight waits and goes with every other waiting change in the next
+ * write, so N concurrent callers cost about two compare-and-set writes instead of N
+ * racing each other (200 upgrades of one key at once used to exhaust their attempts).
+ * `write` applies a change with compare-and-set (it may run it several times, so
+ * changes must be pure); each caller's change runs on the state its predecessors in
+ * the batch left. A change that throws refuses only its caller; one returning null
+ * leaves the state as it found it. A failed write fails the whole batch.
+ */
+export function createEntryBatcher<S>(write: (key: string, change: (state: S) => S | null) => Promise<unknown>) {
+  interface Waiting {
+    change: (state: S) => S | null;
+    resolve: (value: S | null) => void;
+    reject: (err: unknown) => void;
+  }
+  const queues = new Map<string, Waiting[]>();
+  const running = new Set<string>();
+
+  const run = async (key: string) => {
+    running.add(key);
+    try {
+      for (let batch = queues.get(key); batch; batch = queues.get(key)) {
+        queues.delete(key);
+        const outcomes: ({ ok: true; value: S | null } | { ok: false; err: unknown })[] = [];
+        try {
+          await write(key, (state) => {
+            let current = state;
+            let changed = false;
+            batch!.forEach((w, i) => {
+              try {
+                const next = w.change(current);
+                outcomes[i] = { ok: true, value: next };
+                if (next !== null) {
+                  current = next;
+                  changed = true;
+                }
+              } catch (err) {
+                outcomes[i] = { ok: false, err };
+              }
+            });
+            return changed ? current : null;
+          });
+          batch.forEach((w, i) => {
+            const o = outcomes[i]!;
+            if (o.ok) w.resolve(o.value);
+            else w.reject(o.err);
+          });
+        } catch (err) {
+          for (const w of batch) w.reject(err);
+        }
+      }
+    } finally {
+      running.delete(key);
+    }
+  };
+
+  return function changeEntry(key: string, change: (state: S) => S | null): Promise<S | null> {
+    return new Promise((resolve, reject) => {
+      const queue = queues.get(key);
+      if (queue) queue.push({ change, resolve, reject });
+      else queues.set(key, [{ change, resolve, reject }]);
+      if (!running.has(key)) void run(key);
+    });
+  };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { AppError } from "./errors";
-import { isCasConflict } from "./lease-entry";
+import type { KV } from "@nats-io/kv";
+import { casBackoff, createEntryBatcher, isCasConflict } from "./lease-entry";
 import type { Nats } from "./nats";
 
 /**
@@ -33,35 +34,65 @@ export function rateHeaders(state: RateState): Record<string, string> {
 /**
  * Counts one unit against `limit` for (keyId, kind) in the current minute; throws
  * 429 `rate_limit_exceeded` (with Retry-After) when the window is full.
+ *
+ * Concurrent calls of one process for the same counter go in one compare-and-set
+ * (createEntryBatcher): 200 upgrades of one key at once cost a few writes, where each
+ * used to race the others and most ran out of attempts (503). Races with other
+ * gateways retry with jitter; only a counter that still cannot be written after that is
+ * 503 `rate_limiter_unavailable`, with Retry-After.
  */
 export async function consumeRate(nats: Nats, keyId: string, kind: "requests" | "connections", limit: number, now: Date): Promise<RateState> {
   const minute = Math.floor(now.getTime() / 60_000);
   const resetSeconds = Math.max(1, Math.ceil(((minute + 1) * 60_000 - now.getTime()) / 1000));
-  const kv = await nats.kv("rate");
-  const k = `${keyId}.${kind}.${minute}`;
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const entry = await kv.get(k);
-    // an unreadable value counts as 0 and is overwritten, so it cannot disable the limit
-    const stored = entry && entry.length > 0 ? Number(entry.string()) : 0;
-    const count = Number.isInteger(stored) && stored >= 0 ? stored : 0;
+  const count = await counterBatcher(nats, await nats.kv("rate"))(`${keyId}.${kind}.${minute}`, (count) => {
     if (count >= limit) {
       const state = { limit, remaining: 0, resetSeconds };
       throw new AppError("rate_limited", "rate_limit_exceeded", `Rate limit of ${limit} ${kind} per minute exceeded; retry in ${resetSeconds} s.`, {
         headers: { ...rateHeaders(state), "Retry-After": String(resetSeconds) },
       });
     }
+    return count + 1;
+  });
+  return { limit, remaining: Math.max(0, limit - (count ?? limit)), resetSeconds };
+}
+
+const rateLimiterUnavailable = () =>
+  new AppError("unavailable", "rate_limiter_unavailable", "Could not update the rate limiter; retry shortly.", { headers: { "Retry-After": "1" } });
+
+/** A counter's value; an unreadable one counts as 0 (and is overwritten), so it cannot disable a limit. */
+function counterValue(entry: { length: number; string(): string } | null): number {
+  const stored = entry && entry.length > 0 ? Number(entry.string()) : 0;
+  return Number.isInteger(stored) && stored >= 0 ? stored : 0;
+}
+
+/** One compare-and-set of a counter: `change` maps the count to the next (null: leave it). */
+async function writeCounter(kv: KV, key: string, change: (count: number) => number | null): Promise<number | null> {
+  for (let attempt = 0; attempt < 25; attempt++) {
+    if (attempt > 0) await casBackoff(attempt);
+    const entry = await kv.get(key);
+    const next = change(counterValue(entry));
+    if (next === null) return null;
     try {
-      if (entry && entry.length > 0) await kv.update(k, String(count + 1), entry.revision);
-      else if (entry) await kv.update(k, "1", entry.revision);
-      else await kv.create(k, "1");
-      return { limit, remaining: limit - count - 1, resetSeconds };
+      if (entry) await kv.update(key, String(next), entry.revision);
+      else await kv.create(key, String(next));
+      return next;
     } catch (err) {
       // lost the compare-and-set race to another gateway: read again (anything else,
       // such as NATS being down, is thrown: looping would not help)
       if (!isCasConflict(err)) throw err;
     }
   }
-  throw new AppError("unavailable", "rate_limiter_unavailable", "Could not update the rate limiter; retry shortly.");
+  throw rateLimiterUnavailable();
+}
+
+const counterBatchers = new WeakMap<Nats, ReturnType<typeof createEntryBatcher<number>>>();
+function counterBatcher(nats: Nats, kv: KV) {
+  let batcher = counterBatchers.get(nats);
+  if (!batcher) {
+    batcher = createEntryBatcher<number>((key, change) => writeCounter(kv, key, change));
+    counterBatchers.set(nats, batcher);
+  }
+  return batcher;
 }
 
 /** Units counted so far in the current minute for (keyId, kind), without counting one. */
@@ -119,7 +150,8 @@ export function createRequestLimiter(nats: Nats, options: { returnAfterMs?: numb
   const take = async (keyId: string, a: Allowance, limit: number): Promise<number> => {
     const kv = await nats.kv("rate");
     const k = counterKey(keyId, a.minute);
-    for (let attempt = 0; attempt < 20; attempt++) {
+    for (let attempt = 0; attempt < 25; attempt++) {
+      if (attempt > 0) await casBackoff(attempt);
       const entry = await kv.get(k);
       const stored = entry && entry.length > 0 ? Number(entry.string()) : 0;
       const count = Number.isInteger(stored) && stored >= 0 ? stored : 0;
@@ -138,7 +170,7 @@ export function createRequestLimiter(nats: Nats, options: { returnAfterMs?: numb
         if (!isCasConflict(err)) throw err;
       }
     }
-    throw new AppError("unavailable", "rate_limiter_unavailable", "Could not update the rate limiter; retry shortly.");
+    throw rateLimiterUnavailable();
   };
 
   /** Returns a key's unspent units to the counter (moved out of the allowance first, so none is spent twice). */
@@ -149,7 +181,8 @@ export function createRequestLimiter(nats: Nats, options: { returnAfterMs?: numb
     if (a.minute !== minute) return; // a past minute's units are moot
     const kv = await nats.kv("rate");
     const k = counterKey(keyId, a.minute);
-    for (let attempt = 0; attempt < 20; attempt++) {
+    for (let attempt = 0; attempt < 25; attempt++) {
+      if (attempt > 0) await casBackoff(attempt);
       const entry = await kv.get(k);
       if (!entry || entry.length === 0) return;
       const count = Number(entry.string());

@@ -1,5 +1,6 @@
 import type { Config } from "./config";
 import type { Db } from "./db/index";
+import type { KeyCache } from "./key-cache";
 import type { Logger } from "./logger";
 import type { Nats } from "./nats";
 import type { ObjectStore } from "./objects/index";
@@ -26,13 +27,15 @@ export interface ServiceContext {
   /** Shared slots filled by services as they start. */
   slots: {
     /** The hono app's fetch handler, when http-gateway runs in this process. */
-    httpFetch?: (request: Request) => Response | Promise<Response>;
+    httpFetch?: (request: Request, env: { remoteAddress: string }) => Response | Promise<Response>;
     /** Live projection runners, when the projector runs in this process. */
     projections?: RunningProjection[];
     /** Port actually bound by the listener (PORT=0 picks one). */
     port?: number;
     /** Port of /metrics when this process runs no http-gateway (METRICS_PORT). */
     metricsPort?: number;
+    /** The key cache and revocation feed, when http-gateway runs in this process. */
+    keys?: KeyCache;
     /** Whether the realtime gateway in this process would admit an upgrade now. */
     realtimeStatus?: () => { ok: boolean; detail: string };
   };

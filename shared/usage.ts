@@ -49,8 +49,25 @@ export async function recordUsage(nats: Nats, record: UsageRecord): Promise<void
   ]);
 }
 
-/** Audio seconds used in the current window (from the read model; eventually consistent). */
-export async function usedAudioSeconds(db: Db, keyId: string, now: Date, windowSeconds: number): Promise<number> {
+const usedReads = new WeakMap<Db, Map<string, Promise<number>>>();
+
+/**
+ * Audio seconds used in the current window (from the read model; eventually consistent).
+ * Concurrent reads of one key and window share one query: 200 upgrades of a key at once
+ * used to queue 200 queries on the pool, and those past its connection timeout failed 503.
+ */
+export function usedAudioSeconds(db: Db, keyId: string, now: Date, windowSeconds: number): Promise<number> {
+  let reads = usedReads.get(db);
+  if (!reads) usedReads.set(db, (reads = new Map()));
+  const k = `${keyId}:${windowStart(now, windowSeconds).getTime()}`;
+  const pending = reads.get(k);
+  if (pending) return pending;
+  const read = readUsedAudioSeconds(db, keyId, now, windowSeconds).finally(() => reads.delete(k));
+  reads.set(k, read);
+  return read;
+}
+
+async function readUsedAudioSeconds(db: Db, keyId: string, now: Date, windowSeconds: number): Promise<number> {
   return withStore("auth_unavailable", async () => {
     const row = await db
       .selectFrom("usage_windows")

@@ -1,11 +1,26 @@
 import { randomUUID } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
-import { authenticateApiKey, refuseKeysInUrl, verifyAdminToken, type Principal } from "../../shared/auth";
+import type { Context } from "hono";
+import { refuseKeysInUrl, verifyAdminToken, type Principal } from "../../shared/auth";
+import { clientAddress } from "../../shared/auth-throttle";
 import { noteKeyUse } from "../../shared/key-use";
 import { consumeRate, rateHeaders } from "../../shared/rate-limit";
 import type { GatewayDeps } from "./deps";
 
-export type GatewayEnv = { Variables: { principal: Principal; requestId: string } };
+/**
+ * `Bindings`: what the server hands the app with the request: the uWS bridge its
+ * `remoteAddress`, @hono/node-server its `incoming` Node request.
+ */
+export type GatewayEnv = {
+  Bindings: { remoteAddress?: string; incoming?: { socket?: { remoteAddress?: string } } };
+  Variables: { principal: Principal; requestId: string };
+};
+
+/** The client's address for throttling (X-Forwarded-For only through TRUSTED_PROXY_HOPS proxies). */
+export function requestSource(c: Context<GatewayEnv>, trustedProxyHops: number): string {
+  const peer = c.env?.remoteAddress ?? c.env?.incoming?.socket?.remoteAddress ?? "";
+  return clientAddress(peer, c.req.header("x-forwarded-for"), trustedProxyHops);
+}
 
 /**
  * Gives every request an id (`X-Request-Id`), quoted in 5xx answers and in the log
@@ -22,13 +37,17 @@ export function assignRequestId(): MiddlewareHandler<GatewayEnv> {
   };
 }
 
-/** Authenticates `Authorization: Bearer sk-…` and sets `principal`. */
+/**
+ * Authenticates `Authorization: Bearer sk-…` and sets `principal`. Failures count
+ * against the client's address (429 too_many_auth_failures past
+ * AUTH_FAILURES_PER_MINUTE, shared/auth-throttle.ts).
+ */
 export function requireApiKey(deps: GatewayDeps): MiddlewareHandler<GatewayEnv> {
   return async function requireApiKeyMiddleware(c, next) {
     const now = deps.now();
     refuseKeysInUrl(new URL(c.req.url));
     const authorization = c.req.header("authorization");
-    const principal = deps.keys ? await deps.keys.authenticate(authorization, now) : await authenticateApiKey(deps.db, authorization, now, deps.config.plans);
+    const principal = await deps.keys.authenticate(authorization, now, requestSource(c, deps.config.auth.trustedProxyHops));
     c.set("principal", principal);
     noteKeyUse(deps.nats, principal, now, deps.logger);
     await next();

@@ -21,8 +21,8 @@ export interface GatewayDeps {
   /** Object store for job artifacts. */
   objects?: ObjectStore;
   readiness: () => Promise<Readiness>;
-  /** API keys in memory, kept current from the key stream (absent with KEY_CACHE_TTL_MS=0: every request reads Postgres). */
-  keys?: KeyCache;
+  /** API keys in memory, kept current from the key stream; throttles failed authentication. */
+  keys: KeyCache;
   /** maxRequestsPerMinute counted in blocks per process (absent: one compare-and-set per request). */
   limiter?: RequestLimiter;
   /** The segment plane's audio budget drawn in blocks per process (absent: the counter on every request). */

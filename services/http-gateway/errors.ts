@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { AppError, toAppError } from "../../shared/errors";
+import { AppError, errorHeaders, toAppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 
 /**
@@ -20,7 +20,7 @@ function openAiType(e: AppError): string {
 }
 
 export function errorResponse(c: Context, e: AppError): Response {
-  for (const [name, value] of Object.entries(e.headers)) c.header(name, value);
+  for (const [name, value] of Object.entries(errorHeaders(e))) c.header(name, value);
   const status = e.status as 400;
   if (isAdminPath(c.req.path)) {
     return c.json({ ok: false as const, error: { code: e.code, message: e.message, retryable: e.retryable } }, status);

@@ -2,7 +2,7 @@ import { createAdaptorServer, type ServerType } from "@hono/node-server";
 import { bindWithin } from "../../shared/listen";
 import type { RunningService, ServiceContext } from "../../shared/service";
 import { createSegmentBudgets, type SegmentBudgets } from "../../shared/audio-budget";
-import { startKeyCache, type KeyCache } from "../../shared/key-cache";
+import { startConfiguredKeyCache, type KeyCache } from "../../shared/key-cache";
 import { createRequestLimiter, type RequestLimiter } from "../../shared/rate-limit";
 import { createApp } from "./app";
 import { checkReadiness } from "./readiness";
@@ -14,8 +14,9 @@ import { checkReadiness } from "./readiness";
  */
 export async function startHttpGateway(ctx: ServiceContext): Promise<RunningService> {
   const logger = ctx.logger.child({ service: "http-gateway" });
-  const ttlMs = ctx.config.auth.keyCacheTtlMs;
-  const keys = ttlMs > 0 ? await startKeyCache({ nats: ctx.nats, db: ctx.db, plans: ctx.config.plans, logger, ttlMs }) : undefined;
+  const keys = await startConfiguredKeyCache({ nats: ctx.nats, db: ctx.db, config: ctx.config, logger });
+  // the realtime gateway in this process follows revocations through the same feed
+  ctx.slots.keys = keys;
   const limiter = createRequestLimiter(ctx.nats);
   const budgets = createSegmentBudgets({ nats: ctx.nats, db: ctx.db, windowSeconds: ctx.config.usage.windowSeconds });
   const app = createApp({
@@ -62,7 +63,7 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
 }
 
 /** Hands back what this gateway holds of the shared counters, then stops following the key stream. */
-async function stopAll(limiter: RequestLimiter, budgets: SegmentBudgets, keys: KeyCache | undefined): Promise<void> {
+async function stopAll(limiter: RequestLimiter, budgets: SegmentBudgets, keys: KeyCache): Promise<void> {
   await Promise.all([limiter.stop(), budgets.stop()]);
-  await keys?.stop();
+  await keys.stop();
 }

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { INTERNAL_SAMPLE_RATE, SUPPORTED_SAMPLE_RATES } from "../../schemas/realtime";
-import { authenticateApiKey, bearerCredential, redeemSessionToken, refuseKeysInUrl, SESSION_TOKEN_PREFIX, type Principal } from "../../shared/auth";
+import { bearerCredential, redeemSessionToken, refuseKeysInUrl, SESSION_TOKEN_PREFIX, type Principal } from "../../shared/auth";
+import type { KeyCache } from "../../shared/key-cache";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import { AppError, unauthorized, validationError } from "../../shared/errors";
@@ -27,6 +28,8 @@ export interface UpgradeRequest {
   authorization: string;
   /** Raw query string (after `?`). */
   query: string;
+  /** The client's address: failed authentication is throttled per address. */
+  source: string;
 }
 
 export interface Admission {
@@ -50,6 +53,8 @@ export interface AdmitDeps {
   router?: WorkerRouter;
   flag: GatewayFlag;
   leases: Leases;
+  /** Keys in memory, the revocation feed and the failed-authentication throttle. */
+  keys: KeyCache;
   limitsFor: (principal: Principal) => Limits;
   now: () => Date;
   logger: Logger;
@@ -64,15 +69,21 @@ export function newSessionId(): string {
  * A session token is single use: the first upgrade that presents it spends it in the
  * shared `leases` bucket (spent-tokens.ts), so a second one, on any gateway, is 401.
  */
-export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats">, req: UpgradeRequest, now: Date): Promise<Principal> {
+export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats" | "keys">, req: UpgradeRequest, now: Date): Promise<Principal> {
   const url = new URL(`http://x/?${req.query}`);
   refuseKeysInUrl(url);
   const queryToken = url.searchParams.get("access_token") ?? url.searchParams.get("token");
-  const redeem = (token: string) => redeemSessionToken(deps.db, deps.config.auth.sessionTokenSecret, token, now, spendTokensInLeases(deps.nats), deps.config.plans);
+  const redeem = (token: string) =>
+    deps.keys.throttled(req.source, async () => {
+      const principal = await redeemSessionToken(deps.db, deps.config.auth.sessionTokenSecret, token, now, spendTokensInLeases(deps.nats), deps.config.plans);
+      // the token's key is read from api_keys, which may not have applied a revocation yet
+      if (deps.keys.isRevoked(principal.keyId)) throw unauthorized("revoked_api_key", "This API key has been revoked.");
+      return principal;
+    });
   if (req.authorization.trim() !== "") {
     const credential = bearerCredential(req.authorization);
     if (credential.startsWith(SESSION_TOKEN_PREFIX)) return redeem(credential);
-    return authenticateApiKey(deps.db, req.authorization, now, deps.config.plans);
+    return deps.keys.authenticate(req.authorization, now, req.source);
   }
   if (queryToken !== null && queryToken !== "") {
     if (!queryToken.startsWith(SESSION_TOKEN_PREFIX)) throw unauthorized("invalid_session_token", "Invalid or expired session token.");

@@ -5,7 +5,9 @@ import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime
 import type { Principal } from "../../shared/auth";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
-import { AppError, toAppError } from "../../shared/errors";
+import { clientAddress } from "../../shared/auth-throttle";
+import { AppError, errorHeaders, toAppError } from "../../shared/errors";
+import { startConfiguredKeyCache, type KeyCache } from "../../shared/key-cache";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 import type { Limits } from "../../shared/plans";
@@ -38,6 +40,8 @@ export interface RealtimeGatewayOptions {
   /** 0 picks a free port. Default: config.http.port. */
   port?: number;
   gatewayId?: string;
+  /** The process's key cache and revocation feed (default: the gateway starts its own). */
+  keys?: KeyCache;
   /** Plan limits of a principal (default: the plan catalog's). Embedders and tests may tighten them. */
   limitsFor?: (principal: Principal) => Limits;
   now?: () => Date;
@@ -88,7 +92,7 @@ function openAiType(e: AppError): string {
 export function writeRefusal(res: HttpResponse, e: AppError): void {
   res.writeStatus(statusLine(e.status));
   res.writeHeader("content-type", "application/json");
-  for (const [k, v] of Object.entries(e.headers)) res.writeHeader(k, v);
+  for (const [k, v] of Object.entries(errorHeaders(e))) res.writeHeader(k, v);
   res.end(JSON.stringify({ error: { message: e.message, type: openAiType(e), code: e.code } }), true);
 }
 
@@ -117,6 +121,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   const nowMs = options.now ? () => options.now!().getTime() : Date.now;
   const flag = await watchGatewayFlag(await nats.kv("flags"));
   const leases = createLeases(await nats.kv("leases"), gatewayId, rt.leaseTtlMs);
+  const keys = options.keys ?? (await startConfiguredKeyCache({ nats, db: ctx.db, config, logger: log }));
   const limitsFor = options.limitsFor ?? ((p: Principal) => p.limits);
   const defaultTurnDetection: TurnDetection = {
     type: "server_vad",
@@ -163,7 +168,21 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     );
     data.session = session;
     sessions.add(session);
+    // revoked between its admission and now: the feed's close already passed it by
+    if (keys.isRevoked(session.keyId)) setImmediate(() => session.revoke());
   };
+
+  // A revoked key's sessions end at once (1008 key_revoked): every gateway follows the
+  // key stream, so each closes its own within the event's delivery time.
+  const unwatchRevocations = keys.onRevoked((keyId) => {
+    let closed = 0;
+    for (const s of sessions) {
+      if (s.keyId !== keyId) continue;
+      s.revoke();
+      closed++;
+    }
+    if (closed > 0) log.info("closed the sessions of a revoked key", { keyId, sessions: closed });
+  });
 
   const app = uWS.App();
   app.ws<SocketData>(REALTIME_PATH, {
@@ -185,13 +204,14 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       // permessage-deflate is declined (compression is DISABLED): PCM barely compresses
       // and inflating every frame would cost CPU per session.
       const extensions = "";
-      const request = { authorization: req.getHeader("authorization"), query: req.getQuery() ?? "" };
+      const source = clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader("x-forwarded-for"), config.auth.trustedProxyHops);
+      const request = { authorization: req.getHeader("authorization"), query: req.getQuery() ?? "", source };
       // Not corked: uWS 20.30's HttpResponse.cork uncorks the old HTTP socket after the
       // handler, and an upgrade inside it frees that socket first. In the bench that
       // dropped other, already open WebSockets (1006, server FIN; up to half of 150
       // back-to-back upgrades); uncorked, none in 600. The price is a native
       // "writes must be made from within a corked callback" warning on stderr per upgrade.
-      admit({ ...ctx, flag, leases, limitsFor, now }, request).then(
+      admit({ ...ctx, flag, leases, keys, limitsFor, now }, request).then(
         (admission) => {
           if (aborted) {
             void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
@@ -328,6 +348,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       await audio.stop();
       leases.stop();
       flag.stop();
+      unwatchRevocations();
+      if (!options.keys) await keys.stop();
     },
   };
 }

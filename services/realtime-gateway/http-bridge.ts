@@ -3,7 +3,13 @@ import type { HttpRequest, HttpResponse } from "@trufflesuite/uws-js-unofficial"
 import { concatBytes } from "../../shared/bytes";
 import { AppError } from "../../shared/errors";
 
-export type FetchHandler = (request: Request) => Response | Promise<Response>;
+/** What the bridge hands the app besides the request (hono's `c.env`). */
+export interface BridgeEnv {
+  /** The TCP peer's address (authentication throttling keys on the client's address). */
+  remoteAddress: string;
+}
+
+export type FetchHandler = (request: Request, env: BridgeEnv) => Response | Promise<Response>;
 
 /** Responses up to this size are sent in one write with a Content-Length. */
 const SINGLE_WRITE_BYTES = 256 * 1024;
@@ -104,6 +110,7 @@ export function bridgeToFetch(fetch: FetchHandler, res: HttpResponse, req: HttpR
 
   // HttpRequest is only valid synchronously: read everything now.
   const path = req.getUrl();
+  const env: BridgeEnv = { remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString() };
   const headerList: [string, string][] = [];
   req.forEach((k, v) => headerList.push([k, v]));
   const decision = decideBridge({ method: req.getMethod(), path, query: req.getQuery() ?? "", headers: headerList });
@@ -187,7 +194,7 @@ export function bridgeToFetch(fetch: FetchHandler, res: HttpResponse, req: HttpR
   }
 
   Promise.resolve()
-    .then(() => fetch(request))
+    .then(() => fetch(request, env))
     .then((response) => writeResponse(res, response, decision.method === "HEAD", state))
     .catch((err) => {
       onError?.(err);

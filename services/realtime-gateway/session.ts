@@ -401,6 +401,10 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
         }
       }
     },
+    /** The session's key was revoked (on any gateway): close 1008 key_revoked now. */
+    revoke() {
+      close(CLOSE.keyRevoked);
+    },
     /** Called by the gateway's sweep (every 250 ms); `upstreamAvailable` false (workers' breaker open, NATS down too long) closes 1013. */
     tick(now: number, upstreamAvailable: boolean) {
       metrics.flush();
