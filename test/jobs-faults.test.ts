@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { spawn, type ChildProcess } from "node:child_process";
 import { createObjectStore } from "../shared/objects/index";
 import { startStack, type Stack } from "./support/stack";
+import { stackChildEnv } from "./support/service-process";
 import { serviceDefs } from "../services/stt/services";
 import { startJobTranscriber } from "../services/jobs/start";
 import { loadEvents } from "../shared/event-store";
@@ -79,14 +80,7 @@ async function spawnReplica(): Promise<ChildProcess> {
   const child = spawn(process.execPath, ["--import", "tsx", "test/support/jobs-child-transcriber.ts"], {
     env: {
       ...process.env,
-      NATS_URL: c.nats.url,
-      NATS_PREFIX: c.nats.prefix,
-      DATABASE_URL: c.db.url,
-      DATABASE_SCHEMA: c.db.schema,
-      DATABASE_POOL_MAX: "2",
-      OBJECT_STORE: "fs",
-      OBJECT_STORE_DIR: c.objects.dir,
-      DATA_DIR: c.dataDir,
+      ...stackChildEnv(stack),
       JOB_STEP_ACK_WAIT_MS: String(c.jobs.stepAckWaitMs),
       WORKER_EMBEDDED: "none",
       LOG_LEVEL: "error",

@@ -7,6 +7,7 @@ import type { RunningRouter } from "../shared/workers/router";
 import { waitFor } from "./support/jobs-helpers";
 import { fixture } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
+import { stackChildEnv } from "./support/service-process";
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 
 /**
@@ -58,7 +59,6 @@ async function transcribe(): Promise<{ status: number; ms: number; workerId: str
 beforeAll(async () => {
   provider = await startProviderServer("fallback");
   stack = await startStack({ WORKER_EMBEDDED: "none", FALLBACK_OPENAI_URL: provider.url, FALLBACK_REAL_TIME_FACTOR: "0.1", RT_STREAM_DECODERS_WARM: "0" });
-  const c = stack.config;
   child = spawn(process.execPath, ["--import", "tsx", "test/support/child-runtime.ts"], {
     env: {
       ...process.env,
@@ -68,14 +68,7 @@ beforeAll(async () => {
       // as slow as two shared, busy cores make it (first clips ran at 3–5× real time):
       // the attempt bound follows (workers.md rule 4), so a timeout means frozen
       POCKETSPHINX_REAL_TIME_FACTOR: "5",
-      NATS_URL: c.nats.url,
-      NATS_PREFIX: c.nats.prefix,
-      DATABASE_URL: c.db.url,
-      DATABASE_SCHEMA: c.db.schema,
-      DATABASE_POOL_MAX: "2",
-      OBJECT_STORE: "fs",
-      OBJECT_STORE_DIR: c.objects.dir,
-      DATA_DIR: c.dataDir,
+      ...stackChildEnv(stack),
       LOG_LEVEL: "warn",
       PORT: "0",
     },

@@ -22,6 +22,24 @@ export interface ServiceProcess {
 }
 
 /**
+ * The environment that puts a child process on the stack's NATS prefix, Postgres schema
+ * (a small pool), object store and data directory.
+ */
+export function stackChildEnv(stack: Stack): Record<string, string> {
+  const c = stack.config;
+  return {
+    NATS_URL: c.nats.url,
+    NATS_PREFIX: c.nats.prefix,
+    DATABASE_URL: c.db.url,
+    DATABASE_SCHEMA: c.db.schema,
+    DATABASE_POOL_MAX: "2",
+    OBJECT_STORE: "fs",
+    OBJECT_STORE_DIR: c.objects.dir,
+    DATA_DIR: c.dataDir,
+  };
+}
+
+/**
  * A second `stt serve` process running only `services`, on the stack's NATS prefix and
  * Postgres schema: another replica, as a deployment would run it. Resolves once it
  * logs "stt is up".
