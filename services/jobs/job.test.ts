@@ -66,6 +66,33 @@ describe("submitting", () => {
   });
 });
 
+describe("resubmitting a job that is not errored", () => {
+  const all = [submitted, started("fetch"), fetched, started("slice"), sliced, ...[0, 1, 2, 3].flatMap((i) => [started(`transcribe_chunk_${i}`), transcribed(i)])];
+  const aggregated: JobEvent = { type: "TranscriptAggregated", data: { segments: 8, at: now } };
+  const completed: JobEvent = { type: "JobCompleted", data: { audioSeconds: 40, at: now } };
+
+  it("a completed job is the same job: no resume, nothing runs again", () => {
+    const done = given(...all, started("aggregate"), aggregated, completed);
+    expect(done.state.status).toBe("complete");
+    done.when({ type: "SubmitJob", spec, now: "2026-11-22T11:00:00.000Z" }).then([]);
+    // and the process manager finds nothing to start on it
+    done.when(advance).then([]);
+  });
+
+  it("a queued or running job is the same job: resubmitting neither resumes nor restarts it", () => {
+    given(submitted).when({ type: "SubmitJob", spec, now }).then([]);
+    given(...all.slice(0, 6)).when({ type: "SubmitJob", spec, now }).then([]);
+  });
+
+  it("a job resumed twice counts its attempts on (resumes + 2)", () => {
+    const failed: JobEvent = { type: "JobFailed", data: { step: "fetch", error: { code: "fetch_failed", message: "x" }, at: now } };
+    const resumed: JobEvent = { type: "JobResumed", data: { attempt: 2, at: now } };
+    given(submitted, started("fetch"), failed, resumed, started("fetch", 2), failed)
+      .when({ type: "SubmitJob", spec, now })
+      .then([{ type: "JobResumed", data: { attempt: 3, at: now } }]);
+  });
+});
+
 describe("advancing (the process manager's decision)", () => {
   it("starts fetch, then slice, one at a time", () => {
     given(submitted).when(advance).then([started("fetch")]);
