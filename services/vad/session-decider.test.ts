@@ -103,6 +103,26 @@ describe("speech", () => {
     expect(d.state).toMatchObject({ currentItem: null, previousItem: item(1000) });
   });
 
+  it("speech_stopped tells the client where the speech ended, exactly as the segmenter found it", () => {
+    const d = given(begin(), audio(started(1000))).when(audio(stopped(2970)));
+    expect(d.effects).toEqual([
+      {
+        kind: "event",
+        id: `${sessionId}:input_audio_buffer.speech_stopped:${item(1000)}`,
+        event: { type: "rt.server_event", data: { type: "input_audio_buffer.speech_stopped", event_id: "evt_1", item_id: item(1000), audio_end_ms: 2970 } },
+      },
+    ]);
+    // the item stays open until its utterance is committed
+    expect(d.state).toMatchObject({ currentItem: item(1000), previousItem: null, lastItemMs: 1000 });
+  });
+
+  it("speech_stopped with no item open (after a takeover mid-utterance) names an item where the speech ended", () => {
+    const d = given(begin()).when(audio(stopped(4500)));
+    expect(eventsOf(d.effects)).toEqual([[`${sessionId}:input_audio_buffer.speech_stopped:${item(4500)}`, "input_audio_buffer.speech_stopped", item(4500)]]);
+    expect(d.effects[0]!.kind === "event" && d.effects[0]!.event.data).toMatchObject({ audio_end_ms: 4500 });
+    expect(d.state).toMatchObject({ currentItem: item(4500), lastItemMs: 4500 });
+  });
+
   it("the command carries the session's owner when the start named it (fair scheduling without a lookup)", () => {
     const d = given(begin({ ...start, owner_id: "acme" }), audio(started(1000))).when(audio(stopped(3000), utterance(1000, 3000)));
     const command = d.effects.find((f) => f.kind === "utterance");
