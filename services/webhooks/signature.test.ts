@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createHmac } from "node:crypto";
-import { signPayload, verifySignature } from "./signature";
+import { SIGNATURE_HEADER, signPayload, verifySignature } from "./signature";
 
 describe("webhook signatures", () => {
   const body = JSON.stringify({ workflow_id: "w", output: { result: { text: "héllo" } } });
@@ -9,6 +9,8 @@ describe("webhook signatures", () => {
     const header = signPayload("secret", body, 1_700_000_000);
     const mac = createHmac("sha256", "secret").update(`1700000000.${body}`).digest("hex");
     expect(header).toBe(`t=1700000000,v1=${mac}`);
+    // the documented header name (lower case: how node's HTTP headers are read)
+    expect(SIGNATURE_HEADER).toBe("x-stt-signature");
   });
 
   it("verifies good signatures and refuses tampered bodies, wrong secrets and stale timestamps", () => {
