@@ -36,6 +36,8 @@ describe("an upgrade's audio parameters", () => {
     }
     expect(refusal("sample_rate=44100")!.message).toContain("8000, 16000, 24000, 48000");
     for (const q of ["channels=0", "channels=3", "channels=", "channels=two"]) expect(refusal(q)).toMatchObject({ code: "invalid_channels", param: "channels" });
+    expect(refusal("channels=3")!.message).toBe("channels must be 1 or 2 (interleaved).");
+    expect(refusal("language=english")!.message).toBe("language must be an ISO-639-1 code such as 'en'.");
     for (const q of ["language=e", "language=english", "language=en-", "language=en-B", "language=en-abcdefghi", "language=1n", "language=en us", "language="]) {
       expect(refusal(q)).toMatchObject({ code: "invalid_language", param: "language" });
     }

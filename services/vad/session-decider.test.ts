@@ -62,6 +62,18 @@ describe("session start and settings", () => {
     expect(d.effects).toEqual([{ kind: "settings", settings: expected }]);
   });
 
+  it("update without transcription settings keeps the session's smart_format, interim cadence and results", () => {
+    const off = { ...start, smart_format: false, interim_results: true, partial_interval_ms: 400 };
+    const update = { kind: "update" as const, turn_detection: defaultTurnDetection, language: "en", prompt: null, model: null };
+    expect(given(begin(off)).when({ kind: "update", update }).state!.settings).toMatchObject({ smart_format: false, interim_results: true, partial_interval_ms: 400 });
+    expect(given(begin({ ...start, smart_format: true })).when({ kind: "update", update }).state!.settings.smart_format).toBe(true);
+  });
+
+  it("audio the segmenter made nothing of decides nothing (unlike an empty commit, no error)", () => {
+    const g = given(begin(), audio(started(1000)));
+    expect(g.when(audio())).toEqual({ state: g.state, effects: [] });
+  });
+
   it("inputs for a session never started decide nothing", () => {
     expect(given().when(audio(started(0)))).toEqual({ state: null, effects: [] });
   });
@@ -214,6 +226,7 @@ describe("session end", () => {
   it("end with flush and nothing open: only flushed", () => {
     const d = given(begin()).when({ kind: "end", flush: true, vad: [] });
     expect(eventsOf(d.effects)).toEqual([[`${sessionId}:flushed`, "rt.session.flushed", null]]);
+    expect(d.effects[0]).toEqual({ kind: "event", id: `${sessionId}:flushed`, event: { type: "rt.session.flushed", data: { session_id: sessionId } } });
     expect(d.state).toBeNull();
   });
 
