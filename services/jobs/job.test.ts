@@ -377,3 +377,38 @@ describe("rules the process manager and the poll view lean on", () => {
     expect(view.find((v) => v.name === "fetch")).toEqual({ name: "fetch", status: "running", attempt: 1, started_at: now, ended_at: null, error: null });
   });
 });
+
+describe("waiting on a running step, and steps recorded without a start", () => {
+  const all = [submitted, started("fetch"), fetched, started("slice"), sliced, ...[0, 1, 2, 3].flatMap((i) => [started(`transcribe_chunk_${i}`), transcribed(i)])];
+  const aggregated: JobEvent = { type: "TranscriptAggregated", data: { segments: 8, at: now } };
+
+  it("nothing starts while slicing, aggregation or the final review is still running", () => {
+    given(submitted, started("fetch"), fetched, started("slice")).when(advance).then([]);
+    given(...all, started("aggregate")).when(advance).then([]);
+    const reviewing = { ...submitted, data: { ...submitted.data, review: true } } as JobEvent;
+    const reviewed = [0, 1, 2, 3].flatMap((i) => [started(`review_chunk_${i}`), { type: "ChunkReviewed", data: { index: i, at: now } } as JobEvent]);
+    given(reviewing, ...all.slice(1), started("aggregate"), aggregated, ...reviewed, started("review")).when(advance).then([]);
+  });
+
+  it("a complete job whose webhook start was lost starts it; one whose webhook started does not again", () => {
+    const withHook = { ...submitted, data: { ...submitted.data, webhookUrl: "https://hooks.example/x" } } as JobEvent;
+    const done: JobEvent = { type: "JobCompleted", data: { audioSeconds: 40, at: now } };
+    given(withHook, ...all.slice(1), started("aggregate"), aggregated, done).when(advance).then([started("webhook")]);
+    given(withHook, ...all.slice(1), started("aggregate"), aggregated, done, started("webhook")).when(advance).then([]);
+  });
+
+  it("a step recorded without its start (a report after a resume) is complete at attempt 1 or its last attempt, started when it ended", () => {
+    const t = "2026-11-22T10:30:00.000Z";
+    const s1 = evolve(evolve(initialJobState, submitted), { ...fetched, data: { ...fetched.data, at: t } } as JobEvent);
+    expect(s1.status !== "none" && s1.steps.fetch).toEqual({ status: "complete", attempt: 1, startedAt: t, endedAt: t });
+    const failed: JobEvent = { type: "JobFailed", data: { step: "transcribe_chunk_1", error: { code: "x", message: "x" }, at: now } };
+    const resumed = [submitted, started("fetch"), fetched, started("slice"), sliced, started("transcribe_chunk_1", 1), started("transcribe_chunk_1", 2), failed, { type: "JobResumed", data: { attempt: 2, at: now } } as JobEvent].reduce<JobState>(evolve, initialJobState);
+    const s2 = evolve(resumed, { ...transcribed(1), data: { ...transcribed(1).data, at: t } } as JobEvent);
+    expect(s2.status !== "none" && s2.steps.transcribe_chunk_1).toEqual({ status: "complete", attempt: 2, startedAt: t, endedAt: t });
+  });
+
+  it("events for a job that was never submitted are ignored", () => {
+    expect(evolve(initialJobState, started("fetch"))).toEqual({ status: "none" });
+    expect(evolve(initialJobState, { type: "JobCompleted", data: { audioSeconds: 1, at: now } })).toEqual({ status: "none" });
+  });
+});
