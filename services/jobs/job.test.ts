@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import type { AppError } from "../../shared/errors";
 import type { JobEvent, JobSpec } from "../../schemas/jobs";
 import { decide, evolve, initialJobState, stepChunkIndex, stepKind, stepsView, type JobCommand, type JobState } from "./job";
 
@@ -410,5 +411,39 @@ describe("waiting on a running step, and steps recorded without a start", () => 
   it("events for a job that was never submitted are ignored", () => {
     expect(evolve(initialJobState, started("fetch"))).toEqual({ status: "none" });
     expect(evolve(initialJobState, { type: "JobCompleted", data: { audioSeconds: 1, at: now } })).toEqual({ status: "none" });
+  });
+});
+
+describe("slicing, a stall check with nothing stalled, and what refusals say", () => {
+  it("records the slicing once", () => {
+    const chunks = [{ index: 0, startSample: 0, endSample: 160000 }];
+    given(submitted, started("fetch"), fetched, started("slice")).when({ type: "RecordAudioSliced", chunks, now }).then([{ type: "AudioSliced", data: { chunks, at: now } }]);
+  });
+
+  it("a stall check that finds nothing stalled goes on to start what may start", () => {
+    given(submitted, started("fetch"), fetched).when({ ...advance, stalledBefore: "2026-11-22T09:00:00.000Z" }).then([started("slice")]);
+  });
+
+  it("refusals say what is wrong; a conflict or a cancel too late is not worth retrying", () => {
+    const thrown = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        const err = e as AppError;
+        return { code: err.code, message: err.message, retryable: err.retryable, status: err.status };
+      }
+      throw new Error("did not throw");
+    };
+    expect(thrown(() => stepKind("nope"))).toMatchObject({ code: "invalid_step", message: "unknown step nope" });
+    expect(thrown(() => decide({ type: "RecordAudioFetched", audio: { bytes: 1, sampleRate: 16000, samples: 1, durationSeconds: 1, audioKey: "k" }, now }, initialJobState))).toMatchObject({ code: "job_not_found", message: "no such job", status: 404 });
+    const base = given(submitted, started("fetch"), fetched, started("slice"), sliced).state;
+    expect(thrown(() => decide({ type: "RecordChunkTranscribed", index: 4, segments: 1, fromCheckpoint: false, now }, base))).toMatchObject({ code: "invalid_chunk", message: "chunk 4 does not exist" });
+    expect(thrown(() => decide({ type: "SubmitJob", spec: { ...spec, ownerId: "tenant-b" }, now }, base))).toEqual({ code: "request_id_conflict", message: "this request_id is already used by another job", retryable: false, status: 409 });
+    const done = given(submitted, { type: "JobCompleted", data: { audioSeconds: 1, at: now } }).state;
+    expect(thrown(() => decide({ type: "CancelJob", keyId: "key-a", now }, done))).toEqual({ code: "job_not_cancellable", message: "the job is already complete; only queued or running jobs can be cancelled", retryable: false, status: 409 });
+    const reviewing = { ...submitted, data: { ...submitted.data, review: true } } as JobEvent;
+    expect(given(reviewing).when({ ...advance, reviewAvailable: false }).events()).toEqual([
+      { type: "JobFailed", data: { error: { code: "review_unavailable", message: "review was requested but no review model is configured (REVIEW_LLM_URL)" }, at: now } },
+    ]);
   });
 });
