@@ -118,7 +118,13 @@ describe("consumer wrapper", () => {
       await nats.js.publish(nats.topology.subjects.usageEvent(kind), "{}");
     }
     await done;
-    await new Promise((r) => setTimeout(r, 300));
+    // every message settled (acked or terminated): nothing is left to deliver again
+    for (const deadline = Date.now() + 30_000; ; ) {
+      const info = await nats.jsm.consumers.info(stream, durable);
+      if (info.num_ack_pending === 0 && info.num_pending === 0) break;
+      if (Date.now() > deadline) throw new Error(`messages never settled: ${JSON.stringify({ ack_pending: info.num_ack_pending, pending: info.num_pending })}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
     await running.stop();
     expect(seen.get("ok")).toBe(1);
     expect(seen.get("retryOnce")).toBe(2);

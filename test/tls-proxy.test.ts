@@ -54,8 +54,9 @@ beforeAll(async () => {
     `pid ${dir}/nginx.pid;\nerror_log ${dir}/logs/error.log;\nevents {}\nhttp {\n  access_log off;\n  client_body_temp_path ${dir}/body;\n  proxy_temp_path ${dir}/proxy;\n  include ${dir}/site.conf;\n}\n`,
   );
   nginx = spawn("nginx", ["-p", dir, "-c", join(dir, "nginx.conf"), "-g", "daemon off;"], { stdio: "ignore" });
-  for (let i = 0; i < 50; i++) {
-    if (await get(`/health`).then(() => true, () => false)) break;
+  // until nginx answers (a loaded machine starts it slowly: 5 s was not always enough)
+  for (const deadline = Date.now() + 60_000; !(await get(`/health`).then(() => true, () => false)); ) {
+    if (Date.now() > deadline) throw new Error("nginx never answered /health");
     await new Promise((r) => setTimeout(r, 100));
   }
 }, 120_000);

@@ -92,7 +92,8 @@ export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" 
   throw unauthorized("missing_api_key", "Missing credentials: send 'Authorization: Bearer sk-…' or a session token as ?access_token=rt_….");
 }
 
-function audioParams(query: string, defaultRate: number) {
+/** The audio parameters of an upgrade's query (sample_rate, channels, language), or the validation error refusing it. */
+export function parseAudioParams(query: string, defaultRate: number) {
   const url = new URL(`http://x/?${query}`);
   const rateParam = url.searchParams.get("sample_rate");
   const sampleRate = rateParam === null ? defaultRate : Number(rateParam);
@@ -131,7 +132,7 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
       headers: { "Retry-After": String(Math.max(1, Math.ceil(backlog.max_wait_ms / 1000))) },
     });
   }
-  const params = audioParams(req.query, deps.config.realtime.defaultSampleRate);
+  const params = parseAudioParams(req.query, deps.config.realtime.defaultSampleRate);
   const limits = deps.limitsFor(principal);
   const budget = audioBudget({ nats: deps.nats, db: deps.db, windowSeconds: deps.config.usage.windowSeconds }, { keyId: principal.keyId, limits }, now);
   const left = await budget.remaining();

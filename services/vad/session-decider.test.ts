@@ -62,6 +62,18 @@ describe("session start and settings", () => {
     expect(d.effects).toEqual([{ kind: "settings", settings: expected }]);
   });
 
+  it("update without transcription settings keeps the session's smart_format, interim cadence and results", () => {
+    const off = { ...start, smart_format: false, interim_results: true, partial_interval_ms: 400 };
+    const update = { kind: "update" as const, turn_detection: defaultTurnDetection, language: "en", prompt: null, model: null };
+    expect(given(begin(off)).when({ kind: "update", update }).state!.settings).toMatchObject({ smart_format: false, interim_results: true, partial_interval_ms: 400 });
+    expect(given(begin({ ...start, smart_format: true })).when({ kind: "update", update }).state!.settings.smart_format).toBe(true);
+  });
+
+  it("audio the segmenter made nothing of decides nothing (unlike an empty commit, no error)", () => {
+    const g = given(begin(), audio(started(1000)));
+    expect(g.when(audio())).toEqual({ state: g.state, effects: [] });
+  });
+
   it("inputs for a session never started decide nothing", () => {
     expect(given().when(audio(started(0)))).toEqual({ state: null, effects: [] });
   });
@@ -101,6 +113,26 @@ describe("speech", () => {
     });
     expect(command.kind === "utterance" && command.pcm.length).toBe(32_000);
     expect(d.state).toMatchObject({ currentItem: null, previousItem: item(1000) });
+  });
+
+  it("speech_stopped tells the client where the speech ended, exactly as the segmenter found it", () => {
+    const d = given(begin(), audio(started(1000))).when(audio(stopped(2970)));
+    expect(d.effects).toEqual([
+      {
+        kind: "event",
+        id: `${sessionId}:input_audio_buffer.speech_stopped:${item(1000)}`,
+        event: { type: "rt.server_event", data: { type: "input_audio_buffer.speech_stopped", event_id: "evt_1", item_id: item(1000), audio_end_ms: 2970 } },
+      },
+    ]);
+    // the item stays open until its utterance is committed
+    expect(d.state).toMatchObject({ currentItem: item(1000), previousItem: null, lastItemMs: 1000 });
+  });
+
+  it("speech_stopped with no item open (after a takeover mid-utterance) names an item where the speech ended", () => {
+    const d = given(begin()).when(audio(stopped(4500)));
+    expect(eventsOf(d.effects)).toEqual([[`${sessionId}:input_audio_buffer.speech_stopped:${item(4500)}`, "input_audio_buffer.speech_stopped", item(4500)]]);
+    expect(d.effects[0]!.kind === "event" && d.effects[0]!.event.data).toMatchObject({ audio_end_ms: 4500 });
+    expect(d.state).toMatchObject({ currentItem: item(4500), lastItemMs: 4500 });
   });
 
   it("the command carries the session's owner when the start named it (fair scheduling without a lookup)", () => {
@@ -194,6 +226,7 @@ describe("session end", () => {
   it("end with flush and nothing open: only flushed", () => {
     const d = given(begin()).when({ kind: "end", flush: true, vad: [] });
     expect(eventsOf(d.effects)).toEqual([[`${sessionId}:flushed`, "rt.session.flushed", null]]);
+    expect(d.effects[0]).toEqual({ kind: "event", id: `${sessionId}:flushed`, event: { type: "rt.session.flushed", data: { session_id: sessionId } } });
     expect(d.state).toBeNull();
   });
 

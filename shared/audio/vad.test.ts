@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { defaultTurnDetection } from "../../schemas/realtime";
+import { defaultTurnDetection, VAD_TRAILING_MS } from "../../schemas/realtime";
 import { loadVadEngine, type VadEvent } from "./vad";
 import { pcm16MonoFromWav } from "./wav";
 import { FIXTURES_DIR } from "../../test/support/fixtures";
@@ -138,5 +138,60 @@ describe("VAD segmenter", () => {
     for (const k of kept) expect(Buffer.from(k.utt.pcm.buffer, k.utt.pcm.byteOffset, k.utt.pcm.byteLength).equals(Buffer.from(k.copy.buffer))).toBe(true);
     // released buffers went on to carry later utterances
     expect(reused).toBeGreaterThan(0);
+  });
+
+  /**
+   * Speech, a pause, speech, silence: fed frame by frame (30 ms), each event with the
+   * timeline position (ms) at which the segmenter gave it.
+   */
+  async function segmentTimed(settings: typeof defaultTurnDetection, changeTo?: typeof defaultTurnDetection) {
+    const jfk = load("jfk.wav");
+    const parts = [jfk.subarray(0, 16000 * 4), new Int16Array(16000 * 0.6), jfk.subarray(16000 * 4, 16000 * 8), new Int16Array(16000 * 2)];
+    const pcm = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const p of parts) {
+      pcm.set(p, at);
+      at += p.length;
+    }
+    const engine = await loadVadEngine();
+    const seg = engine.createSegmenter(settings);
+    if (changeTo) seg.update(changeTo);
+    const timed: { event: VadEvent; atMs: number }[] = [];
+    for (let i = 0; i < pcm.length; i += 480) {
+      for (const event of seg.push(pcm.subarray(i, i + 480))) timed.push({ event, atMs: ((i + 480) * 1000) / 16000 });
+    }
+    seg.close();
+    return timed;
+  }
+  const vadStops = (timed: { event: VadEvent; atMs: number }[]) =>
+    timed.flatMap(({ event, atMs }, k) => {
+      const utt = timed[k + 1]?.event;
+      return event.kind === "speech_stopped" && utt?.kind === "utterance" && utt.reason === "vad" ? [{ atMs, audioEndMs: event.audioEndMs, utt }] : [];
+    });
+
+  it("speech stops exactly silence_duration_ms after the last voiced frame; the utterance ends 200 ms of trailing audio after it", async () => {
+    for (const silence of [300, 1200]) {
+      const stops = vadStops(await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: silence }));
+      expect(stops.length).toBeGreaterThanOrEqual(1);
+      for (const s of stops) {
+        // decided when the silence had lasted its full length (both multiples of the 30 ms frame), no sooner, no later
+        expect(s.atMs - (s.audioEndMs - VAD_TRAILING_MS)).toBe(silence);
+        // speech_stopped and the utterance agree on where the speech ended
+        expect(s.utt.kind === "utterance" && s.utt.audioEndMs).toBe(s.audioEndMs);
+      }
+    }
+  });
+
+  it("a longer silence_duration_ms carries speech across a pause a shorter one cuts at", async () => {
+    const short = (await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 300 })).filter((t) => t.event.kind === "utterance");
+    const long = (await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 1200 })).filter((t) => t.event.kind === "utterance");
+    expect(long.length).toBeGreaterThanOrEqual(1);
+    expect(short.length).toBeGreaterThan(long.length);
+  });
+
+  it("update() changes the silence a running segmenter waits for", async () => {
+    const stops = vadStops(await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 300 }, { ...defaultTurnDetection, silence_duration_ms: 1200 }));
+    expect(stops.length).toBeGreaterThanOrEqual(1);
+    for (const s of stops) expect(s.atMs - (s.audioEndMs - VAD_TRAILING_MS)).toBe(1200);
   });
 });

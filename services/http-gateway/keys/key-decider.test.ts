@@ -48,3 +48,26 @@ describe("ApiKey decider", () => {
   it("records no use of a revoked key", () =>
     given(issued, revoked).when({ type: "RecordKeyUse", data: { keyId: "key_1", now: "2026-01-03T00:00:00.000Z" } }).then([]));
 });
+
+describe("ApiKey state", () => {
+  const used = (at: string): KeyEvent => ({ type: "KeyUsed", data: { keyId: "key_1", usedAt: at } });
+  const fold = (...events: KeyEvent[]) => events.reduce(evolveKey, initialKeyState);
+
+  it("an active key remembers when it was last used; a revoked one keeps its revocation", () => {
+    expect(fold(issued)).toEqual({ status: "active", keyId: "key_1", ownerId: "acme", expiresAt: null, lastUsedAt: null });
+    expect(fold(issued, used("2026-01-01T10:00:00.000Z"), used("2026-01-01T11:00:00.000Z"))).toMatchObject({ status: "active", lastUsedAt: "2026-01-01T11:00:00.000Z" });
+    const gone = fold(issued, revoked, used("2026-01-03T00:00:00.000Z"));
+    expect(gone).toEqual({ status: "revoked", keyId: "key_1", ownerId: "acme", revokedAt: "2026-01-02T00:00:00.000Z" });
+  });
+
+  it("a revocation of a key already revoked, or never issued, changes nothing", () => {
+    expect(fold(issued, revoked, { type: "KeyRevoked", data: { keyId: "key_1", revokedAt: "2026-02-01T00:00:00.000Z" } })).toMatchObject({ revokedAt: "2026-01-02T00:00:00.000Z" });
+    expect(fold(revoked)).toEqual({ status: "none" });
+    expect(fold(used("2026-01-01T10:00:00.000Z"))).toEqual({ status: "none" });
+  });
+
+  it("refusals name the key", () => {
+    expect(() => decideKey(issue, fold(issued))).toThrow("key key_1 already exists");
+    expect(() => decideKey(revoke, fold())).toThrow("no key with id key_1");
+  });
+});

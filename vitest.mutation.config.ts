@@ -1,0 +1,24 @@
+import { defineConfig } from "vitest/config";
+
+/**
+ * The unit tests of the pure deciders and rules that mutation testing checks
+ * (stryker.config.mjs, scripts/mutation.sh): each mutant runs only the tests among
+ * these that cover it, so the list is kept to the tests beside the mutated files.
+ */
+export default defineConfig({
+  test: {
+    include: [
+      "services/jobs/job.test.ts",
+      "services/http-gateway/keys/key-decider.test.ts",
+      "services/vad/session-decider.test.ts",
+      "shared/audio/vad.test.ts",
+      "shared/format/smart-format.test.ts",
+      "services/webhooks/signature.test.ts",
+      "shared/rate-limit.test.ts",
+      "services/realtime-gateway/admit.test.ts",
+    ],
+    testTimeout: 20_000,
+    // one worker: the mutation run is CPU-bound and the machine is shared
+    maxWorkers: 1,
+  },
+});
