@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { REALTIME_PATH } from "../schemas/realtime";
 import { encodeWav } from "../shared/audio/wav";
+import { waitFor } from "./support/jobs-helpers";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process";
 import { startStack, type Stack } from "./support/stack";
 
@@ -67,8 +68,13 @@ function expectEnvelope(o: Outcome, context: string) {
   if (o.status >= 500) expect(DOCUMENTED_5XX.has(err.code), `${context}: undocumented ${o.status} ${o.body.slice(0, 200)}`).toBe(true);
 }
 
-/** One raw HTTP/1.1 exchange; `null` when the server closed without an answer. */
-function rawExchange(port: number, request: Buffer | string, timeoutMs = 3000): Promise<Outcome | null> {
+/**
+ * One raw HTTP/1.1 exchange; `null` when the server closed without an answer. It ends when
+ * the answer is complete or the server closes (every case asks `Connection: close`); the
+ * timeout is only a backstop, generous because a slow answer on a loaded machine counted
+ * as none would fail the case.
+ */
+function rawExchange(port: number, request: Buffer | string, timeoutMs = 30_000): Promise<Outcome | null> {
   return new Promise((resolve) => {
     const socket = connect({ host: "127.0.0.1", port });
     const chunks: Buffer[] = [];
@@ -361,8 +367,7 @@ describe("fuzz: hostile input never stops the service", () => {
       expect(body).toContain(requestId!);
       expect(body).not.toMatch(/api_keys|relation|does not exist/);
       // the operator finds the cause by the id
-      await new Promise((r) => setTimeout(r, 100));
-      const line = edge.output().split("\n").find((l) => l.includes(requestId!));
+      const line = await waitFor(async () => edge.output().split("\n").find((l) => l.includes(requestId!)), { what: `a log line with ${requestId}` });
       expect(line).toMatch(/api_keys/);
     } finally {
       await sql`alter table ${sql.table(`${schema}.api_keys_moved`)} rename to api_keys`.execute(stack.db);
@@ -398,7 +403,8 @@ describe("fuzz: hostile input never stops the service", () => {
     for (let s = 0; s < 8; s++) {
       const ws = new WebSocket(`ws://127.0.0.1:${edge.port}${REALTIME_PATH}`, { headers: { authorization: `Bearer ${nextKey()}` } });
       const events: any[] = [];
-      const closed = new Promise<number>((resolve) => ws.on("close", (code) => resolve(code)));
+      let closedCode: number | undefined;
+      const closed = new Promise<number>((resolve) => ws.on("close", (code) => resolve((closedCode = code))));
       ws.on("message", (data, isBinary) => {
         if (!isBinary) events.push(JSON.parse(data.toString()));
       });
@@ -412,7 +418,15 @@ describe("fuzz: hostile input never stops the service", () => {
         ws.send(f, { binary: typeof f !== "string" });
         tally.wsFrames++;
       }
-      await new Promise((r) => setTimeout(r, 300));
+      // The session handles a socket's frames in order: the error answering this last
+      // (unknown) event means every frame before it has been answered, unless the server
+      // closed the socket first.
+      const sentinel = `fuzz-end-${s}`;
+      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "fuzz.sentinel", event_id: sentinel }));
+      await waitFor(async () => closedCode !== undefined || events.some((e) => e.type === "error" && e.error?.event_id === sentinel), {
+        timeoutMs: 60_000,
+        what: `session ${s}: the answer to its last frame, or a close`,
+      });
       if (ws.readyState === WebSocket.OPEN) ws.close(1000);
       const code = await closed;
       expect(codes.has(code), `session ${s} closed ${code}`).toBe(true);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
 import { createSessionOwners } from "../services/rt-transcriber/session-owner";
 import { createLogger } from "../shared/logger";
+import { sharedBacklogView } from "../shared/realtime-backlog";
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 import { connectRt, fixture, refusal, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
 
@@ -114,11 +115,16 @@ describe("capacity and fairness without a fallback (commit path)", () => {
       for (let i = 0; i < 4; i++) items.push({ c, ...(await commit(c)) });
       return items;
     }))).flat();
-    await new Promise((r) => setTimeout(r, 300)); // the big owner's backlog is queued
+    // the big owner's backlog is queued (a rt-transcriber report made after the last
+    // commit shows utterances waiting for an engine) before the small owner commits; the
+    // view is the one the gateway's admission consults
+    const backlog = sharedBacklogView(stack.nats);
+    const lastBig = Math.max(...bigItems.map((i) => i.at));
+    await waitFor(() => backlog.reports().some((r) => r.at > lastBig && r.queued > 0), 60_000, "the big owner's backlog queued");
     const smallItems = await Promise.all(small.map(async (c) => ({ c, ...(await commit(c)) })));
 
     // (d) saturated: the oldest utterance has waited half the limit
-    await new Promise((r) => setTimeout(r, MAX_WAIT_MS / 2 + 300));
+    await waitFor(() => backlog.saturated() !== undefined, 60_000, "a saturated backlog");
     const refused = await refusal(wsUrl(stack.baseUrl), { authorization: `Bearer ${smallKey}` });
     expect(refused.status).toBe(503);
     expect(refused.body.error.code).toBe("upstream_unavailable");
@@ -127,16 +133,20 @@ describe("capacity and fairness without a fallback (commit path)", () => {
     // (a) fairness: round-robin serves the small owner next, not after the backlog
     const smallMs: number[] = [];
     for (const s of smallItems) {
-      const done = await s.c.next(COMPLETED, 10_000);
+      const done = await s.c.next(COMPLETED, 60_000);
       expect(done.item_id).toBe(s.itemId);
       smallMs.push(done.__t - s.at);
-      expect(done.__t - s.at).toBeLessThanOrEqual(2 * soloMs + 500);
+      // served in the next turns, not behind the big owner's 32 (16 engine rounds, or
+      // engine_overloaded at the limit): a margin over the solo latency measured on this
+      // same loaded machine
+      expect(done.__t - s.at).toBeLessThanOrEqual(3 * soloMs + 1000);
     }
 
     // (b) every big item gets one outcome: completed, or failed engine_overloaded within the limit
     const all = [...bigItems, ...smallItems];
-    await waitFor(() => all.every((i) => outcomesOf(i.c, i.itemId).length > 0), MAX_WAIT_MS + 8000, "an outcome for every item");
-    await new Promise((r) => setTimeout(r, 1500)); // anything late would show now
+    await waitFor(() => all.every((i) => outcomesOf(i.c, i.itemId).length > 0), 60_000, "an outcome for every item");
+    // an absence window, not a state: a second, late outcome for any item would show now
+    await new Promise((r) => setTimeout(r, 1500));
     let overloaded = 0;
     for (const i of all) {
       const outcomes = outcomesOf(i.c, i.itemId);
@@ -144,7 +154,9 @@ describe("capacity and fairness without a fallback (commit path)", () => {
       if (outcomes[0].type === FAILED) {
         overloaded++;
         expect(outcomes[0].error.code).toBe("engine_overloaded");
-        expect(outcomes[0].__t - i.at).toBeLessThanOrEqual(MAX_WAIT_MS + 1000);
+        // failed when the limit ran out, not some time later (the margin holds with both
+        // cores busy: the expiry's event still crosses NATS and the gateway)
+        expect(outcomes[0].__t - i.at).toBeLessThanOrEqual(2 * MAX_WAIT_MS);
       }
     }
     console.info(`fairness: small owner solo max ${soloMs} ms, under load ${smallMs.join("/")} ms; ${overloaded} of ${bigItems.length} big-owner utterances engine_overloaded`);
@@ -154,7 +166,7 @@ describe("capacity and fairness without a fallback (commit path)", () => {
     expect(engine.requests.length).toBe(all.length - overloaded + 3);
 
     // the backlog drained: upgrades are admitted again
-    await new Promise((r) => setTimeout(r, 3000));
+    await waitFor(() => backlog.saturated() === undefined, 60_000, "the backlog no longer saturated");
     const again = await open(stack, smallKey);
     again.ws.close();
     for (const c of [...big, ...small]) c.ws.close();
@@ -200,7 +212,7 @@ describe("overload with a fallback provider", () => {
       return out;
     }))).flat();
     for (const i of items) {
-      await waitFor(() => outcomesOf(i.c, i.itemId).length > 0, 10_000, `the outcome of ${i.itemId}`);
+      await waitFor(() => outcomesOf(i.c, i.itemId).length > 0, 60_000, `the outcome of ${i.itemId}`);
       const [outcome] = outcomesOf(i.c, i.itemId);
       expect(outcome.type).toBe(COMPLETED);
       expect(outcome.__t - i.at).toBeLessThan(MAX_WAIT_MS);

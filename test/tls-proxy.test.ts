@@ -8,6 +8,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { REALTIME_PATH } from "../schemas/realtime";
+import { wordErrorRate } from "../shared/workers/wer";
+import { waitFor } from "./support/jobs-helpers";
 import { fixture } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
 
@@ -80,6 +82,16 @@ function get(path: string, headers: Record<string, string> = {}): Promise<{ stat
   });
 }
 
+const T = "conversation.item.input_audio_transcription";
+/** What is said in jfk.wav. */
+const JFK_TEXT = "and so my fellow americans ask not what your country can do for you ask what you can do for your country";
+/**
+ * PocketSphinx is weak on the noisy JFK recording: 77.3% measured, the same on every run
+ * (the music before the speech decodes as words). Another clip's words score 91-96% against
+ * this reference, no transcript 100%.
+ */
+const MAX_WER = 0.85;
+
 describe("TLS proxy (deploy/proxy/nginx.conf)", () => {
   it("serves the API over https with the certificate", async () => {
     const health = await get("/health");
@@ -105,7 +117,7 @@ describe("TLS proxy (deploy/proxy/nginx.conf)", () => {
     expect(res.location).toBe("https://stt.example.com/health");
   });
 
-  it("carries a wss:// session end to end: audio in, transcript out, close 1000", { timeout: 60_000 }, async () => {
+  it("carries a wss:// session end to end: audio in, transcript out, close 1000", { timeout: 180_000 }, async () => {
     const ws = new WebSocket(`wss://localhost:${httpsPort}${REALTIME_PATH}`, { ca: cert, headers: { authorization: `Bearer ${key}` } });
     const events: any[] = [];
     const closed = new Promise<number>((resolve) => ws.on("close", (code) => resolve(code)));
@@ -120,12 +132,28 @@ describe("TLS proxy (deploy/proxy/nginx.conf)", () => {
     const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
     for (let off = 0; off < bytes.length; off += 32_000) ws.send(bytes.subarray(off, off + 32_000));
     ws.send(new Uint8Array(16_000 * 2 * 1.5)); // 1.5 s of silence ends the last utterance
+    // Every committed item's result before closing: session.close waits at most 30 s for
+    // them (docs/realtime.md), which a loaded machine can overrun; the test is about the
+    // proxy carrying the session, not about that grace.
+    await waitFor(
+      async () => {
+        const items = events.filter((e) => e.type === "input_audio_buffer.committed").map((e) => e.item_id);
+        const done = events.filter((e) => e.type === `${T}.completed` || e.type === `${T}.failed`).map((e) => e.item_id);
+        return items.length > 0 && items.every((i) => done.includes(i));
+      },
+      { timeoutMs: 120_000, what: `a result for every committed item: ${JSON.stringify(events.map((e) => e.type))}` },
+    );
     ws.send(JSON.stringify({ type: "session.close" }));
     expect(await closed).toBe(1000);
     expect(events[0].type).toBe("session.created");
-    const completed = events.filter((e) => e.type === "conversation.item.input_audio_transcription.completed");
+    const completed = events.filter((e) => e.type === `${T}.completed`);
     expect(completed.length).toBeGreaterThan(0);
-    // jfk.wav is 22 words; the engine's words, whatever they are, came back through the proxy
-    expect(completed.map((e) => e.transcript).join(" ").split(/\s+/).length).toBeGreaterThanOrEqual(10);
+    // the engine's words came back through the proxy, and they are of this audio: a bound
+    // on the word error rate against what is said fails a transcript that is empty, cut
+    // short or of other audio (near 100%)
+    const transcript = completed.map((e) => e.transcript).join(" ");
+    const w = wordErrorRate(JFK_TEXT, transcript);
+    console.log(`WER ${(w.wer * 100).toFixed(1)}%: ${transcript}`);
+    expect(w.wer).toBeLessThanOrEqual(MAX_WER);
   });
 });
