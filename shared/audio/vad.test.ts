@@ -18,6 +18,16 @@ async function segment(pcm: Int16Array, chunk: number, settings = defaultTurnDet
   return events;
 }
 
+const concat = (...parts: Int16Array[]) => {
+  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+};
+
 describe("VAD segmenter", () => {
   it("finds several utterances with pauses in silero_test.wav, events alternating in order", async () => {
     const pcm = load("silero_test.wav");
@@ -144,15 +154,9 @@ describe("VAD segmenter", () => {
    * Speech, a pause, speech, silence: fed frame by frame (30 ms), each event with the
    * timeline position (ms) at which the segmenter gave it.
    */
-  async function segmentTimed(settings: typeof defaultTurnDetection, changeTo?: typeof defaultTurnDetection) {
+  async function segmentTimed(settings: typeof defaultTurnDetection, changeTo?: typeof defaultTurnDetection, input?: Int16Array) {
     const jfk = load("jfk.wav");
-    const parts = [jfk.subarray(0, 16000 * 4), new Int16Array(16000 * 0.6), jfk.subarray(16000 * 4, 16000 * 8), new Int16Array(16000 * 2)];
-    const pcm = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) {
-      pcm.set(p, at);
-      at += p.length;
-    }
+    const pcm = input ?? concat(jfk.subarray(0, 16000 * 4), new Int16Array(16000 * 0.6), jfk.subarray(16000 * 4, 16000 * 8), new Int16Array(16000 * 2));
     const engine = await loadVadEngine();
     const seg = engine.createSegmenter(settings);
     if (changeTo) seg.update(changeTo);
@@ -182,6 +186,24 @@ describe("VAD segmenter", () => {
     }
   });
 
+  it("given silence_duration_ms shorter than the trailing audio, when speech stops, then the utterance ends where the silence was decided", async () => {
+    const stops = vadStops(await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 120 }));
+    expect(stops.length).toBeGreaterThanOrEqual(1);
+    for (const s of stops) expect(s.audioEndMs).toBe(s.atMs);
+  });
+
+  it("given threshold, when speech begins after silence, then speech_started waits for that fraction of the 10-frame window", async () => {
+    const jfk = load("jfk.wav");
+    const decided = async (threshold: number) => {
+      const timed = await segmentTimed({ ...defaultTurnDetection, threshold, prefix_padding_ms: 0 }, undefined, concat(new Int16Array(16000), jfk));
+      const first = timed.find((t) => t.event.kind === "speech_started")!;
+      return first.atMs - (first.event as { audioStartMs: number }).audioStartMs;
+    };
+    // the window's first voiced frame to the end of the frame that crossed the threshold
+    expect(await decided(0.1)).toBe(30);
+    expect(await decided(1)).toBe(300);
+  });
+
   it("a longer silence_duration_ms carries speech across a pause a shorter one cuts at", async () => {
     const short = (await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 300 })).filter((t) => t.event.kind === "utterance");
     const long = (await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 1200 })).filter((t) => t.event.kind === "utterance");
@@ -198,15 +220,6 @@ describe("VAD segmenter", () => {
 
 describe("VAD segmenter: exact timings, settings and offsets", () => {
   type Utt = Extract<VadEvent, { kind: "utterance" }>;
-  const concat = (...parts: Int16Array[]) => {
-    const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) {
-      out.set(p, at);
-      at += p.length;
-    }
-    return out;
-  };
   const silence = (ms: number) => new Int16Array((ms * 16000) / 1000);
   const utterances = (events: VadEvent[]) => events.filter((e): e is Utt => e.kind === "utterance");
   const samplesOf = (ms: number) => (ms * 16000) / 1000;
@@ -256,6 +269,8 @@ describe("VAD segmenter: exact timings, settings and offsets", () => {
       expect(cuts.length).toBeGreaterThanOrEqual(1);
       for (const u of cuts) {
         expect(u.audioEndMs - u.audioStartMs).toBe(max);
+        // speech goes on: a speech_started at the cut comes right after the cut utterance
+        expect(events[events.indexOf(u) + 1]).toEqual({ kind: "speech_started", audioStartMs: u.audioEndMs });
         const next = utts[utts.indexOf(u) + 1]!;
         expect(next.audioStartMs).toBe(u.audioEndMs);
       }
