@@ -204,6 +204,17 @@ describe("VAD segmenter", () => {
     expect(await decided(1)).toBe(300);
   });
 
+  it("given threshold 1, when speech comes only in bursts shorter than the window, then speech never starts", async () => {
+    const jfk = load("jfk.wav");
+    const burst = jfk.subarray(16000, 16000 + 480 * 4); // 120 ms of speech
+    const parts: Int16Array[] = [new Int16Array(16000)];
+    for (let k = 0; k < 12; k++) parts.push(burst, new Int16Array(480 * 7));
+    const timed = await segmentTimed({ ...defaultTurnDetection, threshold: 1 }, undefined, concat(...parts));
+    expect(timed).toEqual([]);
+    // the same bursts do start speech at a threshold they reach
+    expect((await segmentTimed({ ...defaultTurnDetection, threshold: 0.3 }, undefined, concat(...parts))).length).toBeGreaterThan(0);
+  });
+
   it("a longer silence_duration_ms carries speech across a pause a shorter one cuts at", async () => {
     const short = (await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 300 })).filter((t) => t.event.kind === "utterance");
     const long = (await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 1200 })).filter((t) => t.event.kind === "utterance");
