@@ -18,6 +18,16 @@ async function segment(pcm: Int16Array, chunk: number, settings = defaultTurnDet
   return events;
 }
 
+const concat = (...parts: Int16Array[]) => {
+  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+};
+
 describe("VAD segmenter", () => {
   it("finds several utterances with pauses in silero_test.wav, events alternating in order", async () => {
     const pcm = load("silero_test.wav");
@@ -144,15 +154,9 @@ describe("VAD segmenter", () => {
    * Speech, a pause, speech, silence: fed frame by frame (30 ms), each event with the
    * timeline position (ms) at which the segmenter gave it.
    */
-  async function segmentTimed(settings: typeof defaultTurnDetection, changeTo?: typeof defaultTurnDetection) {
+  async function segmentTimed(settings: typeof defaultTurnDetection, changeTo?: typeof defaultTurnDetection, input?: Int16Array) {
     const jfk = load("jfk.wav");
-    const parts = [jfk.subarray(0, 16000 * 4), new Int16Array(16000 * 0.6), jfk.subarray(16000 * 4, 16000 * 8), new Int16Array(16000 * 2)];
-    const pcm = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) {
-      pcm.set(p, at);
-      at += p.length;
-    }
+    const pcm = input ?? concat(jfk.subarray(0, 16000 * 4), new Int16Array(16000 * 0.6), jfk.subarray(16000 * 4, 16000 * 8), new Int16Array(16000 * 2));
     const engine = await loadVadEngine();
     const seg = engine.createSegmenter(settings);
     if (changeTo) seg.update(changeTo);
@@ -182,6 +186,35 @@ describe("VAD segmenter", () => {
     }
   });
 
+  it("given silence_duration_ms shorter than the trailing audio, when speech stops, then the utterance ends where the silence was decided", async () => {
+    const stops = vadStops(await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 120 }));
+    expect(stops.length).toBeGreaterThanOrEqual(1);
+    for (const s of stops) expect(s.audioEndMs).toBe(s.atMs);
+  });
+
+  it("given threshold, when speech begins after silence, then speech_started waits for that fraction of the 10-frame window", async () => {
+    const jfk = load("jfk.wav");
+    const decided = async (threshold: number) => {
+      const timed = await segmentTimed({ ...defaultTurnDetection, threshold, prefix_padding_ms: 0 }, undefined, concat(new Int16Array(16000), jfk));
+      const first = timed.find((t) => t.event.kind === "speech_started")!;
+      return first.atMs - (first.event as { audioStartMs: number }).audioStartMs;
+    };
+    // the window's first voiced frame to the end of the frame that crossed the threshold
+    expect(await decided(0.1)).toBe(30);
+    expect(await decided(1)).toBe(300);
+  });
+
+  it("given threshold 1, when speech comes only in bursts shorter than the window, then speech never starts", async () => {
+    const jfk = load("jfk.wav");
+    const burst = jfk.subarray(16000, 16000 + 480 * 4); // 120 ms of speech
+    const parts: Int16Array[] = [new Int16Array(16000)];
+    for (let k = 0; k < 12; k++) parts.push(burst, new Int16Array(480 * 7));
+    const timed = await segmentTimed({ ...defaultTurnDetection, threshold: 1 }, undefined, concat(...parts));
+    expect(timed).toEqual([]);
+    // the same bursts do start speech at a threshold they reach
+    expect((await segmentTimed({ ...defaultTurnDetection, threshold: 0.3 }, undefined, concat(...parts))).length).toBeGreaterThan(0);
+  });
+
   it("a longer silence_duration_ms carries speech across a pause a shorter one cuts at", async () => {
     const short = (await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 300 })).filter((t) => t.event.kind === "utterance");
     const long = (await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 1200 })).filter((t) => t.event.kind === "utterance");
@@ -193,5 +226,130 @@ describe("VAD segmenter", () => {
     const stops = vadStops(await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 300 }, { ...defaultTurnDetection, silence_duration_ms: 1200 }));
     expect(stops.length).toBeGreaterThanOrEqual(1);
     for (const s of stops) expect(s.atMs - (s.audioEndMs - VAD_TRAILING_MS)).toBe(1200);
+  });
+});
+
+describe("VAD segmenter: exact timings, settings and offsets", () => {
+  type Utt = Extract<VadEvent, { kind: "utterance" }>;
+  const silence = (ms: number) => new Int16Array((ms * 16000) / 1000);
+  const utterances = (events: VadEvent[]) => events.filter((e): e is Utt => e.kind === "utterance");
+  const samplesOf = (ms: number) => (ms * 16000) / 1000;
+  /** The utterance's audio is exactly its time range of the input, sample for sample. */
+  const expectAudioOf = (u: Utt, input: Int16Array) => {
+    const from = samplesOf(u.audioStartMs);
+    expect(u.pcm.length).toBe(samplesOf(u.audioEndMs - u.audioStartMs));
+    expect(Buffer.from(u.pcm.buffer, u.pcm.byteOffset, u.pcm.byteLength).equals(Buffer.from(input.buffer, input.byteOffset + from * 2, u.pcm.length * 2))).toBe(true);
+  };
+  const firstStart = (events: VadEvent[]) => (events.find((e) => e.kind === "speech_started") as Extract<VadEvent, { kind: "speech_started" }>).audioStartMs;
+
+  it("given silence before speech, when prefix_padding_ms grows, then speech starts exactly that much earlier and the utterance holds that audio", async () => {
+    const pcm = concat(silence(3000), load("jfk.wav").subarray(0, 16000 * 3), silence(1500));
+    for (const threshold of [1, 0.6, 0.1]) {
+      const base = await segment(pcm, 1600, { ...defaultTurnDetection, threshold, prefix_padding_ms: 0 });
+      const start0 = firstStart(base);
+      expect(start0 % 30).toBe(0); // a frame's start
+      expect(start0).toBeGreaterThanOrEqual(3000);
+      for (const pad of [30, 300, 600, 2000]) {
+        const events = await segment(pcm, 1600, { ...defaultTurnDetection, threshold, prefix_padding_ms: pad });
+        expect(firstStart(events)).toBe(start0 - pad);
+        const [u] = utterances(events);
+        expect(u!.audioStartMs).toBe(start0 - pad);
+        expectAudioOf(u!, pcm);
+      }
+    }
+  });
+
+  it("given a higher threshold, when speech begins, then it starts no sooner than with a lower one", async () => {
+    const pcm = concat(silence(3000), load("jfk.wav").subarray(0, 16000 * 3), silence(1500));
+    const at = async (threshold: number) => {
+      const events = await segment(pcm, 480, { ...defaultTurnDetection, threshold, prefix_padding_ms: 0 });
+      return { start: firstStart(events), events };
+    };
+    const low = await at(0.1);
+    const high = await at(1);
+    expect(high.start).toBeGreaterThanOrEqual(low.start);
+    for (const u of [...utterances(low.events), ...utterances(high.events)]) expectAudioOf(u, pcm);
+  });
+
+  it("given max_utterance_ms, when speech runs on, then each cut utterance is exactly that long and the next starts at the cut", async () => {
+    const pcm = concat(silence(1200), load("jfk.wav"), silence(1500));
+    for (const max of [1200, 3000]) {
+      const events = await segment(pcm, 1600, { ...defaultTurnDetection, max_utterance_ms: max, prefix_padding_ms: 300 });
+      const utts = utterances(events);
+      const cuts = utts.filter((u) => u.reason === "max_length");
+      expect(cuts.length).toBeGreaterThanOrEqual(1);
+      for (const u of cuts) {
+        expect(u.audioEndMs - u.audioStartMs).toBe(max);
+        // speech goes on: a speech_started at the cut comes right after the cut utterance
+        expect(events[events.indexOf(u) + 1]).toEqual({ kind: "speech_started", audioStartMs: u.audioEndMs });
+        const next = utts[utts.indexOf(u) + 1]!;
+        expect(next.audioStartMs).toBe(u.audioEndMs);
+      }
+      for (const u of utts) {
+        expect(u.audioEndMs - u.audioStartMs).toBeLessThanOrEqual(max);
+        expectAudioOf(u, pcm);
+      }
+    }
+  });
+
+  /** Feeds `pcm` in chunks with their offsets, each chunk `deliver`ed as given. */
+  async function segmentOffsets(pcm: Int16Array, chunk: number, deliver: (seg: ReturnType<Awaited<ReturnType<typeof loadVadEngine>>["createSegmenter"]>, sub: Int16Array, off: number) => VadEvent[], skip?: [number, number]) {
+    const engine = await loadVadEngine();
+    const seg = engine.createSegmenter(defaultTurnDetection);
+    const events: VadEvent[] = [];
+    for (let off = 0; off < pcm.length; off += chunk) {
+      if (skip && off >= skip[0] && off < skip[1]) continue;
+      events.push(...deliver(seg, pcm.subarray(off, off + chunk), off));
+    }
+    events.push(...seg.commit("close"));
+    seg.close();
+    return events;
+  }
+  const summary = (events: VadEvent[]) => events.map((e) => (e.kind === "utterance" ? [e.kind, e.audioStartMs, e.audioEndMs, e.reason] : e));
+
+  it("given redeliveries overlapping new audio, when pushed by offset, then only the new samples count and the segmentation is as if sent once", async () => {
+    const pcm = concat(silence(900), load("jfk.wav"), silence(1500));
+    const once = await segmentOffsets(pcm, 1000, (seg, sub, off) => seg.push(sub, off));
+    // each chunk comes again together with the next one's first 700 samples... and the previous 300
+    const overlapping = await segmentOffsets(pcm, 1000, (seg, _sub, off) => {
+      const from = Math.max(0, off - 300);
+      return seg.push(pcm.subarray(from, off + 1000), from);
+    });
+    expect(summary(overlapping)).toEqual(summary(once));
+    for (const u of utterances(overlapping)) expectAudioOf(u, pcm);
+  });
+
+  it("given a gap in the timeline while silent, when audio resumes at a later offset, then events and audio sit at the true positions", async () => {
+    const pcm = concat(silence(3000), load("jfk.wav"), silence(1500));
+    // 1 s of the silence never arrives (at an offset that is not a frame boundary)
+    const gapped = await segmentOffsets(pcm, 1000, (seg, sub, off) => seg.push(sub, off), [8000, 24000]);
+    const whole = await segmentOffsets(pcm, 1000, (seg, sub, off) => seg.push(sub, off));
+    expect(utterances(gapped).length).toBeGreaterThanOrEqual(1);
+    for (const u of utterances(gapped)) expectAudioOf(u, pcm);
+    expect(summary(gapped)).toEqual(summary(whole));
+  });
+
+  it("given a commit in the middle of a frame, when committed, then the utterance ends at the last sample sent and later audio keeps its positions", async () => {
+    const jfk = load("jfk.wav");
+    const pcm = concat(silence(600), jfk, silence(1500));
+    const engine = await loadVadEngine();
+    const seg = engine.createSegmenter(defaultTurnDetection);
+    const cutAt = 16000 * 3 + 160; // 10 ms into a frame
+    const events = [...seg.push(pcm.subarray(0, cutAt))];
+    expect(seg.speaking).toBe(true);
+    events.push(...seg.commit());
+    const committed = utterances(events)[0]!;
+    expect(committed.reason).toBe("commit");
+    expect(committed.audioEndMs).toBe(3010);
+    expectAudioOf(committed, pcm);
+    for (let i = cutAt; i < pcm.length; i += 1000) events.push(...seg.push(pcm.subarray(i, i + 1000)));
+    events.push(...seg.commit("close"));
+    seg.close();
+    const later = utterances(events).slice(1);
+    expect(later.length).toBeGreaterThanOrEqual(1);
+    for (const u of later) {
+      expect(u.audioStartMs).toBeGreaterThanOrEqual(3010);
+      expectAudioOf(u, pcm);
+    }
   });
 });
