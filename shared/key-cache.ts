@@ -122,7 +122,15 @@ export async function startKeyCache(options: KeyCacheOptions): Promise<KeyCache>
     if ((await consumer.info()).num_pending === 0) live = true;
     for await (const m of messages) {
       if (stopped) break;
-      const parsed = keyEventEnvelope.safeParse(m.json());
+      // a message that is not JSON is stepped over like one that does not parse: throwing
+      // here would restart the feed on the same message forever
+      let body: unknown;
+      try {
+        body = m.json();
+      } catch {
+        body = undefined;
+      }
+      const parsed = keyEventEnvelope.safeParse(body);
       if (parsed.success) {
         const e = parsed.data;
         if (e.type === "KeyRevoked") {
