@@ -259,6 +259,31 @@ describe("VAD segmenter: exact timings, settings and offsets", () => {
     }
   });
 
+  it("given several utterances with pauses, whatever the padding, chunking and offsets, then every utterance holds exactly its range of the input", async () => {
+    // long silences between turns (the silent buffer is trimmed and regrown) and a long turn
+    // (the speaking buffer grows past the size reserved from the previous utterance)
+    const speech = load("silero_test.wav");
+    const pcm = concat(silence(2500), speech, silence(4000), load("jfk.wav"), silence(1200), speech.subarray(0, 16000 * 4), silence(900));
+    const engine = await loadVadEngine();
+    for (const prefix_padding_ms of [0, 300, 1500]) {
+      const settings = { ...defaultTurnDetection, prefix_padding_ms };
+      let reference: unknown;
+      for (const [chunk, byOffset] of [[640, false], [333, false], [4000, true], [333, true]] as const) {
+        const seg = engine.createSegmenter(settings);
+        const events: VadEvent[] = [];
+        for (let off = 0; off < pcm.length; off += chunk) events.push(...seg.push(pcm.subarray(off, off + chunk), byOffset ? off : undefined));
+        events.push(...seg.commit("close"));
+        seg.close();
+        const utts = utterances(events);
+        expect(utts.length).toBeGreaterThanOrEqual(4);
+        for (const u of utts) expectAudioOf(u, pcm);
+        const shape = events.map((e) => (e.kind === "utterance" ? [e.kind, e.audioStartMs, e.audioEndMs, e.reason] : e));
+        if (reference === undefined) reference = shape;
+        else expect(shape).toEqual(reference);
+      }
+    }
+  });
+
   it("given a higher threshold, when speech begins, then it starts no sooner than with a lower one", async () => {
     const pcm = concat(silence(3000), load("jfk.wav").subarray(0, 16000 * 3), silence(1500));
     const at = async (threshold: number) => {

@@ -31,6 +31,27 @@ describe("sentences", () => {
     expect(smartFormat(untimed).text).toBe("We went home.");
   });
 
+  it("breaks at a pause of exactly sentenceGapMs, not one millisecond less, and only with both timings", () => {
+    const words = (gap: number) => [
+      { word: "it", start_ms: 0, end_ms: 200 },
+      { word: "rained", start_ms: 300, end_ms: 600 },
+      { word: "we", start_ms: 600 + gap, end_ms: 800 + gap },
+      { word: "stayed", start_ms: 900 + gap, end_ms: 1100 + gap },
+    ];
+    expect(smartFormat(words(700)).text).toBe("It rained. We stayed.");
+    expect(smartFormat(words(699)).text).toBe("It rained we stayed.");
+    expect(smartFormat([{ word: "it", end_ms: 100 }, { word: "rained", start_ms: 5000 }]).text).toBe("It. Rained.");
+    expect(smartFormat([{ word: "it", start_ms: 0 }, { word: "rained", start_ms: 5000, end_ms: 5200 }]).text).toBe("It rained.");
+    expect(smartFormat([{ word: "it", start_ms: 0, end_ms: 100 }, { word: "rained", end_ms: 5200 }]).text).toBe("It rained.");
+  });
+
+  it("ends a sentence where the input does, unless the next word is still raw", () => {
+    // "home." keeps its own form (it has punctuation); a capitalised next word opens a sentence, a raw one does not
+    expect(smartFormat([{ word: "home." }, { word: "Then" }, { word: "slept" }]).text).toBe("home. Then slept.");
+    expect(smartFormat([{ word: "home." }, { word: "then" }, { word: "slept" }]).text).toBe("home. then slept.");
+    expect(smartFormat([{ word: "at" }, { word: "p.m." }, { word: "on" }, { word: "friday" }]).text).toBe("At p.m. on Friday.");
+  });
+
   it("leaves the last sentence open when endsSentence is false", () => {
     expect(f("so we started", { endsSentence: false })).toBe("So we started");
     expect(smartFormat(timed("it rained we stayed", { 2: 1000 }), { endsSentence: false }).text).toBe(
@@ -249,6 +270,29 @@ describe("termsFrom", () => {
     const many = Array.from({ length: 600 }, (_, i) => `Term${i}`);
     expect(termsFrom(many)).toHaveLength(500);
     expect(termsFrom(undefined, null)).toEqual([]);
+  });
+
+  it("keeps a term of exactly 100 characters and the first 500 terms, normalising inner whitespace", () => {
+    expect(termsFrom({ a: "y".repeat(100), b: "z".repeat(101), c: "  New \t  York  " })).toEqual(["y".repeat(100), "New York"]);
+    const many = Array.from({ length: 600 }, (_, i) => `Term${i}`);
+    const terms = termsFrom(many, "Boston");
+    expect(terms[0]).toBe("Term0");
+    expect(terms[499]).toBe("Term499");
+    // the prompt's names come after the metadata's and the cap holds for them too
+    expect(terms).not.toContain("Boston");
+    expect(termsFrom(many.slice(0, 499), "Boston JFK")).toEqual([...many.slice(0, 499), "JFK"]);
+  });
+
+  it("reads metadata 32 levels deep and no deeper", () => {
+    const nest = (depth: number, leaf: string): unknown => (depth === 0 ? leaf : { n: nest(depth - 1, leaf) });
+    expect(termsFrom(nest(32, "Deep"))).toEqual(["Deep"]);
+    expect(termsFrom(nest(33, "Deeper"))).toEqual([]);
+  });
+
+  it("splits a prompt on any whitespace, and a word with an inner capital or digit is a term even at a sentence start", () => {
+    expect(termsFrom(null, "Visit\tParis\nand   Rome")).toEqual(["Visit Paris", "Paris", "Rome"]);
+    expect(termsFrom(null, "IPhone sales. X5 launch")).toEqual(["IPhone", "X5"]);
+    expect(termsFrom(null, "met Ana. Then left")).toEqual(["Ana"]);
   });
 
   it("feeds smartFormat", () => {
