@@ -25,7 +25,7 @@ export default {
   vitest: { configFile: "vitest.mutation.config.ts", related: true },
   mutate: [
     "services/jobs/job.ts",
-    "services/http-gateway/keys/key-decider.ts",
+    "domain/keys/decider.ts",
     "services/vad/session-decider.ts",
     "shared/audio/vad.ts",
     "shared/format/smart-format.ts",

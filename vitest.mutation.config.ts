@@ -9,7 +9,7 @@ export default defineConfig({
   test: {
     include: [
       "services/jobs/job.test.ts",
-      "services/http-gateway/keys/key-decider.test.ts",
+      "domain/keys/decider.test.ts",
       "services/vad/session-decider.test.ts",
       "shared/audio/vad.test.ts",
       "shared/format/smart-format.test.ts",

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { limitOverridesSchema, limitsSchema } from "../shared/plans";
+import { limitOverridesSchema, limitsSchema } from "./plans";
 import { safeString } from "./safe-string";
 
 /**

@@ -1,6 +1,8 @@
+import type { KeyCache } from "../domain/keys/key-cache";
+import type { KeyStore } from "../domain/keys/store";
+import type { UsageStore } from "../domain/usage/store";
 import type { Config } from "../shared/config";
 import type { Db } from "../shared/db/index";
-import type { KeyCache } from "../shared/key-cache";
 import type { Logger } from "../shared/logger";
 import type { Nats } from "../shared/nats";
 import type { ObjectStore } from "../shared/objects/index";
@@ -20,6 +22,10 @@ export interface ServiceContext {
   router?: WorkerRouter;
   logger: Logger;
   now: () => Date;
+  /** The key stream's one writer (issue, revoke, key use). */
+  keys: KeyStore;
+  /** The usage stream's one writer, and the live audio budget. */
+  usage: UsageStore;
   /** Every read model of the service (for /readyz and `stt rebuild`). */
   projections: Projection<any>[];
   /** Names of the services running in this process. */
@@ -35,7 +41,7 @@ export interface ServiceContext {
     /** Port of /metrics when this process runs no http-gateway (METRICS_PORT). */
     metricsPort?: number;
     /** The key cache and revocation feed, when http-gateway runs in this process. */
-    keys?: KeyCache;
+    keyCache?: KeyCache;
     /** Whether the realtime gateway in this process would admit an upgrade now. */
     realtimeStatus?: () => { ok: boolean; detail: string };
   };

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { loadPlanCatalog, type PlanCatalog } from "./plans";
+import type { PlanCatalog } from "../schemas/plans";
+import { loadPlanCatalog } from "./plans";
 
 /**
  * The one configuration object of a process: parsed from the environment with zod,

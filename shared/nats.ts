@@ -105,7 +105,7 @@ export function topology(prefix: string) {
     rate: { name: `${P}_rate`, ttlMs: 2 * MINUTE, history: 1, storage: "memory" },
     leases: { name: `${P}_leases`, ttlMs: 10 * MINUTE, history: 1, storage: "memory" },
     flags: { name: `${P}_flags`, ttlMs: 0, history: 1, storage: "file" },
-    /** Live audio budget per key and billing window (shared/audio-budget.ts). */
+    /** Live audio budget per key and billing window (domain/usage/budget.ts). */
     budget: { name: `${P}_budget`, ttlMs: 2 * DAY, history: 1, storage: "file" },
   } satisfies Record<string, BucketSpec>;
   return {

@@ -1,29 +1,12 @@
 import { readFileSync } from "node:fs";
-import { z } from "zod";
+import { plansFileSchema, type Limits, type PlanCatalog } from "../schemas/plans";
 
 /**
- * The plan catalog (spec 2.2 and 8). Free is the spec's; pro is ours: ten times the
+ * The plan catalog a process runs with. Free is the spec's; pro is ours: ten times the
  * throughput and a day of audio per window. An operator adds plans (or changes these
- * two) with PLANS_FILE (`loadPlanCatalog`), and a key can carry its own overrides of
- * its plan's limits (`resolveLimits`).
+ * two) with PLANS_FILE (`loadPlanCatalog`, read by shared/config.ts); a key can carry
+ * its own overrides of its plan's limits (domain/usage/limits.ts `resolveLimits`).
  */
-const limit = z.number().int().min(0).max(1_000_000_000);
-export const limitsSchema = z.object({
-  maxConcurrentConnections: limit,
-  maxConcurrentUtterances: limit,
-  maxConnectionsPerMinute: limit,
-  maxRequestsPerMinute: limit,
-  maxAudioSecondsPerRequest: limit,
-  maxSessionSeconds: limit,
-  maxAudioSecondsPerSession: limit,
-  maxAudioSecondsPerWindow: limit,
-  idleTimeoutSeconds: limit,
-});
-/** Per-key overrides: any subset of the limits, nothing else. */
-export const limitOverridesSchema = limitsSchema.partial().strict();
-export type LimitOverrides = z.infer<typeof limitOverridesSchema>;
-export type Limits = z.infer<typeof limitsSchema>;
-
 export const plans = {
   free: {
     maxConcurrentConnections: 1,
@@ -51,12 +34,7 @@ export const plans = {
 
 export type PlanName = keyof typeof plans;
 
-/** Plan name → limits. Always holds `free`. */
-export type PlanCatalog = Readonly<Record<string, Limits>>;
 export const defaultPlanCatalog: PlanCatalog = plans;
-
-const planName = z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/, "lowercase letters, digits, _ and -, starting with a letter");
-const plansFileSchema = z.object({ plans: z.record(planName, limitsSchema) }).strict();
 
 /**
  * The catalog of a process: the built-in plans, with those of PLANS_FILE (JSON:
@@ -77,18 +55,4 @@ export function loadPlanCatalog(file: string | undefined): PlanCatalog {
     throw new Error(`PLANS_FILE ${file}: ${issue.path.join(".") || "file"}: ${issue.message}`);
   }
   return Object.freeze({ ...defaultPlanCatalog, ...parsed.data.plans });
-}
-
-export function planNamesOf(catalog: PlanCatalog): string[] {
-  return Object.keys(catalog);
-}
-
-/**
- * The limits a key works under: its plan's (an unknown plan, e.g. one removed from
- * PLANS_FILE since the key was issued, resolves to free), with the key's own
- * overrides on top.
- */
-export function resolveLimits(catalog: PlanCatalog, plan: string, overrides?: LimitOverrides | null): Limits {
-  const base = Object.hasOwn(catalog, plan) ? catalog[plan]! : catalog.free ?? plans.free;
-  return { ...base, ...(overrides ?? {}) };
 }

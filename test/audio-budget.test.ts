@@ -5,7 +5,7 @@ import { fixturePath } from "./support/fixtures";
 import { waitFor } from "./support/jobs-helpers";
 import { startStack, type Stack } from "./support/stack";
 import { startServiceProcess } from "./support/service-process";
-import { budgetBlockSeconds } from "../shared/audio-budget";
+import { budgetBlockSeconds } from "../domain/usage/quota";
 import { encodeWav } from "../shared/audio/wav";
 
 /**

@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { keyEventEnvelope, type KeyEvent } from "../schemas/keys";
-import { generateApiKey, newKeyId } from "../shared/auth";
-import { appendEvents } from "../shared/event-store";
+import { generateApiKey, newKeyId } from "../domain/keys/auth";
 import { startStack, type Stack } from "./support/stack";
 import { refusal, wsUrl } from "./support/realtime-support";
 
@@ -107,12 +105,18 @@ describe("unknown keys are answered from memory briefly", () => {
     expect((await usage(issued.key, from)).status).toBe(401);
     const keyId = newKeyId();
     const now = new Date().toISOString();
-    const event: KeyEvent = {
-      type: "KeyIssued",
-      data: { keyId, ownerId: "negative", keyHash: issued.keyHash, keyPrefix: issued.keyPrefix, lastFour: issued.lastFour, plan: "pro", label: null, expiresAt: null, issuedAt: now },
-    };
     const issuedAt = performance.now();
-    await appendEvents<KeyEvent>(stack.nats.js, keyEventEnvelope, stack.nats.topology.subjects.keyEvent(keyId), [{ ...event, msgId: `${keyId}:issued` }], { expected: "none" });
+    await stack.runtime.ctx.keys.issue({
+      keyId,
+      ownerId: "negative",
+      keyHash: issued.keyHash,
+      keyPrefix: issued.keyPrefix,
+      lastFour: issued.lastFour,
+      plan: "pro",
+      label: null,
+      expiresAt: null,
+      now,
+    });
     let worked = false;
     while (!worked && performance.now() - issuedAt < 30_000) {
       worked = (await usage(issued.key, from)).status === 200;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHmac } from "node:crypto";
-import { redeemSessionToken, verifySessionToken } from "../shared/auth";
+import { redeemSessionToken, verifySessionToken } from "../domain/keys/auth";
 import { startStack, type Stack } from "./support/stack";
 import { spendTokensInLeases } from "../services/realtime-gateway/spent-tokens";
 

@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { segmentEnvelope } from "../schemas/segment";
 import { decodeAudio, ffmpegDecodeArgs, runLimited } from "../shared/audio/decode";
 import { encodeWav } from "../shared/audio/wav";
-import { recordUsage } from "../shared/usage";
 import { startHttp, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { startStack, type Stack } from "./support/stack";
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
@@ -167,14 +166,14 @@ describe("decode bounds on the segment route", () => {
 
   it("quota before decode: a key with 5 s left gets 429 for a 60 s clip without decoding it", async () => {
     const spent = await stack.issueKey("free", "tenant-bounds-spent");
-    await recordUsage(stack.nats, {
+    await stack.runtime.ctx.usage.record({
       keyId: spent.id,
       ownerId: "tenant-bounds-spent",
       plane: "realtime",
       audioSeconds: 3595,
       requests: 1,
       subjectId: "sess_bounds",
-      usageId: `spent-${spent.id}`,
+      part: 0,
       at: new Date(),
     });
     await waitFor(

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { keyEventEnvelope, type KeyEvent } from "../schemas/keys";
+import { keyEventEnvelope, type KeyEvent } from "../domain/keys/events";
 import { ack, retry, runConsumer, terminate, type Outcome } from "../shared/consumer";
 import { AppError } from "../shared/errors";
 import { appendEvents, loadAggregate, loadEvents } from "../shared/event-store";
 import { createLogger } from "../shared/logger";
 import { ensureConsumer } from "../shared/nats";
-import { evolveKey, initialKeyState } from "../services/http-gateway/keys/key-decider";
+import { evolveKey, initialKeyState } from "../domain/keys/decider";
 import { isolatedNats } from "./support/nats";
 
 let nats: Awaited<ReturnType<typeof isolatedNats>>;

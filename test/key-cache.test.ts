@@ -3,7 +3,7 @@ import { startServiceProcess, type ServiceProcess } from "./support/service-proc
 import { startStack, type Stack } from "./support/stack";
 
 /**
- * The HTTP gateway's in-memory key cache (shared/key-cache.ts) on the real stack: a
+ * The HTTP gateway's in-memory key cache (domain/keys/key-cache.ts) on the real stack: a
  * second `stt serve` process running only the HTTP gateway shares the stack's NATS and
  * Postgres. Revocation reaches it through the key stream within the documented bound
  * (docs/segment.md: 1 s), and the TTL is the backstop for changes the stream never

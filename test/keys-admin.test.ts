@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sha256Hex } from "../shared/auth";
+import { sha256Hex } from "../domain/keys/auth";
 import { startStack, type Stack } from "./support/stack";
 
 let stack: Stack;

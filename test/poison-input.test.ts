@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jobEventEnvelope, type JobEvent } from "../schemas/jobs";
-import { keyEventEnvelope, type KeyEvent } from "../schemas/keys";
+import { keyEventEnvelope, type KeyEvent } from "../domain/keys/events";
 import { appendEvents } from "../shared/event-store";
 import { waitFor } from "./support/jobs-helpers";
 import { connectRt, wsUrl } from "./support/realtime-support";

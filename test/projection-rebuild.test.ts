@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitForProjection } from "../shared/projection";
-import { recordUsage, remainingAudioSeconds } from "../shared/usage";
+import { remainingAudioSeconds } from "../domain/usage/queries";
 import { startStack, type Stack } from "./support/stack";
 
 const run = promisify(execFile);
@@ -36,11 +36,11 @@ describe("projections", () => {
     }
     const now = new Date();
     for (const [i, k] of issued.entries()) {
-      await recordUsage(stack.nats, { keyId: k.id, ownerId: `owner-${i % 3}`, plane: "segment", audioSeconds: 1.5 * (i + 1), requests: 1, subjectId: `req-${i}`, usageId: `req-${i}:usage`, at: now });
-      await recordUsage(stack.nats, { keyId: k.id, ownerId: `owner-${i % 3}`, plane: "batch", audioSeconds: 10, requests: 1, subjectId: `job-${i}`, usageId: `job-${i}:usage`, at: now });
+      await stack.runtime.ctx.usage.record({ keyId: k.id, ownerId: `owner-${i % 3}`, plane: "segment", audioSeconds: 1.5 * (i + 1), requests: 1, subjectId: `req-${i}`, at: now });
+      await stack.runtime.ctx.usage.record({ keyId: k.id, ownerId: `owner-${i % 3}`, plane: "batch", audioSeconds: 10, requests: 1, subjectId: `job-${i}`, at: now });
     }
     // a retried usage append with the same id counts once
-    await recordUsage(stack.nats, { keyId: issued[4]!.id, ownerId: "owner-1", plane: "batch", audioSeconds: 10, requests: 1, subjectId: "job-4", usageId: "job-4:usage", at: now });
+    await stack.runtime.ctx.usage.record({ keyId: issued[4]!.id, ownerId: "owner-1", plane: "batch", audioSeconds: 10, requests: 1, subjectId: "job-4", at: now });
     await settle("api_keys");
     await settle("usage_windows");
     const live = await snapshot();

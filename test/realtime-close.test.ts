@@ -113,7 +113,7 @@ describe("close codes (spec 7.3)", () => {
     first.sendJson({ type: "session.close" });
     expect((await first.closed).code).toBe(1000);
 
-    // the live budget (shared/audio-budget.ts) has the 2.5 s drawn and the rest of the
+    // the live budget (domain/usage/budget.ts) has the 2.5 s drawn and the rest of the
     // first slice given back at close: the next session sees 1 s left (1.5 s, floored)
     let remaining = -1;
     for (let i = 0; i < 50 && remaining !== 1; i++) {

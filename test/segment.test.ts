@@ -3,7 +3,6 @@ import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { segmentEnvelope } from "../schemas/segment";
 import { encodeWav } from "../shared/audio/wav";
-import { recordUsage } from "../shared/usage";
 import { wordErrorRate } from "../shared/workers/wer";
 import { startStack, type Stack } from "./support/stack";
 import { FIXTURES_DIR } from "./support/fixtures";
@@ -155,14 +154,14 @@ describe("POST /v1/audio/transcriptions with the embedded PocketSphinx worker", 
 
   it("429 audio_quota_exhausted when the key's billing window is used up", async () => {
     const spent = await stack.issueKey("free", "tenant-seg-spent");
-    await recordUsage(stack.nats, {
+    await stack.runtime.ctx.usage.record({
       keyId: spent.id,
       ownerId: "tenant-seg-spent",
       plane: "realtime",
       audioSeconds: 3600,
       requests: 1,
       subjectId: "sess_test",
-      usageId: `spent-${spent.id}`,
+      part: 0,
       at: new Date(),
     });
     const until = Date.now() + 10_000;

@@ -41,7 +41,7 @@ describe("Postgres stopped", () => {
     await pg.stop();
 
     // a key this gateway has not seen needs Postgres; one it holds in its key cache
-    // (shared/key-cache.ts, docs/segment.md) is served from memory until its TTL
+    // (domain/keys/key-cache.ts, docs/segment.md) is served from memory until its TTL
     const auth = await authed(unseenKey);
     expect(auth.status).toBe(503);
     expect(await auth.json()).toEqual({ error: { message: expect.any(String), type: "server_error", code: "auth_unavailable", param: null } });

@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import type { Context } from "hono";
-import { refuseKeysInUrl, verifyAdminToken, type Principal } from "../../shared/auth";
+import { refuseKeysInUrl, verifyAdminToken, type Principal } from "../../domain/keys/auth";
 import { clientAddress } from "../../shared/auth-throttle";
-import { noteKeyUse } from "../../shared/key-use";
 import { consumeRate, rateHeaders } from "../../shared/rate-limit";
 import type { GatewayDeps } from "./deps";
 
@@ -47,9 +46,9 @@ export function requireApiKey(deps: GatewayDeps): MiddlewareHandler<GatewayEnv> 
     const now = deps.now();
     refuseKeysInUrl(new URL(c.req.url));
     const authorization = c.req.header("authorization");
-    const principal = await deps.keys.authenticate(authorization, now, requestSource(c, deps.config.auth.trustedProxyHops));
+    const principal = await deps.keyCache.authenticate(authorization, now, requestSource(c, deps.config.auth.trustedProxyHops));
     c.set("principal", principal);
-    noteKeyUse(deps.nats, principal, now, deps.logger);
+    deps.keys.recordUse(principal, now);
     await next();
   };
 }

@@ -1,9 +1,11 @@
+import type { KeyCache } from "../../domain/keys/key-cache";
+import type { KeyStore } from "../../domain/keys/store";
+import type { SegmentBudgets } from "../../domain/usage/budget";
+import type { UsageStore } from "../../domain/usage/store";
 import type { Readiness } from "../../schemas/http";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import type { Logger } from "../../shared/logger";
-import type { SegmentBudgets } from "../../shared/audio-budget";
-import type { KeyCache } from "../../shared/key-cache";
 import type { Nats } from "../../shared/nats";
 import type { RequestLimiter } from "../../shared/rate-limit";
 import type { WorkerRouter } from "../../shared/workers/types";
@@ -22,7 +24,11 @@ export interface GatewayDeps {
   objects?: ObjectStore;
   readiness: () => Promise<Readiness>;
   /** API keys in memory, kept current from the key stream; throttles failed authentication. */
-  keys: KeyCache;
+  keyCache: KeyCache;
+  /** The key stream's one writer. */
+  keys: KeyStore;
+  /** The usage stream's one writer and the live audio budget. */
+  usage: UsageStore;
   /** maxRequestsPerMinute counted in blocks per process (absent: one compare-and-set per request). */
   limiter?: RequestLimiter;
   /** The segment plane's audio budget drawn in blocks per process (absent: the counter on every request). */

@@ -1,8 +1,8 @@
 import { createAdaptorServer, type ServerType } from "@hono/node-server";
 import { bindWithin } from "../../shared/listen";
 import type { RunningService, ServiceContext } from "../context";
-import { createSegmentBudgets, type SegmentBudgets } from "../../shared/audio-budget";
-import { startConfiguredKeyCache, type KeyCache } from "../../shared/key-cache";
+import { startConfiguredKeyCache, type KeyCache } from "../../domain/keys/key-cache";
+import type { SegmentBudgets } from "../../domain/usage/budget";
 import { createRequestLimiter, type RequestLimiter } from "../../shared/rate-limit";
 import { createApp } from "./app";
 import { checkReadiness } from "./readiness";
@@ -14,17 +14,19 @@ import { checkReadiness } from "./readiness";
  */
 export async function startHttpGateway(ctx: ServiceContext): Promise<RunningService> {
   const logger = ctx.logger.child({ service: "http-gateway" });
-  const keys = await startConfiguredKeyCache({ nats: ctx.nats, db: ctx.db, config: ctx.config, logger });
+  const keyCache = await startConfiguredKeyCache({ nats: ctx.nats, db: ctx.db, config: ctx.config, logger });
   // the realtime gateway in this process follows revocations through the same feed
-  ctx.slots.keys = keys;
+  ctx.slots.keyCache = keyCache;
   const limiter = createRequestLimiter(ctx.nats);
-  const budgets = createSegmentBudgets({ nats: ctx.nats, db: ctx.db, windowSeconds: ctx.config.usage.windowSeconds });
+  const budgets = ctx.usage.segmentBudgets();
   const app = createApp({
     config: ctx.config,
     nats: ctx.nats,
     db: ctx.db,
     logger,
-    keys,
+    keyCache,
+    keys: ctx.keys,
+    usage: ctx.usage,
     limiter,
     budgets,
     now: ctx.now,
@@ -33,7 +35,7 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
     readiness: () => checkReadiness(ctx),
   });
   ctx.slots.httpFetch = app.fetch;
-  if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: () => stopAll(limiter, budgets, keys) };
+  if (ctx.running.has("realtime-gateway")) return { name: "http-gateway", stop: () => stopAll(limiter, budgets, keyCache) };
 
   // Node's listener is exclusive (no SO_REUSEPORT in Node 20): a taken port is retried
   // for SHUTDOWN_TIMEOUT_MS, then fails the start (shared/listen.ts).
@@ -57,13 +59,13 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
     name: "http-gateway",
     stop: async () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await stopAll(limiter, budgets, keys);
+      await stopAll(limiter, budgets, keyCache);
     },
   };
 }
 
 /** Hands back what this gateway holds of the shared counters, then stops following the key stream. */
-async function stopAll(limiter: RequestLimiter, budgets: SegmentBudgets, keys: KeyCache): Promise<void> {
+async function stopAll(limiter: RequestLimiter, budgets: SegmentBudgets, keyCache: KeyCache): Promise<void> {
   await Promise.all([limiter.stop(), budgets.stop()]);
-  await keys.stop();
+  await keyCache.stop();
 }

@@ -1,11 +1,10 @@
 import type { JsMsg } from "@nats-io/jetstream";
+import type { UsageStore } from "../../domain/usage/store";
 import { ack, runConsumer, terminate, type Outcome } from "../../shared/consumer";
 import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import type { Db } from "../../shared/db/index";
-import { consumeAudioBudget } from "../../shared/audio-budget";
-import { recordUsage } from "../../shared/usage";
 import { traceHeaders } from "../../shared/telemetry";
 import { jobEventEnvelope, type StepCommand } from "../../schemas/jobs";
 import { stepKind } from "./job";
@@ -47,8 +46,8 @@ export interface ProcessManagerOptions {
   db?: Db;
   /** A step in flight with no news for this long is started again (default 10 min). */
   stallAfterMs?: number;
-  /** USAGE_WINDOW_SECONDS: a completed job's audio is drawn from the live budget of its window. */
-  usageWindowSeconds?: number;
+  /** Records a completed job's usage and draws its audio from the live budget of its window. */
+  usage: Pick<UsageStore, "record" | "consumeBudget">;
 }
 
 export const PROCESS_MANAGER_DURABLE = "jobs-process-manager";
@@ -91,21 +90,18 @@ export async function startProcessManager(options: ProcessManagerOptions) {
     if (envelope.type === "JobCompleted") {
       const { state } = await store.load(workflowId);
       if (state.status !== "none") {
-        await recordUsage(nats, {
+        await options.usage.record({
           keyId: state.spec.keyId,
           ownerId: state.spec.ownerId,
           plane: "batch",
           audioSeconds: envelope.data.audioSeconds,
           requests: 1,
           subjectId: workflowId,
-          usageId: `${workflowId}:usage`,
           at: new Date(envelope.data.at),
         });
-        // The live budget (shared/audio-budget.ts) learns of it too. At least once: a
+        // The live budget (domain/usage/budget.ts) learns of it too. At least once: a
         // redelivered JobCompleted may draw it twice, which errs on the strict side.
-        if (options.db && options.usageWindowSeconds) {
-          await consumeAudioBudget({ nats, db: options.db, windowSeconds: options.usageWindowSeconds }, state.spec.keyId, envelope.data.audioSeconds, new Date(envelope.data.at));
-        }
+        await options.usage.consumeBudget(state.spec.keyId, envelope.data.audioSeconds, new Date(envelope.data.at));
       }
     }
     await store.execute(workflowId, { type: "Advance", now: options.now().toISOString(), reviewAvailable: options.reviewAvailable });

@@ -48,7 +48,7 @@ export async function startJobManager(ctx: ServiceContext): Promise<RunningServi
     reviewAvailable: true,
     db: ctx.db,
     stallAfterMs: Math.max(10 * 60_000, 20 * ctx.config.jobs.stepAckWaitMs),
-    usageWindowSeconds: ctx.config.usage.windowSeconds,
+    usage: ctx.usage,
   });
   const retention = startRetentionSweep(
     { db: ctx.db, objects: ctx.objects, logger: ctx.logger.child({ service: "jobs-manager" }), now: ctx.now },

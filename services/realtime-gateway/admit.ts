@@ -1,17 +1,18 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { INTERNAL_SAMPLE_RATE, SUPPORTED_SAMPLE_RATES } from "../../schemas/realtime";
-import { bearerCredential, redeemSessionToken, refuseKeysInUrl, SESSION_TOKEN_PREFIX, type Principal } from "../../shared/auth";
-import type { KeyCache } from "../../shared/key-cache";
+import { bearerCredential, redeemSessionToken, refuseKeysInUrl, SESSION_TOKEN_PREFIX, type Principal } from "../../domain/keys/auth";
+import type { KeyCache } from "../../domain/keys/key-cache";
+import type { KeyStore } from "../../domain/keys/store";
+import type { AudioBudget } from "../../domain/usage/budget";
+import type { UsageStore } from "../../domain/usage/store";
+import type { Limits } from "../../schemas/plans";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import { AppError, unauthorized, validationError } from "../../shared/errors";
-import type { Limits } from "../../shared/plans";
 import type { Nats } from "../../shared/nats";
-import { noteKeyUse } from "../../shared/key-use";
 import type { Logger } from "../../shared/logger";
 import { consumeRate } from "../../shared/rate-limit";
 import { sharedBacklogView } from "../../shared/realtime-backlog";
-import { audioBudget, type AudioBudget } from "../../shared/audio-budget";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { GatewayFlag } from "./gateway-flag";
 import type { Leases } from "./leases";
@@ -40,7 +41,7 @@ export interface Admission {
   sampleRate: number;
   channels: number;
   remainingAudioSeconds: number;
-  /** The key's live window budget, drawn as audio arrives (shared/audio-budget.ts). */
+  /** The key's live window budget, drawn as audio arrives (domain/usage/budget.ts). */
   budget: AudioBudget;
   language: string | null;
   prompt: string | null;
@@ -54,7 +55,11 @@ export interface AdmitDeps {
   flag: GatewayFlag;
   leases: Leases;
   /** Keys in memory, the revocation feed and the failed-authentication throttle. */
-  keys: KeyCache;
+  keyCache: KeyCache;
+  /** Records key use (lastUsedAt). */
+  keys: Pick<KeyStore, "recordUse">;
+  /** The live audio budget. */
+  usage: Pick<UsageStore, "budget">;
   limitsFor: (principal: Principal) => Limits;
   now: () => Date;
   logger: Logger;
@@ -69,21 +74,21 @@ export function newSessionId(): string {
  * A session token is single use: the first upgrade that presents it spends it in the
  * shared `leases` bucket (spent-tokens.ts), so a second one, on any gateway, is 401.
  */
-export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats" | "keys">, req: UpgradeRequest, now: Date): Promise<Principal> {
+export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats" | "keyCache">, req: UpgradeRequest, now: Date): Promise<Principal> {
   const url = new URL(`http://x/?${req.query}`);
   refuseKeysInUrl(url);
   const queryToken = url.searchParams.get("access_token") ?? url.searchParams.get("token");
   const redeem = (token: string) =>
-    deps.keys.throttled(req.source, async () => {
+    deps.keyCache.throttled(req.source, async () => {
       const principal = await redeemSessionToken(deps.db, deps.config.auth.sessionTokenSecret, token, now, spendTokensInLeases(deps.nats), deps.config.plans);
       // the token's key is read from api_keys, which may not have applied a revocation yet
-      if (deps.keys.isRevoked(principal.keyId)) throw unauthorized("revoked_api_key", "This API key has been revoked.");
+      if (deps.keyCache.isRevoked(principal.keyId)) throw unauthorized("revoked_api_key", "This API key has been revoked.");
       return principal;
     });
   if (req.authorization.trim() !== "") {
     const credential = bearerCredential(req.authorization);
     if (credential.startsWith(SESSION_TOKEN_PREFIX)) return redeem(credential);
-    return deps.keys.authenticate(req.authorization, now, req.source);
+    return deps.keyCache.authenticate(req.authorization, now, req.source);
   }
   if (queryToken !== null && queryToken !== "") {
     if (!queryToken.startsWith(SESSION_TOKEN_PREFIX)) throw unauthorized("invalid_session_token", "Invalid or expired session token.");
@@ -117,7 +122,7 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
   const now = deps.now();
   const principal = await authenticateUpgrade(deps, req, now);
   // lastUsedAt counts WebSocket use too (throttled to one KeyUsed per key per minute)
-  noteKeyUse(deps.nats, principal, now, deps.logger);
+  deps.keys.recordUse(principal, now);
   if (deps.router && !deps.router.available()) {
     const retryAfter = Math.max(1, Math.ceil(deps.router.retryAfterSeconds()));
     throw new AppError("unavailable", "upstream_unavailable", "Transcription workers are unavailable (circuit breaker open); retry later.", {
@@ -134,7 +139,7 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
   }
   const params = parseAudioParams(req.query, deps.config.realtime.defaultSampleRate);
   const limits = deps.limitsFor(principal);
-  const budget = audioBudget({ nats: deps.nats, db: deps.db, windowSeconds: deps.config.usage.windowSeconds }, { keyId: principal.keyId, limits }, now);
+  const budget = deps.usage.budget({ keyId: principal.keyId, limits }, now);
   const left = await budget.remaining();
   const remaining = Number.isFinite(left) ? Math.floor(left) : limits.maxAudioSecondsPerSession;
   await consumeRate(deps.nats, principal.keyId, "connections", limits.maxConnectionsPerMinute, now);

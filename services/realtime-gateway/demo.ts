@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse } from "@trufflesuite/uws-js-unofficial";
 import { REALTIME_PATH } from "../../schemas/realtime";
-import { authenticateApiKey, issueSessionToken } from "../../shared/auth";
+import { authenticateApiKey, issueSessionToken } from "../../domain/keys/auth";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import { AppError, toAppError } from "../../shared/errors";

@@ -2,15 +2,17 @@ import uWS, { type HttpResponse, type us_listen_socket, type WebSocket } from "@
 import { createAudioBatcher } from "./audio-publisher";
 import { randomBytes } from "node:crypto";
 import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
-import type { Principal } from "../../shared/auth";
+import type { Principal } from "../../domain/keys/auth";
+import { startConfiguredKeyCache, type KeyCache } from "../../domain/keys/key-cache";
+import type { KeyStore } from "../../domain/keys/store";
+import type { UsageStore } from "../../domain/usage/store";
+import type { Limits } from "../../schemas/plans";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import { clientAddress } from "../../shared/auth-throttle";
 import { AppError, errorHeaders, toAppError } from "../../shared/errors";
-import { startConfiguredKeyCache, type KeyCache } from "../../shared/key-cache";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
-import type { Limits } from "../../shared/plans";
 import type { WorkerRouter } from "../../shared/workers/types";
 import { admit, type Admission } from "./admit";
 import { handleDemoRoutes } from "./demo";
@@ -31,6 +33,8 @@ export interface RealtimeContext {
   db: Db;
   logger: Logger;
   router?: WorkerRouter;
+  keys: KeyStore;
+  usage: UsageStore;
 }
 
 export interface RealtimeGatewayOptions {
@@ -41,7 +45,7 @@ export interface RealtimeGatewayOptions {
   port?: number;
   gatewayId?: string;
   /** The process's key cache and revocation feed (default: the gateway starts its own). */
-  keys?: KeyCache;
+  keyCache?: KeyCache;
   /** Plan limits of a principal (default: the plan catalog's). Embedders and tests may tighten them. */
   limitsFor?: (principal: Principal) => Limits;
   now?: () => Date;
@@ -121,7 +125,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   const nowMs = options.now ? () => options.now!().getTime() : Date.now;
   const flag = await watchGatewayFlag(await nats.kv("flags"));
   const leases = createLeases(await nats.kv("leases"), gatewayId, rt.leaseTtlMs);
-  const keys = options.keys ?? (await startConfiguredKeyCache({ nats, db: ctx.db, config, logger: log }));
+  const keyCache = options.keyCache ?? (await startConfiguredKeyCache({ nats, db: ctx.db, config, logger: log }));
   const limitsFor = options.limitsFor ?? ((p: Principal) => p.limits);
   const defaultTurnDetection: TurnDetection = {
     type: "server_vad",
@@ -153,6 +157,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       },
       {
         nats,
+        usage: ctx.usage,
         logger: log,
         gatewayId,
         partitions: rt.vadPartitions,
@@ -169,12 +174,12 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     data.session = session;
     sessions.add(session);
     // revoked between its admission and now: the feed's close already passed it by
-    if (keys.isRevoked(session.keyId)) setImmediate(() => session.revoke());
+    if (keyCache.isRevoked(session.keyId)) setImmediate(() => session.revoke());
   };
 
   // A revoked key's sessions end at once (1008 key_revoked): every gateway follows the
   // key stream, so each closes its own within the event's delivery time.
-  const unwatchRevocations = keys.onRevoked((keyId) => {
+  const unwatchRevocations = keyCache.onRevoked((keyId) => {
     let closed = 0;
     for (const s of sessions) {
       if (s.keyId !== keyId) continue;
@@ -211,7 +216,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       // dropped other, already open WebSockets (1006, server FIN; up to half of 150
       // back-to-back upgrades); uncorked, none in 600. The price is a native
       // "writes must be made from within a corked callback" warning on stderr per upgrade.
-      admit({ ...ctx, flag, leases, keys, limitsFor, now }, request).then(
+      admit({ ...ctx, flag, leases, keyCache, limitsFor, now }, request).then(
         (admission) => {
           if (aborted) {
             void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
@@ -349,7 +354,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       leases.stop();
       flag.stop();
       unwatchRevocations();
-      if (!options.keys) await keys.stop();
+      if (!options.keyCache) await keyCache.stop();
     },
   };
 }

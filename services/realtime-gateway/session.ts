@@ -23,7 +23,7 @@ import type { Logger } from "../../shared/logger";
 import { withSpanFromHeaders } from "../../shared/telemetry";
 import { createSessionMetrics } from "./session-metrics";
 import type { Nats } from "../../shared/nats";
-import { recordUsage } from "../../shared/usage";
+import type { UsageStore } from "../../domain/usage/store";
 import type { Admission } from "./admit";
 import type { AudioBatcher, AudioPublisher } from "./audio-publisher";
 
@@ -43,6 +43,7 @@ export interface SessionSocket {
 
 export interface SessionDeps {
   nats: Nats;
+  usage: Pick<UsageStore, "record">;
   logger: Logger;
   gatewayId: string;
   partitions: number;
@@ -118,7 +119,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const metrics = createSessionMetrics(deps.now);
   let usageRecordedMs = 0;
   let usageSeq = 0;
-  // The live audio budget (shared/audio-budget.ts): audio up to allowanceMs is paid for.
+  // The live audio budget (domain/usage/budget.ts): audio up to allowanceMs is paid for.
   let allowanceMs = 0;
   let budgetExhausted = false;
   let claim: Promise<void> | null = null;
@@ -169,14 +170,14 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     if (ms <= 0 && (!final || usageSeq > 0)) return;
     usageRecordedMs += ms;
     const n = usageSeq++;
-    await recordUsage(deps.nats, {
+    await deps.usage.record({
       keyId: principal.keyId,
       ownerId: principal.ownerId,
       plane: "realtime",
       audioSeconds: ms / 1000,
       requests: n === 0 ? 1 : 0,
       subjectId: sessionId,
-      usageId: `${sessionId}:usage:${n}`,
+      part: n,
       at: new Date(deps.now()),
     }).catch((err) => log.warn("could not record usage", { error: (err as Error).message }));
   };

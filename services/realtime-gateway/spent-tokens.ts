@@ -1,5 +1,5 @@
 import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
-import { SESSION_TOKEN_TTL_SECONDS, type SpendSessionToken } from "../../shared/auth";
+import { SESSION_TOKEN_TTL_SECONDS, type SpendSessionToken } from "../../domain/keys/auth";
 import { AppError, isAppError } from "../../shared/errors";
 import type { Nats } from "../../shared/nats";
 

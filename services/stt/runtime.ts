@@ -1,3 +1,5 @@
+import { createKeyStore } from "../../domain/keys/store";
+import { createUsageStore } from "../../domain/usage/store";
 import { loadConfig, type Config } from "../../shared/config";
 import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger, type Logger } from "../../shared/logger";
@@ -42,6 +44,8 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
     objects,
     logger,
     now: () => new Date(),
+    keys: createKeyStore({ nats, logger: logger.child({ component: "key-store" }) }),
+    usage: createUsageStore({ nats, db, windowSeconds: config.usage.windowSeconds }),
     projections: allProjections(nats.topology, config),
     running: new Set(wanted),
     slots: {},

@@ -1,4 +1,4 @@
-import type { LimitOverrides } from "../plans";
+import type { LimitOverrides } from "../../schemas/plans";
 import type { ColumnType, Generated } from "kysely";
 
 /**

@@ -1,21 +1,19 @@
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { generateApiKey, newKeyId } from "../../../domain/keys/auth";
+import { listKeys, readKey, type KeyRecordRow } from "../../../domain/keys/queries";
+import { planNamesOf, resolveLimits } from "../../../domain/usage/limits";
 import { adminError, issueKeyBody, issuedKeyRecord, keyIdParam, keyRecord, listKeysQuery, ok, planEntry, type KeyRecord } from "../../../schemas/http";
-import { keyEventEnvelope, type KeyEvent } from "../../../schemas/keys";
+import type { PlanCatalog } from "../../../schemas/plans";
 import { issueErrorCode } from "../../../schemas/safe-string";
-import { generateApiKey, newKeyId } from "../../../shared/auth";
-import { withStore } from "../../../shared/db/index";
 import { AppError, isAppError, notFound, validationError } from "../../../shared/errors";
-import { appendEvents, loadAggregate } from "../../../shared/event-store";
-import { planNamesOf, resolveLimits, type LimitOverrides, type PlanCatalog } from "../../../shared/plans";
 import { waitForProjection } from "../../../shared/projection";
 import { requireAdmin, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
-import { decideKey, evolveKey, initialKeyState } from "../keys/key-decider";
 
 /**
  * Operator key management (spec 4.8–4.11) and the public plan catalog (4.7).
- * Commands go to the ApiKey aggregate on JetStream; reads come from the api_keys
- * read model. Issue and revoke wait (bounded) for the projection to apply their
+ * Commands go to the ApiKey aggregate through the key store (domain/keys/store.ts);
+ * reads come from the api_keys read model. Issue and revoke wait (bounded) for the projection to apply their
  * event, so the next request already sees the change.
  */
 const KEYS_PATH = "/v1/external-transcription/keys";
@@ -26,21 +24,7 @@ const errors = {
 };
 const security = [{ adminToken: [] }];
 
-interface KeyRow {
-  id: string;
-  owner_id: string;
-  key_prefix: string;
-  last_four: string;
-  plan: string;
-  label: string | null;
-  expires_at: Date | null;
-  revoked_at: Date | null;
-  last_used_at: Date | null;
-  created_at: Date;
-  limit_overrides: LimitOverrides | null;
-}
-
-export function toKeyRecord(row: KeyRow, now: Date, plans: PlanCatalog): KeyRecord {
+export function toKeyRecord(row: Omit<KeyRecordRow, "key_hash">, now: Date, plans: PlanCatalog): KeyRecord {
   const status = row.revoked_at ? "revoked" : row.expires_at && row.expires_at.getTime() <= now.getTime() ? "expired" : "active";
   return {
     id: row.id,
@@ -62,18 +46,14 @@ export function toKeyRecord(row: KeyRow, now: Date, plans: PlanCatalog): KeyReco
 const storeUnavailable = (cause: unknown) =>
   new AppError("unavailable", "store_unavailable", "The key store is unavailable; try again shortly.", { status: 500, cause });
 
-async function readKey(deps: GatewayDeps, id: string) {
-  return withStore("store_unavailable", () => deps.db.selectFrom("api_keys").selectAll().where("id", "=", id).executeTakeFirst()).catch(
-    (err) => {
-      throw isAppError(err) && err.code === "store_unavailable" ? storeUnavailable(err) : err;
-    },
-  );
-}
+/** The key store's refusal as this API answers it: 500 `store_unavailable`. */
+const answerStoreDown = (err: unknown): never => {
+  throw isAppError(err) && err.code === "store_unavailable" ? storeUnavailable(err) : err;
+};
 
 export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
   app.use(`${KEYS_PATH}`, requireAdmin(deps));
   app.use(`${KEYS_PATH}/*`, requireAdmin(deps));
-  const { subjects, streams } = deps.nats.topology;
 
   app.openapi(
     createRoute({
@@ -111,48 +91,36 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
       }
       const generated = generateApiKey();
       const keyId = newKeyId();
-      const events = decideKey(
-        {
-          type: "IssueKey",
-          data: {
-            keyId,
-            ownerId: body.owner_id,
-            keyHash: generated.keyHash,
-            keyPrefix: generated.keyPrefix,
-            lastFour: generated.lastFour,
-            plan: body.plan,
-            label: body.label ?? null,
-            expiresAt: body.expires_at ? new Date(body.expires_at).toISOString() : null,
-            ...(body.limits && Object.keys(body.limits).length ? { limits: body.limits } : {}),
-            now: now.toISOString(),
-          },
-        },
-        initialKeyState,
-      );
-      let lastSeq: number;
-      try {
-        ({ lastSeq } = await appendEvents<KeyEvent>(deps.nats.js, keyEventEnvelope, subjects.keyEvent(keyId), events.map((e) => ({ ...e, msgId: `${keyId}:issued` })), {
-          expected: "none",
-        }));
-      } catch (err) {
-        throw new AppError("internal", "issue_failed", "The key could not be issued; nothing was stored. Try again.", { retryable: true, cause: err });
-      }
+      const { issued, lastSeq } = await deps.keys
+        .issue({
+          keyId,
+          ownerId: body.owner_id,
+          keyHash: generated.keyHash,
+          keyPrefix: generated.keyPrefix,
+          lastFour: generated.lastFour,
+          plan: body.plan,
+          label: body.label ?? null,
+          expiresAt: body.expires_at ? new Date(body.expires_at).toISOString() : null,
+          ...(body.limits && Object.keys(body.limits).length ? { limits: body.limits } : {}),
+          now: now.toISOString(),
+        })
+        .catch((err) => {
+          throw new AppError("internal", "issue_failed", "The key could not be issued; nothing was stored. Try again.", { retryable: true, cause: err });
+        });
       await waitForProjection(deps.db, "api_keys", lastSeq, deps.config.auth.keyProjectionWaitMs).catch(() => false);
-      const issued = events[0]!;
-      if (issued.type !== "KeyIssued") throw new AppError("internal", "issue_failed", "unexpected event");
       const record = toKeyRecord(
         {
           id: keyId,
-          owner_id: issued.data.ownerId,
-          key_prefix: issued.data.keyPrefix,
-          last_four: issued.data.lastFour,
-          plan: issued.data.plan,
-          label: issued.data.label,
-          expires_at: issued.data.expiresAt ? new Date(issued.data.expiresAt) : null,
+          owner_id: issued.ownerId,
+          key_prefix: issued.keyPrefix,
+          last_four: issued.lastFour,
+          plan: issued.plan,
+          label: issued.label,
+          expires_at: issued.expiresAt ? new Date(issued.expiresAt) : null,
           revoked_at: null,
           last_used_at: null,
           created_at: now,
-          limit_overrides: issued.data.limits ?? null,
+          limit_overrides: issued.limits ?? null,
         },
         now,
         deps.config.plans,
@@ -173,13 +141,7 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
     }),
     async (c) => {
       const { owner_id } = c.req.valid("query");
-      const rows = await withStore("store_unavailable", () => {
-        let q = deps.db.selectFrom("api_keys").selectAll().orderBy("created_at", "asc").orderBy("id", "asc");
-        if (owner_id) q = q.where("owner_id", "=", owner_id);
-        return q.execute();
-      }).catch((err) => {
-        throw isAppError(err) && err.code === "store_unavailable" ? storeUnavailable(err) : err;
-      });
+      const rows = await listKeys(deps.db, owner_id).catch(answerStoreDown);
       const now = deps.now();
       return c.json({ ok: true as const, data: rows.map((r) => toKeyRecord(r, now, deps.config.plans)) }, 200);
     },
@@ -200,7 +162,7 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
       },
     }),
     async (c) => {
-      const row = await readKey(deps, c.req.valid("param").id);
+      const row = await readKey(deps.db, c.req.valid("param").id).catch(answerStoreDown);
       if (!row) throw notFound("key_not_found", `No key with id '${c.req.valid("param").id}'.`);
       return c.json({ ok: true as const, data: toKeyRecord(row, deps.now(), deps.config.plans) }, 200);
     },
@@ -225,23 +187,16 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
       const { id } = c.req.valid("param");
       if (!/^[A-Za-z0-9_-]{1,128}$/.test(id)) throw notFound("key_not_found", `No key with id '${id}'.`);
       const now = deps.now();
-      let lastSeq: number;
-      try {
-        const loaded = await loadAggregate(deps.nats.js, deps.nats.jsm, streams.keys.name, keyEventEnvelope, subjects.keyEvent(id), initialKeyState, evolveKey);
-        const events = decideKey({ type: "RevokeKey", data: { keyId: id, now: now.toISOString() } }, loaded.state);
-        lastSeq = events.length
-          ? (await appendEvents<KeyEvent>(deps.nats.js, keyEventEnvelope, subjects.keyEvent(id), events.map((e) => ({ ...e, msgId: `${id}:revoked` })), { expected: loaded.lastSeq })).lastSeq
-          : loaded.lastSeq;
-      } catch (err) {
+      const { lastSeq } = await deps.keys.revoke(id, now).catch((err) => {
         if (isAppError(err) && (err.kind === "not_found" || err.kind === "conflict")) throw err;
         throw storeUnavailable(err);
-      }
+      });
       // this process's key cache too: the next request here is refused (other gateways: docs/segment.md)
       await Promise.all([
         waitForProjection(deps.db, "api_keys", lastSeq, deps.config.auth.keyProjectionWaitMs).catch(() => false),
-        deps.keys?.waitForSeq(lastSeq, deps.config.auth.keyProjectionWaitMs),
+        deps.keyCache?.waitForSeq(lastSeq, deps.config.auth.keyProjectionWaitMs),
       ]);
-      const row = await readKey(deps, id);
+      const row = await readKey(deps.db, id).catch(answerStoreDown);
       if (!row) throw notFound("key_not_found", `No key with id '${id}'.`);
       return c.json({ ok: true as const, data: toKeyRecord(row, now, deps.config.plans) }, 200);
     },

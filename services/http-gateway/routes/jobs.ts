@@ -16,11 +16,10 @@ import {
 } from "../../../schemas/jobs";
 import { legacyWorkflowIdFor, workflowIdFor } from "../../../schemas/job-ids";
 import { issueErrorCode } from "../../../schemas/safe-string";
-import type { Principal } from "../../../shared/auth";
+import type { Principal } from "../../../domain/keys/auth";
 import { withStore } from "../../../shared/db/index";
 import { AppError, notFound, validationError } from "../../../shared/errors";
 import { getJson } from "../../../shared/objects/index";
-import { audioBudget } from "../../../shared/audio-budget";
 import { slicingView, stepsView, type ActiveJob } from "../../jobs/job";
 import { createJobStore, type JobStore } from "../../jobs/job-store";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
@@ -108,7 +107,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
   const body = parseSubmission(rawBody);
   const now = deps.now();
   if (principal.limits.maxAudioSecondsPerWindow > 0) {
-    const remaining = await audioBudget({ nats: deps.nats, db: deps.db, windowSeconds: deps.config.usage.windowSeconds }, principal, now).remaining();
+    const remaining = await deps.usage.budget(principal, now).remaining();
     if (remaining <= 0) {
       throw new AppError("rate_limited", "audio_quota_exhausted", "the audio budget of this key's billing window is used up", { retryable: true });
     }

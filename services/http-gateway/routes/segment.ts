@@ -6,14 +6,13 @@ import { openAiError } from "../../../schemas/http";
 import { issueErrorCode } from "../../../schemas/safe-string";
 import { segmentEnvelope, segmentFields, segmentForm, type SegmentEvent } from "../../../schemas/segment";
 import { verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
-import type { Principal } from "../../../shared/auth";
+import type { Principal } from "../../../domain/keys/auth";
+import type { AudioBudget } from "../../../domain/usage/budget";
 import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
 import { createPcmMemory, PCM_BYTES_PER_SECOND, PcmMemoryRefusal, type PcmHold, type PcmMemory } from "../../../shared/audio/pcm-memory";
 import { assertProbeFits, trustedDuration } from "../../../shared/audio/probe";
 import { AppError, toAppError, validationError } from "../../../shared/errors";
 import { appendEvents } from "../../../shared/event-store";
-import { audioBudget, type AudioBudget } from "../../../shared/audio-budget";
-import { recordUsage } from "../../../shared/usage";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import { readBounded } from "../body-limit";
 import { requireNats } from "../nats-ready";
@@ -158,7 +157,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
     assertProbeFits(probe, maxSeconds);
     const budget: SegmentBudget = deps.budgets
       ? deps.budgets.forKey(principal, deps.now())
-      : audioBudget({ nats: deps.nats, db: deps.db, windowSeconds: deps.config.usage.windowSeconds }, principal, deps.now());
+      : deps.usage.budget(principal, deps.now());
     const remaining = await budget.remaining();
     assertWithinBudget(remaining, trustedDuration(probe) ?? 0);
     // Room for the PCM, taken before decoding when the probe knows the length, so a
@@ -197,14 +196,13 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
     const result = asDelivered(transcribed, { enabled: fields.smartFormat, engineFormatted: out.formatted, prompt: fields.prompt });
     const now = deps.now();
     await Promise.all([
-      recordUsage(deps.nats, {
+      deps.usage.record({
         keyId: principal.keyId,
         ownerId: principal.ownerId,
         plane: "segment",
         audioSeconds: audio.durationSeconds,
         requests: 1,
         subjectId: requestId,
-        usageId: `${requestId}:usage`,
         at: now,
       }),
       appendAudit(deps, principal.keyId, {

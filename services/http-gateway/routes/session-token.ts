@@ -1,6 +1,6 @@
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { openAiError, sessionToken } from "../../../schemas/http";
-import { issueSessionToken } from "../../../shared/auth";
+import { issueSessionToken } from "../../../domain/keys/auth";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
 

@@ -1,9 +1,9 @@
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
+import { resolveLimits } from "../../../domain/usage/limits";
+import { keyWindowUsage, ownerWindowUsage } from "../../../domain/usage/queries";
+import { billingWindow, round3, secondsLeft } from "../../../domain/usage/quota";
 import { adminError, ok, openAiError, ownerUsage, ownerUsageQuery, usageView, type UsageView } from "../../../schemas/http";
-import { withStore } from "../../../shared/db/index";
-import { resolveLimits } from "../../../shared/plans";
 import { peekRate } from "../../../shared/rate-limit";
-import { windowStart } from "../../../shared/usage";
 import { requireAdmin, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
 
@@ -36,16 +36,12 @@ export function registerUsageRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
     async (c) => {
       const principal = c.get("principal");
       const now = deps.now();
-      const seconds = deps.config.usage.windowSeconds;
-      const start = windowStart(now, seconds);
-      const [row, minute] = await Promise.all([
-        withStore("store_unavailable", () =>
-          deps.db.selectFrom("usage_windows").select(["audio_seconds", "requests"]).where("key_id", "=", principal.keyId).where("window_start", "=", start).executeTakeFirst(),
-        ),
+      const window = billingWindow(now, deps.config.usage.windowSeconds);
+      const [used, minute] = await Promise.all([
+        keyWindowUsage(deps.db, principal.keyId, window.start),
         // the bucket counts the units this process holds unspent too (shared/rate-limit.ts)
         peekRate(deps.nats, principal.keyId, "requests", now).then((n) => Math.max(0, n - (deps.limiter?.unspent(principal.keyId, now) ?? 0))),
       ]);
-      const used = row ? Number(row.audio_seconds) : 0;
       const limit = principal.limits.maxAudioSecondsPerWindow;
       const body: UsageView = {
         object: "usage",
@@ -53,9 +49,9 @@ export function registerUsageRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
         owner_id: principal.ownerId,
         plan: principal.plan,
         limits: principal.limits,
-        window: { start: start.toISOString(), end: new Date(start.getTime() + seconds * 1000).toISOString(), seconds },
-        audio_seconds: { used: Math.round(used * 1000) / 1000, remaining: Math.max(0, Math.round((limit - used) * 1000) / 1000), limit },
-        requests: { window: row ? Number(row.requests) : 0, current_minute: minute, per_minute_limit: principal.limits.maxRequestsPerMinute },
+        window: { start: window.start.toISOString(), end: window.end.toISOString(), seconds: window.seconds },
+        audio_seconds: { used: round3(used.audioSeconds), remaining: secondsLeft(limit, used.audioSeconds), limit },
+        requests: { window: used.requests, current_minute: minute, per_minute_limit: principal.limits.maxRequestsPerMinute },
       };
       c.header("Cache-Control", "no-store");
       return c.json(body, 200);
@@ -79,33 +75,23 @@ export function registerUsageRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
     }),
     async (c) => {
       const { owner_id } = c.req.valid("query");
-      const now = deps.now();
-      const seconds = deps.config.usage.windowSeconds;
-      const start = windowStart(now, seconds);
-      const rows = await withStore("store_unavailable", () =>
-        deps.db
-          .selectFrom("api_keys")
-          .leftJoin("usage_windows", (j) => j.onRef("usage_windows.key_id", "=", "api_keys.id").on("usage_windows.window_start", "=", start))
-          .select(["api_keys.id as key_id", "api_keys.plan", "api_keys.limit_overrides", "usage_windows.audio_seconds", "usage_windows.requests"])
-          .where("api_keys.owner_id", "=", owner_id)
-          .orderBy("api_keys.created_at")
-          .execute(),
-      );
+      const window = billingWindow(deps.now(), deps.config.usage.windowSeconds);
+      const rows = await ownerWindowUsage(deps.db, owner_id, window.start);
       const keys = rows.map((r) => ({
-        key_id: r.key_id as string,
-        plan: r.plan as string,
-        audio_seconds: Math.round(Number(r.audio_seconds ?? 0) * 1000) / 1000,
-        requests: Number(r.requests ?? 0),
-        audio_limit: resolveLimits(deps.config.plans, r.plan as string, r.limit_overrides).maxAudioSecondsPerWindow,
+        key_id: r.keyId,
+        plan: r.plan,
+        audio_seconds: round3(r.audioSeconds),
+        requests: r.requests,
+        audio_limit: resolveLimits(deps.config.plans, r.plan, r.limitOverrides).maxAudioSecondsPerWindow,
       }));
       return c.json(
         {
           ok: true as const,
           data: {
             owner_id,
-            window: { start: start.toISOString(), end: new Date(start.getTime() + seconds * 1000).toISOString(), seconds },
+            window: { start: window.start.toISOString(), end: window.end.toISOString(), seconds: window.seconds },
             keys,
-            audio_seconds: Math.round(keys.reduce((n, k) => n + k.audio_seconds, 0) * 1000) / 1000,
+            audio_seconds: round3(keys.reduce((n, k) => n + k.audio_seconds, 0)),
             requests: keys.reduce((n, k) => n + k.requests, 0),
           },
         },

@@ -1,4 +1,4 @@
-import { keyEventEnvelope, type KeyEvent } from "../../schemas/keys";
+import { keyEventEnvelope, type KeyEvent } from "./events";
 import type { Topology } from "../../shared/nats";
 import type { Projection } from "../../shared/projection";
 

@@ -1,12 +1,13 @@
 import { DeliverPolicy, type ConsumerMessages } from "@nats-io/jetstream";
-import { keyEventEnvelope } from "../schemas/keys";
-import { createAuthThrottle, isAuthFailure } from "./auth-throttle";
-import { assertKeyRow, bearerKeyHash, principalFromRow, readKeyByHash, type KeyRow, type Principal } from "./auth";
-import type { Config } from "./config";
-import type { Db } from "./db/index";
-import type { Logger } from "./logger";
-import type { Nats } from "./nats";
-import type { PlanCatalog } from "./plans";
+import type { PlanCatalog } from "../../schemas/plans";
+import { createAuthThrottle, isAuthFailure } from "../../shared/auth-throttle";
+import type { Config } from "../../shared/config";
+import type { Db } from "../../shared/db/index";
+import type { Logger } from "../../shared/logger";
+import type { Nats } from "../../shared/nats";
+import { assertKeyRow, bearerKeyHash, principalFromRow, type Principal } from "./auth";
+import { keyEventEnvelope } from "./events";
+import { readKeyByHash, type KeyRow } from "./queries";
 
 /**
  * API keys held in memory, so a request does not wait on Postgres to authenticate, and

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { envelopeOf } from "./envelope";
+import { envelopeOf } from "../../schemas/envelope";
 
 /**
  * The one usage event every plane appends (subject `<prefix>.usage.evt.<keyId>`):
@@ -25,3 +25,23 @@ export const usageRecorded = z.object({
 export const usageEvent = z.discriminatedUnion("type", [usageRecorded]);
 export type UsageEvent = z.infer<typeof usageEvent>;
 export const usageEventEnvelope = envelopeOf(usageEvent);
+
+/**
+ * The one command of usage: record what a subject (a session, segment request or job)
+ * consumed. `part` numbers the records of a subject that records more than once (a
+ * realtime session every 30 s and at close); the others record once and leave it out.
+ * The time comes in with the command.
+ */
+export type UsageCommand = {
+  type: "RecordUsage";
+  data: {
+    keyId: string;
+    ownerId: string;
+    plane: UsagePlane;
+    audioSeconds: number;
+    requests: number;
+    subjectId: string;
+    part?: number;
+    at: string;
+  };
+};

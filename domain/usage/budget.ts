@@ -1,9 +1,21 @@
-import { AppError } from "./errors";
-import type { Db } from "./db/index";
-import { isCasConflict } from "./lease-entry";
-import type { Nats } from "./nats";
-import type { Limits } from "./plans";
-import { usedAudioSeconds, windowStart } from "./usage";
+import type { Limits } from "../../schemas/plans";
+import type { Db } from "../../shared/db/index";
+import { AppError } from "../../shared/errors";
+import { isCasConflict } from "../../shared/lease-entry";
+import type { Nats } from "../../shared/nats";
+import { usedAudioSeconds } from "./queries";
+import {
+  afterRelease,
+  blockGrant,
+  budgetBlockSeconds,
+  budgetCounterKey,
+  claimGrant,
+  isUnlimited,
+  parseCounter,
+  round3,
+  secondsLeft,
+  windowStart,
+} from "./quota";
 
 /**
  * The live audio budget of a key's billing window, shared by every plane and replica:
@@ -20,7 +32,8 @@ import { usedAudioSeconds, windowStart } from "./usage";
  * The counter starts from the usage read model the first time a window is touched (or
  * after the entry expired), so it agrees with the billed usage; from then on it moves
  * ahead of the read model as audio is granted. Billing itself stays on the
- * UsageRecorded events.
+ * UsageRecorded events. This file is the counter's I/O; what a claim is granted is
+ * decided in quota.ts.
  */
 export interface AudioBudget {
   /** Seconds left in the window (Infinity when the plan has no window budget). */
@@ -39,13 +52,9 @@ export interface BudgetDeps {
   windowSeconds: number;
 }
 
-const round3 = (x: number) => Math.round(x * 1000) / 1000;
-
 /** The counter's value, or undefined when there is none or it is not a finite number ≥ 0. */
-function readCounter(entry: { length: number; string(): string } | null): number | undefined {
-  if (!entry || entry.length === 0) return undefined;
-  const n = Number(entry.string());
-  return Number.isFinite(n) && n >= 0 ? n : undefined;
+function readCounter(entry: { string(): string } | null): number | undefined {
+  return entry ? parseCounter(entry.string()) : undefined;
 }
 
 /**
@@ -80,12 +89,10 @@ async function updateCounter(
   throw new AppError("unavailable", "budget_unavailable", "Could not update the audio budget; retry shortly.", { headers: { "Retry-After": "1" } });
 }
 
-const counterKey = (keyId: string, start: Date) => `${keyId}.${Math.floor(start.getTime() / 1000)}`;
-
 export function audioBudget(deps: BudgetDeps, principal: { keyId: string; limits: Limits }, now: Date): AudioBudget {
   const limit = principal.limits.maxAudioSecondsPerWindow;
-  const key = counterKey(principal.keyId, windowStart(now, deps.windowSeconds));
-  const unlimited = limit <= 0;
+  const key = budgetCounterKey(principal.keyId, windowStart(now, deps.windowSeconds));
+  const unlimited = isUnlimited(limit);
   const update = (change: (used: number) => number | undefined) => updateCounter(deps, principal.keyId, key, now, change);
 
   return {
@@ -93,22 +100,21 @@ export function audioBudget(deps: BudgetDeps, principal: { keyId: string; limits
       if (unlimited) return Number.POSITIVE_INFINITY;
       const kv = await deps.nats.kv("budget");
       const used = readCounter(await kv.get(key)) ?? (await usedAudioSeconds(deps.db, principal.keyId, now, deps.windowSeconds));
-      return Math.max(0, round3(limit - used));
+      return secondsLeft(limit, used);
     },
     async claim(seconds, options = {}) {
       if (unlimited) return seconds;
       if (seconds <= 0) return 0;
       let granted = 0;
       await update((used) => {
-        const left = limit - used;
-        granted = left >= seconds ? seconds : options.partial ? Math.max(0, left) : 0;
+        granted = claimGrant(limit - used, seconds, options.partial ?? false);
         return granted > 0 ? used + granted : undefined;
       });
       return round3(granted);
     },
     async release(seconds) {
       if (unlimited || seconds <= 0) return;
-      await update((used) => Math.max(0, used - seconds));
+      await update((used) => afterRelease(used, seconds));
     },
     async consume(seconds) {
       if (unlimited || seconds <= 0) return;
@@ -141,8 +147,6 @@ export interface SegmentBudgets {
   /** Gives every unspent block back. */
   stop(): Promise<void>;
 }
-
-export const budgetBlockSeconds = (limit: number) => Math.min(300, limit * 0.01);
 
 interface Allowance {
   key: string;
@@ -179,8 +183,7 @@ export function createSegmentBudgets(deps: BudgetDeps, options: { returnAfterMs?
   const take = async (a: Allowance, limit: number, need: number, extra: number): Promise<boolean> => {
     let granted = 0;
     const used = await updateCounter(deps, a.keyId, a.key, a.now, (u) => {
-      const left = limit - u;
-      granted = left >= need ? need + Math.max(0, Math.min(extra, left - need)) : 0;
+      granted = blockGrant(limit - u, need, extra);
       return granted > 0 ? u + granted : undefined;
     });
     a.left = Math.max(0, limit - used);
@@ -194,7 +197,7 @@ export function createSegmentBudgets(deps: BudgetDeps, options: { returnAfterMs?
     if (held <= 0) return;
     a.held = 0;
     a.synced = false;
-    await updateCounter(deps, a.keyId, a.key, a.now, (u) => Math.max(0, u - held));
+    await updateCounter(deps, a.keyId, a.key, a.now, (u) => afterRelease(u, held));
   };
   const sweep = setInterval(() => {
     const now = Date.now();
@@ -207,7 +210,7 @@ export function createSegmentBudgets(deps: BudgetDeps, options: { returnAfterMs?
   sweep.unref();
 
   const allowanceOf = (keyId: string, now: Date): Allowance => {
-    const key = counterKey(keyId, windowStart(now, deps.windowSeconds));
+    const key = budgetCounterKey(keyId, windowStart(now, deps.windowSeconds));
     let a = allowances.get(keyId);
     if (!a || a.key !== key) {
       // a past window's seconds are moot: its counter is never read again
@@ -221,7 +224,7 @@ export function createSegmentBudgets(deps: BudgetDeps, options: { returnAfterMs?
   return {
     forKey(principal, now) {
       const limit = principal.limits.maxAudioSecondsPerWindow;
-      if (limit <= 0) return audioBudget(deps, principal, now);
+      if (isUnlimited(limit)) return audioBudget(deps, principal, now);
       const a = allowanceOf(principal.keyId, now);
       const block = budgetBlockSeconds(limit);
       return {
@@ -250,7 +253,7 @@ export function createSegmentBudgets(deps: BudgetDeps, options: { returnAfterMs?
     },
     unspent(keyId, now) {
       const a = allowances.get(keyId);
-      return a && a.key === counterKey(keyId, windowStart(now, deps.windowSeconds)) ? a.held : 0;
+      return a && a.key === budgetCounterKey(keyId, windowStart(now, deps.windowSeconds)) ? a.held : 0;
     },
     async stop() {
       clearInterval(sweep);

@@ -1,8 +1,12 @@
 import { z } from "zod";
-import { envelopeOf } from "./envelope";
-import { limitOverridesSchema, type LimitOverrides } from "../shared/plans";
+import { envelopeOf } from "../../schemas/envelope";
+import { limitOverridesSchema, type LimitOverrides } from "../../schemas/plans";
 
-/** Events of the ApiKey aggregate (subject `<prefix>.key.evt.<keyId>`). */
+/**
+ * Events of the ApiKey aggregate (subject `<prefix>.key.evt.<keyId>`), written only
+ * through the key store (store.ts). The admin API's bodies and records are in
+ * schemas/http.ts.
+ */
 export const keyIssued = z.object({
   type: z.literal("KeyIssued"),
   data: z.object({

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { KeyCommand, KeyEvent } from "../../../schemas/keys";
-import { AppError } from "../../../shared/errors";
-import { decideKey, evolveKey, initialKeyState } from "./key-decider";
+import { AppError } from "../../shared/errors";
+import { decideKey, evolveKey, initialKeyState, keyEventId } from "./decider";
+import type { KeyCommand, KeyEvent } from "./events";
 
 const given = (...events: KeyEvent[]) => ({
   when: (command: KeyCommand) => {
@@ -47,6 +47,27 @@ describe("ApiKey decider", () => {
       .then([{ type: "KeyUsed", data: { keyId: "key_1", usedAt: "2026-01-01T00:05:00.000Z" } }]));
   it("records no use of a revoked key", () =>
     given(issued, revoked).when({ type: "RecordKeyUse", data: { keyId: "key_1", now: "2026-01-03T00:00:00.000Z" } }).then([]));
+  it("records no use of a key never issued", () =>
+    given().when({ type: "RecordKeyUse", data: { keyId: "key_1", now: "2026-01-03T00:00:00.000Z" } }).then([]));
+  it("records use at most once a minute", () => {
+    const usedAt = (at: string): KeyEvent => ({ type: "KeyUsed", data: { keyId: "key_1", usedAt: at } });
+    const use = (at: string): KeyCommand => ({ type: "RecordKeyUse", data: { keyId: "key_1", now: at } });
+    given(issued, usedAt("2026-01-01T00:05:00.000Z")).when(use("2026-01-01T00:05:59.999Z")).then([]);
+    given(issued, usedAt("2026-01-01T00:05:59.999Z")).when(use("2026-01-01T00:06:00.000Z")).then([usedAt("2026-01-01T00:06:00.000Z")]);
+    // a clock behind the last use in an earlier minute still records (lastUsedAt is the latest event's)
+    given(issued, usedAt("2026-01-01T00:06:00.000Z")).when(use("2026-01-01T00:05:00.000Z")).then([usedAt("2026-01-01T00:05:00.000Z")]);
+  });
+});
+
+describe("ApiKey event ids", () => {
+  it("name the fact: one issue, one revocation, one use per key and minute", () => {
+    expect(keyEventId(issued)).toBe("key_1:issued");
+    expect(keyEventId(revoked)).toBe("key_1:revoked");
+    const minute = Math.floor(Date.parse("2026-01-01T00:05:00.000Z") / 60_000);
+    expect(keyEventId({ type: "KeyUsed", data: { keyId: "key_1", usedAt: "2026-01-01T00:05:00.000Z" } })).toBe(`key_1:used:${minute}`);
+    expect(keyEventId({ type: "KeyUsed", data: { keyId: "key_1", usedAt: "2026-01-01T00:05:59.999Z" } })).toBe(`key_1:used:${minute}`);
+    expect(keyEventId({ type: "KeyUsed", data: { keyId: "key_1", usedAt: "2026-01-01T00:06:00.000Z" } })).toBe(`key_1:used:${minute + 1}`);
+  });
 });
 
 describe("ApiKey state", () => {

@@ -1,8 +1,8 @@
 import { sql } from "kysely";
-import { usageEventEnvelope, type UsageEvent } from "../../schemas/usage";
+import { usageEventEnvelope, type UsageEvent } from "./events";
 import type { Topology } from "../../shared/nats";
 import type { Projection } from "../../shared/projection";
-import { windowStart } from "../../shared/usage";
+import { windowStart } from "./quota";
 
 /** UsageRecorded → usage_windows (one row per key per billing window). */
 export function usageProjection(topology: Topology, windowSeconds: number): Projection<UsageEvent> {

@@ -1,8 +1,10 @@
 import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
-import type { Db } from "./db/index";
-import { withStore } from "./db/index";
-import { AppError, unauthorized } from "./errors";
-import { defaultPlanCatalog, resolveLimits, type LimitOverrides, type Limits, type PlanCatalog } from "./plans";
+import type { Limits, PlanCatalog } from "../../schemas/plans";
+import type { Db } from "../../shared/db/index";
+import { AppError, unauthorized } from "../../shared/errors";
+import { defaultPlanCatalog } from "../../shared/plans";
+import { resolveLimits } from "../usage/limits";
+import { readKeyByHash, readKeyForAuth, type KeyRow } from "./queries";
 
 /**
  * Authentication shared by the HTTP and realtime gateways: API keys (Bearer `sk-…`,
@@ -16,6 +18,7 @@ export interface Principal {
   plan: string;
   limits: Limits;
   lastUsedAt: Date | null;
+  expiresAt: Date | null;
   /** How the caller authenticated. */
   via: "api_key" | "session_token";
 }
@@ -78,36 +81,17 @@ export function refuseKeysInUrl(url: URL): void {
   }
 }
 
-/** The api_keys columns authentication reads (also what shared/key-cache.ts keeps). */
-export interface KeyRow {
-  id: string;
-  owner_id: string;
-  key_hash: string;
-  plan: string;
-  expires_at: Date | null;
-  revoked_at: Date | null;
-  last_used_at: Date | null;
-  limit_overrides: LimitOverrides | null;
-}
-
 export function principalFromRow(row: KeyRow, now: Date, via: Principal["via"], plans: PlanCatalog): Principal {
   if (row.revoked_at) throw unauthorized("revoked_api_key", "This API key has been revoked.");
   if (row.expires_at && row.expires_at.getTime() <= now.getTime()) throw unauthorized("expired_api_key", "This API key has expired.");
-  return { keyId: row.id, ownerId: row.owner_id, plan: row.plan, limits: resolveLimits(plans, row.plan, row.limit_overrides), lastUsedAt: row.last_used_at, via };
+  return { keyId: row.id, ownerId: row.owner_id, plan: row.plan, limits: resolveLimits(plans, row.plan, row.limit_overrides), lastUsedAt: row.last_used_at, expiresAt: row.expires_at, via };
 }
-
-const keyColumns = ["id", "owner_id", "key_hash", "plan", "expires_at", "revoked_at", "last_used_at", "limit_overrides"] as const;
 
 /** The SHA-256 of a Bearer `sk-` key, after the format checks (401 when it fails them). */
 export function bearerKeyHash(authorization: string | undefined | null): string {
   const key = bearerCredential(authorization);
   if (!isWellFormedKey(key)) throw unauthorized("invalid_api_key", "Invalid API key format; keys start with 'sk-' and are at least 16 characters.");
   return sha256Hex(key);
-}
-
-/** The api_keys row of a key hash, or undefined (503 `auth_unavailable` when Postgres is down). */
-export async function readKeyByHash(db: Db, hash: string): Promise<KeyRow | undefined> {
-  return withStore("auth_unavailable", () => db.selectFrom("api_keys").select(keyColumns).where("key_hash", "=", hash).executeTakeFirst());
 }
 
 /** 401 unless `row` is the key of `hash` (compared in constant time). */
@@ -126,9 +110,7 @@ export async function authenticateApiKey(db: Db, authorization: string | undefin
 
 /** Looks up a key by id (session tokens); same status rules as a Bearer key. */
 export async function principalForKeyId(db: Db, keyId: string, now: Date, plans: PlanCatalog = defaultPlanCatalog): Promise<Principal> {
-  const row = await withStore("auth_unavailable", () =>
-    db.selectFrom("api_keys").select(keyColumns).where("id", "=", keyId).executeTakeFirst(),
-  );
+  const row = await readKeyForAuth(db, keyId);
   if (!row) throw unauthorized("invalid_session_token", "The session token's key no longer exists.");
   return principalFromRow(row, now, "session_token", plans);
 }
