@@ -5,7 +5,7 @@
 #      services/<X>/, no service importing another but the composition root services/stt/,
 #      no import circle);
 #   2. size: no source file over 400 lines in services/, domain/ or shared/ (unit tests
-#      beside the code and the C worker, services/transcriber/pocketsphinx/ps-worker.c,
+#      beside the code and the C worker, shared/pocketsphinx/ps-worker.c,
 #      aside).
 # The environment-read rule (only shared/config.ts reads process.env) is a test:
 # test/architecture.test.ts.

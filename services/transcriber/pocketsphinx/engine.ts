@@ -8,7 +8,7 @@ import { AppError } from "../../../shared/errors";
 import type { Logger } from "../../../shared/logger";
 import type { EngineRequest, TranscriptionEngine } from "../../../shared/workers/types";
 import { segmentFromWords } from "../segments";
-import { ensurePocketsphinxBinary } from "./build";
+import { ensurePocketsphinxBinary } from "../../../shared/pocketsphinx/build";
 
 /**
  * The embedded engine: a pool of persistent ps-worker processes (PocketSphinx 0.8,
