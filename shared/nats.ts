@@ -12,8 +12,7 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { AppError } from "./errors";
-import { preallocateSpanningMessages } from "./nats-parser";
-import { writeLargePayloadsInPlace } from "./nats-writer";
+import { installNatsPatches } from "./nats-patches";
 
 /**
  * NATS adapter: the connection, the JetStream topology declared as data, and
@@ -235,8 +234,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * consumers). Until that has succeeded `health()` says why not, and since when.
  */
 export async function connectNats(options: ConnectOptions): Promise<Nats> {
-  preallocateSpanningMessages();
-  writeLargePayloadsInPlace();
+  installNatsPatches();
   const nc = await connect({
     servers: options.url.split(","),
     name: options.name ?? "stt",
