@@ -155,7 +155,7 @@ const envSchema = z.object({
   OTEL_SERVICE_NAME: z.string().default("stt"),
 });
 
-export type Env = z.infer<typeof envSchema>;
+type Env = z.infer<typeof envSchema>;
 
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === "object") {

@@ -11,7 +11,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
  * (consumer lag, job states, projection lag, workers) are read when scraped, through
  * the collectors a runtime registers (`addScrapeCollector`).
  */
-export const registry = new Registry();
+const registry = new Registry();
 collectDefaultMetrics({ register: registry });
 
 const latency = [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30];

@@ -54,7 +54,7 @@ export interface NatsHealth {
   reason?: string;
 }
 
-export interface StreamSpec {
+interface StreamSpec {
   name: string;
   subjects: string[];
   /** 0 = forever */
@@ -76,7 +76,7 @@ export interface ConsumerSpec {
   deliver: "all" | "new";
 }
 
-export interface BucketSpec {
+interface BucketSpec {
   name: string;
   /** 0 = forever; entries older than this are removed by the server. */
   ttlMs: number;
@@ -153,7 +153,7 @@ function toStreamConfig(spec: StreamSpec, replicas: number) {
 }
 
 /** Creates or updates every stream of the topology; safe to call on every start. */
-export async function ensureStreams(jsm: JetStreamManager, specs: StreamSpec[], replicas = 1): Promise<void> {
+async function ensureStreams(jsm: JetStreamManager, specs: StreamSpec[], replicas = 1): Promise<void> {
   for (const spec of specs) {
     const config = toStreamConfig(spec, replicas);
     try {
@@ -192,14 +192,14 @@ export async function ensureConsumer(jsm: JetStreamManager, spec: ConsumerSpec):
  * nats-server restart a memory-backed bucket is gone, a publish to its subjects gets
  * no responders (reported as "jetstream is not enabled") and an info "stream not found".
  */
-export function isMissingResource(err: unknown): boolean {
+function isMissingResource(err: unknown): boolean {
   const e = err as { name?: string; message?: string; cause?: { name?: string } };
   const text = `${e?.name ?? ""} ${e?.message ?? ""} ${e?.cause?.name ?? ""}`;
   return /stream not found|StreamNotFound|no responders|NoResponders|jetstream is not enabled|JetStreamNotEnabled/i.test(text);
 }
 
 /** A request that got no answer in time, or a connection that is down or closed. */
-export function isConnectionTrouble(err: unknown): boolean {
+function isConnectionTrouble(err: unknown): boolean {
   const e = err as { name?: string; message?: string; code?: unknown };
   return /TimeoutError|ClosedConnection|Disconnect/i.test(e?.name ?? "") || /^timeout$|connection (closed|draining)|disconnected/i.test(e?.message ?? "");
 }

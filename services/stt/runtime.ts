@@ -110,5 +110,3 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
   }
   return { ctx, services, stop };
 }
-
-export { loadConfig };

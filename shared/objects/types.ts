@@ -27,6 +27,6 @@ export interface ObjectStore {
   close(): Promise<void>;
 }
 
-export interface PutOptions {
+interface PutOptions {
   contentType?: string;
 }

@@ -14,8 +14,8 @@ import { promisify } from "node:util";
  * the source is newer than the binary.
  */
 const here = dirname(fileURLToPath(import.meta.url));
-export const pocketsphinxSource = resolve(here, "ps-worker.c");
-export const defaultPocketsphinxBinary = resolve(here, "../../build/ps-worker");
+const pocketsphinxSource = resolve(here, "ps-worker.c");
+const defaultPocketsphinxBinary = resolve(here, "../../build/ps-worker");
 
 const run = promisify(execFile);
 

@@ -290,7 +290,7 @@ function cpuState(pid: number | undefined): { state: string; ticks: number } | u
 }
 
 /** Engine output → verbose_json: one segment per detected utterance. */
-export function toVerbose(out: PsOutput, durationSeconds: number): VerboseTranscription {
+function toVerbose(out: PsOutput, durationSeconds: number): VerboseTranscription {
   if ("error" in out) throw new AppError("internal", "engine_error", `pocketsphinx: ${out.error}`);
   const round = (x: number) => Math.round(x * 100) / 100;
   const clamp = (x: number) => Math.min(Math.max(0, x), durationSeconds);
