@@ -1,5 +1,5 @@
 /**
- * The layering of this repository (docs/DEVELOPING.md, "Where code goes"), checked by
+ * The layering of this repository (docs/DEVELOPING.md, "Architecture checks"), checked by
  * dependency-cruiser in `scripts/check-architecture.sh` (part of `scripts/test.sh`, so
  * of `.ci/run`):
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The architecture rules (docs/DEVELOPING.md, "Where code goes"), run by scripts/test.sh
+# The architecture rules (docs/DEVELOPING.md, "Architecture checks"), run by scripts/test.sh
 # after tsc and so by .ci/run; exits non-zero on any violation:
 #   1. imports: the layering of .dependency-cruiser.cjs (schemas/ ← shared/ ← domain/ ←
 #      services/<X>/, no service importing another but the composition root services/stt/,
