@@ -5,14 +5,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-# ---- ps-worker: the embedded PocketSphinx engine (services/transcriber/pocketsphinx) ----
+# ---- ps-worker: the embedded PocketSphinx engine (shared/pocketsphinx) ----
 # A persistent decoder process: loads Debian's en-us model once, then serves clips
 # over stdin/stdout. Needs pocketsphinx, pocketsphinx-en-us, libpocketsphinx-dev,
 # libsphinxbase-dev, pkg-config and gcc (all in setup.sh's APT_PACKAGES). The service
-# also builds it on demand (services/transcriber/pocketsphinx/build.ts) with the same
+# also builds it on demand (shared/pocketsphinx/build.ts) with the same
 # command when it is missing.
 build_ps_worker() {
-  local src="services/transcriber/pocketsphinx/ps-worker.c" bin="build/ps-worker"
+  local src="shared/pocketsphinx/ps-worker.c" bin="build/ps-worker"
   if [ -x "$bin" ] && [ "$bin" -nt "$src" ]; then return 0; fi
   mkdir -p build
   printf '\033[1;34m[setup]\033[0m building %s\n' "$bin" >&2

@@ -155,7 +155,7 @@ const envSchema = z.object({
   OTEL_SERVICE_NAME: z.string().default("stt"),
 });
 
-export type Env = z.infer<typeof envSchema>;
+type Env = z.infer<typeof envSchema>;
 
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === "object") {
@@ -276,6 +276,22 @@ export class ConfigError extends Error {
     super(`invalid configuration:\n  ${issues.join("\n  ")}`);
     this.name = "ConfigError";
   }
+}
+
+/**
+ * The variables `stt serve` supplies itself when they are unset (services/stt/embedded.ts):
+ * the NATS and Postgres addresses (it starts a local nats-server and an embedded
+ * Postgres) and three secrets it generates once into DATA_DIR. The CLI asks which are set
+ * before it parses the rest; this is the only other read of the environment.
+ */
+const EMBEDDED_DEFAULTS = ["NATS_URL", "DATABASE_URL", "GATEWAY_ADMIN_TOKEN", "GATEWAY_SESSION_TOKEN_SECRET", "WEBHOOK_SIGNING_SECRET"] as const;
+export type EmbeddedDefaultsSet = Partial<Record<(typeof EMBEDDED_DEFAULTS)[number], string>>;
+
+/** Which of the variables with an embedded default are set (non-empty), with their values. */
+export function readEmbeddedDefaultsSet(env: Record<string, string | undefined> = process.env): EmbeddedDefaultsSet {
+  const out: EmbeddedDefaultsSet = {};
+  for (const name of EMBEDDED_DEFAULTS) if (env[name]) out[name] = env[name];
+  return out;
 }
 
 /**

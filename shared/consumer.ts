@@ -23,8 +23,9 @@ import { withSpanFromHeaders } from "./telemetry";
  * happens if the message iterator ends for any other reason while not stopped.
  *
  * Every ack, nak and term waits for the server's confirmation and is sent again until
- * it comes (see `send`), so a settlement lost to a reconnect or to a cluster's consumer
- * leader election does not leave the message waiting out its ack_wait.
+ * it comes (see `send`: an ack through nats.js's `JsMsg.ackAck()`), so a settlement lost
+ * to a reconnect or to a cluster's consumer leader election does not leave the message
+ * waiting out its ack_wait.
  */
 export type Outcome =
   | { kind: "ack" }
@@ -74,8 +75,8 @@ export async function runConsumer(
   let stopped = false;
   let messages: ConsumerMessages | undefined;
 
-  const nc = (js as unknown as { nc: NatsConnection }).nc;
   const settling = new Set<Promise<void>>();
+  let unconfirmedWarned = false;
   /**
    * Settles a message and waits for the server to confirm it, sending it again until it
    * does (a repeated ack/nak/term is harmless). A settlement published while NATS is
@@ -84,21 +85,37 @@ export async function runConsumer(
    * dropped without a word, and the message would wait out its ack_wait (30 s or more)
    * before anyone saw it again. Gives up after SETTLE_GIVE_UP_MS: the ack_wait then
    * redelivers, and handlers are idempotent.
+   *
+   * An ack is first sent as nats.js's confirmed ack, `JsMsg.ackAck()`. nats.js has no
+   * confirmed nak or term, and `ackAck()` marks the message settled on its first call (a
+   * second sends nothing), so a nak, a term and an ack whose confirmation did not come
+   * go through `confirmedSettlement` below.
    */
-  const send = (msg: JsMsg, payload: string) => {
-    // nats.js's JsMsg acks without asking for an answer; its implementation carries the
-    // ack subject (`$JS.ACK.…`), which is all a confirmed settlement needs.
-    const ackSubject = (msg as JsMsg & { reply?: string }).reply ?? "";
+  const send = (msg: JsMsg, settlement: Settlement) => {
     const p = (async () => {
       const giveUpAt = Date.now() + SETTLE_GIVE_UP_MS;
+      let ackAckSent = false;
       for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
         try {
-          await nc.request(ackSubject, payload, { timeout: 2000 });
+          if (settlement.kind === "ack" && !ackAckSent) {
+            ackAckSent = true;
+            // false: nothing to confirm (settled already, or not a JetStream delivery)
+            await msg.ackAck({ timeout: CONFIRM_TIMEOUT_MS });
+            return;
+          }
+          const request = confirmedSettlement(js, msg);
+          if (!request) {
+            if (!unconfirmedWarned) options.logger.warn("confirmed nak/term not available in this nats.js (its internals differ from the pinned version): settling unconfirmed", { durable: options.durable });
+            unconfirmedWarned = true;
+            settleUnconfirmed(msg, settlement);
+            return;
+          }
+          await request(settlementPayload(settlement));
           return;
         } catch (err) {
           // A stopping runner does not wait out an outage: the ack wait covers it.
-          if (nc.isClosed() || stopped || Date.now() > giveUpAt) {
-            options.logger.warn("settlement not confirmed; the message will be redelivered after its ack wait", { durable: options.durable, subject: msg.subject, settlement: payload.slice(0, 5), error: String((err as Error)?.message ?? err) });
+          if (connectionClosed(js) || stopped || Date.now() > giveUpAt) {
+            options.logger.warn("settlement not confirmed; the message will be redelivered after its ack wait", { durable: options.durable, subject: msg.subject, settlement: settlement.kind, error: String((err as Error)?.message ?? err) });
             return;
           }
           await sleep(delay);
@@ -120,10 +137,10 @@ export async function runConsumer(
       if (e.retryable || e.kind === "internal") {
         const attempt = msg.info.deliveryCount;
         options.logger.warn("handler failed, will retry", { durable: options.durable, subject: msg.subject, attempt, code: e.code, error: e.message });
-        await send(msg, nak(backoff(attempt)));
+        await send(msg, { kind: "nak", delayMs: backoff(attempt) });
       } else {
         options.logger.error("handler failed permanently", { durable: options.durable, subject: msg.subject, code: e.code, error: e.message });
-        await send(msg, "+TERM");
+        await send(msg, { kind: "term" });
       }
     } finally {
       clearInterval(heartbeat);
@@ -133,12 +150,12 @@ export async function runConsumer(
   const settle = (msg: JsMsg, outcome: Outcome): Promise<void> => {
     switch (outcome.kind) {
       case "ack":
-        return send(msg, "+ACK");
+        return send(msg, { kind: "ack" });
       case "retry":
-        return send(msg, nak(outcome.delayMs));
+        return send(msg, { kind: "nak", delayMs: outcome.delayMs });
       case "terminate":
         options.logger.warn("message terminated", { durable: options.durable, subject: msg.subject, reason: outcome.reason });
-        return send(msg, "+TERM");
+        return send(msg, { kind: "term" });
       default: {
         const never: never = outcome;
         throw new Error(`unknown outcome ${JSON.stringify(never)}`);
@@ -199,7 +216,7 @@ export async function runConsumer(
         if (!stopped) options.logger.warn("consumer interrupted", { durable: options.durable, error: String((err as Error)?.message ?? err) });
       }
       // A closed connection (the process is shutting down) ends the runner too.
-      if (stopped || (js as unknown as { nc?: { isClosed(): boolean } }).nc?.isClosed()) break;
+      if (stopped || connectionClosed(js)) break;
       await sleep(delay);
       delay = Math.min(delay * 2, 5000);
       try {
@@ -225,9 +242,47 @@ export async function runConsumer(
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const SETTLE_GIVE_UP_MS = 60_000;
+/** How long one confirmation is waited for before the settlement is sent again. */
+const CONFIRM_TIMEOUT_MS = 2_000;
 const PULL_EXPIRES_MS = 8_000;
-/** The settlement nats.js `nak(delay)` sends. */
-const nak = (delayMs: number) => (delayMs > 0 ? `-NAK ${JSON.stringify({ delay: delayMs * 1_000_000 })}` : "-NAK");
+
+type Settlement = { kind: "ack" } | { kind: "nak"; delayMs: number } | { kind: "term" };
+
+/** What nats.js's `ack()`, `nak(delay)` and `term()` send. */
+function settlementPayload(s: Settlement): string {
+  if (s.kind === "ack") return "+ACK";
+  if (s.kind === "term") return "+TERM";
+  return s.delayMs > 0 ? `-NAK ${JSON.stringify({ delay: s.delayMs * 1_000_000 })}` : "-NAK";
+}
+
+function settleUnconfirmed(msg: JsMsg, s: Settlement): void {
+  if (s.kind === "ack") msg.ack();
+  else if (s.kind === "term") msg.term();
+  else msg.nak(s.delayMs);
+}
+
+/**
+ * A confirmed settlement: a request on the message's ack subject (`$JS.ACK.…`), which the
+ * server answers once it has applied it. nats.js 3.4 offers that only for a first ack
+ * (`ackAck()`), so the ack subject and the connection are taken from its implementation
+ * (`JsMsgImpl.reply`, `JetStreamClientImpl.nc`), the one place this file reaches past
+ * nats.js's public API; package.json pins the version and test/event-store.test.ts fails
+ * when they are not found. Undefined then, and the runner settles unconfirmed.
+ */
+export function confirmedSettlement(js: JetStreamClient, msg: JsMsg): ((payload: string) => Promise<void>) | undefined {
+  const ackSubject = (msg as JsMsg & { reply?: unknown }).reply;
+  const nc = (js as JetStreamClient & { nc?: Partial<NatsConnection> }).nc;
+  if (typeof ackSubject !== "string" || !ackSubject.startsWith("$JS.ACK.") || typeof nc?.request !== "function") return undefined;
+  const request = nc.request.bind(nc);
+  return async (payload) => {
+    await request(ackSubject, payload, { timeout: CONFIRM_TIMEOUT_MS });
+  };
+}
+
+/** Whether the client's connection is closed (the process is stopping). */
+function connectionClosed(js: JetStreamClient): boolean {
+  return (js as JetStreamClient & { nc?: Partial<NatsConnection> }).nc?.isClosed?.() === true;
+}
 
 function isNotFound(err: unknown): boolean {
   return /not found/i.test((err as Error)?.message ?? "");

@@ -87,8 +87,6 @@ export const notFound = (code: string, message: string, options?: AppErrorOption
   new AppError("not_found", code, message, options);
 export const conflict = (code: string, message: string, options?: AppErrorOptions) =>
   new AppError("conflict", code, message, options);
-export const unavailable = (code: string, message: string, options?: AppErrorOptions) =>
-  new AppError("unavailable", code, message, options);
 
 /**
  * The HTTP headers of an error's answer: its own, and for a 503 without a Retry-After of

@@ -33,7 +33,7 @@ export interface NewEvent<E extends EventShape> {
   metadata?: Partial<Omit<EventMetadata, "eventId">>;
 }
 
-export type Expected = number | "none" | "any";
+type Expected = number | "none" | "any";
 
 export interface AppendOptions {
   /** Expected last sequence of the subject: a number, "none" (no events yet) or "any". */

@@ -29,7 +29,7 @@ const secretValue = /\b(sk-|rt_|whsec_)[A-Za-z0-9._-]{6,}/g;
 const SECRET_NAMES = ["authorization", "token", "secret", "password", "apiKey", "api_key", "key", "signature", "cookie", "adminToken", "sessionToken", "access_token"];
 
 /** Masks secret-named fields and key/token-shaped values (nested objects included). */
-export function redact(fields: Record<string, unknown>, depth = 0): Record<string, unknown> {
+function redact(fields: Record<string, unknown>, depth = 0): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(fields)) out[k] = secretField.test(k) ? "[redacted]" : redactValue(v, depth);
   return out;

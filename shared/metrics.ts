@@ -11,7 +11,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
  * (consumer lag, job states, projection lag, workers) are read when scraped, through
  * the collectors a runtime registers (`addScrapeCollector`).
  */
-export const registry = new Registry();
+const registry = new Registry();
 collectDefaultMetrics({ register: registry });
 
 const latency = [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -62,6 +62,20 @@ export const jobSteps = new Counter({ name: "stt_job_steps_total", help: "Job st
 export const jobStepDuration = new Histogram({ name: "stt_job_step_duration_seconds", help: "Job step attempt duration by step.", labelNames: ["step"], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers: [registry] });
 export const projectionLag = new Gauge({ name: "stt_projection_lag_events", help: "Events in a projection's stream after the last one it applied.", labelNames: ["projection"], registers: [registry] });
 export const webhookDeliveries = new Counter({ name: "stt_webhook_deliveries_total", help: "Webhook delivery attempts by outcome (delivered, retry, gave_up, refused).", labelNames: ["outcome"], registers: [registry] });
+
+// ------------------------------------------------------------------ NATS client (shared/nats-patches.ts)
+export const natsPatchActive = new Gauge({
+  name: "stt_nats_patch_active",
+  help: "Patches of nats.js internals: 1 installed, 0 left out because the internals it needs were not found (parser: a message spanning socket reads gets one buffer of its size; writer: large payloads written in place).",
+  labelNames: ["patch"],
+  registers: [registry],
+});
+export const natsPatchRuns = new Counter({
+  name: "stt_nats_patch_runs_total",
+  help: "Times a patch's own path ran (parser: a spanning message given one whole buffer; writer: a flush that wrote large payloads in place).",
+  labelNames: ["patch"],
+  registers: [registry],
+});
 
 /** Read at scrape time (consumer lag, job states, projection lag, workers); errors leave the last values. */
 type ScrapeCollector = () => Promise<void>;

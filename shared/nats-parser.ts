@@ -1,5 +1,6 @@
 import { DenoBuffer, Parser, State } from "@nats-io/nats-core/internal";
 import { BufferPool } from "./buffer-pool";
+import { natsPatchRuns } from "./metrics";
 
 const PATCHED = Symbol.for("stt.nats.preallocateSpanningMessages");
 
@@ -14,13 +15,18 @@ const PATCHED = Symbol.for("stt.nats.preallocateSpanningMessages");
  * Once installed, a message still being read after a socket read gets one buffer of its
  * whole size (the size is in its MSG/HMSG line), so every later read is copied once into
  * place. nats.js exports its parser for this (`@nats-io/nats-core/internal`); if a later
- * version's parser lacks what this relies on, it is left as it is.
+ * version's parser lacks what this relies on, it is left as it is and this returns false
+ * (shared/nats-patches.ts reports it).
  */
 export function preallocateSpanningMessages(): boolean {
   const proto = Parser.prototype as Parser & { [PATCHED]?: true };
   if (proto[PATCHED]) return true;
   const parse = proto.parse;
   if (typeof parse !== "function" || typeof DenoBuffer.prototype._reslice !== "function" || State.MSG_PAYLOAD === undefined) return false;
+  // the fields the patched method reads are the ones the original parses into
+  const source = parse.toString();
+  if (!/this\.msgBuf\b/.test(source) || !/this\.ma\.size\b/.test(source) || !/this\.state\b/.test(source)) return false;
+  const runs = natsPatchRuns.labels("parser");
   proto.parse = function parseIntoWholeMessage(this: Parser, buf: Uint8Array): void {
     parse.call(this, buf);
     const partial = this.msgBuf;
@@ -31,6 +37,7 @@ export function preallocateSpanningMessages(): boolean {
     whole._reslice(have.byteLength);
     whole.bytes({ copy: false }).set(have);
     this.msgBuf = whole;
+    runs.inc();
   };
   proto[PATCHED] = true;
   return true;

@@ -1,4 +1,5 @@
-import { ProtocolHandler } from "@nats-io/nats-core/internal";
+import { DataBuffer, ProtocolHandler } from "@nats-io/nats-core/internal";
+import { natsPatchRuns } from "./metrics";
 
 const PATCHED = Symbol.for("stt.nats.writeLargePayloadsInPlace");
 /** Payloads from this size on are written as they are; smaller pieces are packed. */
@@ -31,13 +32,20 @@ interface Handler {
  * publishes are buffers it never writes again, or hands back for reuse only once the
  * publish is acknowledged (the gateway's batches, the VAD's utterances), by which time
  * the server has read them. If nats.js's internals lack what this relies on, it is left
- * as it is.
+ * as it is and this returns false (shared/nats-patches.ts reports it). Each in-place
+ * flush counts `stt_nats_patch_runs_total{patch="writer"}`, so a connection whose
+ * fields no longer match (every flush falling back to nats.js's own) shows as a counter
+ * that stays at 0 (test/nats-large-messages.test.ts checks it moves).
  */
 export function writeLargePayloadsInPlace(): boolean {
   const proto = ProtocolHandler.prototype as unknown as Handler & { flushPending(): void; [PATCHED]?: true };
   if (proto[PATCHED]) return true;
   const flushPending = proto.flushPending;
-  if (typeof flushPending !== "function") return false;
+  if (typeof flushPending !== "function" || !outboundIsDataBuffer()) return false;
+  // the original writes `this.outbound` through `this.transport.send` once INFO came and connected
+  const source = flushPending.toString();
+  if (!/this\.outbound\b/.test(source) || !/this\.transport\.send\(/.test(source) || !/this\.infoReceived\b/.test(source) || !/this\.connected\b/.test(source)) return false;
+  const runs = natsPatchRuns.labels("writer");
   proto.flushPending = function flushPendingInPlace(this: Handler): void {
     const out = this.outbound;
     const socket = this.transport?.socket;
@@ -79,7 +87,14 @@ export function writeLargePayloadsInPlace(): boolean {
     } finally {
       socket.uncork();
     }
+    runs.inc();
   };
   proto[PATCHED] = true;
   return true;
+}
+
+/** What the patch relies on in the outbound buffer: its pieces in `buffers`, emptied by `reset()`. */
+function outboundIsDataBuffer(): boolean {
+  const probe = new DataBuffer() as unknown as Partial<Outbound>;
+  return Array.isArray(probe.buffers) && typeof probe.reset === "function" && typeof probe.drain === "function" && typeof probe.size === "function";
 }

@@ -12,8 +12,7 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { AppError } from "./errors";
-import { preallocateSpanningMessages } from "./nats-parser";
-import { writeLargePayloadsInPlace } from "./nats-writer";
+import { installNatsPatches } from "./nats-patches";
 
 /**
  * NATS adapter: the connection, the JetStream topology declared as data, and
@@ -55,7 +54,7 @@ export interface NatsHealth {
   reason?: string;
 }
 
-export interface StreamSpec {
+interface StreamSpec {
   name: string;
   subjects: string[];
   /** 0 = forever */
@@ -77,7 +76,7 @@ export interface ConsumerSpec {
   deliver: "all" | "new";
 }
 
-export interface BucketSpec {
+interface BucketSpec {
   name: string;
   /** 0 = forever; entries older than this are removed by the server. */
   ttlMs: number;
@@ -154,7 +153,7 @@ function toStreamConfig(spec: StreamSpec, replicas: number) {
 }
 
 /** Creates or updates every stream of the topology; safe to call on every start. */
-export async function ensureStreams(jsm: JetStreamManager, specs: StreamSpec[], replicas = 1): Promise<void> {
+async function ensureStreams(jsm: JetStreamManager, specs: StreamSpec[], replicas = 1): Promise<void> {
   for (const spec of specs) {
     const config = toStreamConfig(spec, replicas);
     try {
@@ -193,14 +192,14 @@ export async function ensureConsumer(jsm: JetStreamManager, spec: ConsumerSpec):
  * nats-server restart a memory-backed bucket is gone, a publish to its subjects gets
  * no responders (reported as "jetstream is not enabled") and an info "stream not found".
  */
-export function isMissingResource(err: unknown): boolean {
+function isMissingResource(err: unknown): boolean {
   const e = err as { name?: string; message?: string; cause?: { name?: string } };
   const text = `${e?.name ?? ""} ${e?.message ?? ""} ${e?.cause?.name ?? ""}`;
   return /stream not found|StreamNotFound|no responders|NoResponders|jetstream is not enabled|JetStreamNotEnabled/i.test(text);
 }
 
 /** A request that got no answer in time, or a connection that is down or closed. */
-export function isConnectionTrouble(err: unknown): boolean {
+function isConnectionTrouble(err: unknown): boolean {
   const e = err as { name?: string; message?: string; code?: unknown };
   return /TimeoutError|ClosedConnection|Disconnect/i.test(e?.name ?? "") || /^timeout$|connection (closed|draining)|disconnected/i.test(e?.message ?? "");
 }
@@ -235,8 +234,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * consumers). Until that has succeeded `health()` says why not, and since when.
  */
 export async function connectNats(options: ConnectOptions): Promise<Nats> {
-  preallocateSpanningMessages();
-  writeLargePayloadsInPlace();
+  installNatsPatches();
   const nc = await connect({
     servers: options.url.split(","),
     name: options.name ?? "stt",

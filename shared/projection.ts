@@ -82,7 +82,7 @@ function toRecorded<E extends EventShape>(projection: Projection<E>, m: JsMsg): 
 const poisonSqlStateClasses = new Set(["22", "23", "54"]);
 
 /** True when `err` means this event cannot be applied, as opposed to "not now". */
-export function cannotApplyEvent(err: unknown): boolean {
+function cannotApplyEvent(err: unknown): boolean {
   if ((err as { name?: string })?.name === "ZodError" || err instanceof SyntaxError) return true;
   const e = err as { code?: unknown; severity?: unknown };
   // pg's DatabaseError carries a five-character SQLSTATE and a severity; Node's

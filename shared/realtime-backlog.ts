@@ -9,9 +9,9 @@ import type { Nats } from "./nats";
  * died stops refusing upgrades within that time.
  */
 export const BACKLOG_EVERY_MS = 500;
-export const BACKLOG_FRESH_MS = 3000;
+const BACKLOG_FRESH_MS = 3000;
 
-export const backlogSubject = (nats: Nats) => `${nats.topology.prefix}.rt.backlog`;
+const backlogSubject = (nats: Nats) => `${nats.topology.prefix}.rt.backlog`;
 
 export function publishBacklog(nats: Nats, report: TranscriberBacklog): void {
   nats.nc.publish(backlogSubject(nats), JSON.stringify(report));

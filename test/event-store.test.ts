@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keyEventEnvelope, type KeyEvent } from "../domain/keys/events";
-import { ack, retry, runConsumer, terminate, type Outcome } from "../shared/consumer";
+import { ack, confirmedSettlement, retry, runConsumer, terminate, type Outcome } from "../shared/consumer";
 import { AppError } from "../shared/errors";
 import { appendEvents, loadAggregate, loadEvents } from "../shared/event-store";
 import { createLogger } from "../shared/logger";
@@ -135,5 +135,40 @@ describe("consumer wrapper", () => {
     const info = await nats.jsm.consumers.info(stream, durable);
     expect({ ackPending: info.num_ack_pending, pending: info.num_pending, redelivered: info.num_redelivered }).toMatchObject({ ackPending: 0, pending: 0 });
     expect(info.num_pending).toBe(0);
+  });
+
+  it("acks through nats.js's confirmed ack (JsMsg.ackAck), and finds its confirmed nak and term in the pinned nats.js", async () => {
+    const stream = nats.topology.streams.usage.name;
+    const durable = "settle_test";
+    // a long ack wait: a settlement the server did not apply would show as a 30 s stall
+    await ensureConsumer(nats.jsm, { stream, durable, ackWaitMs: 30_000, maxDeliver: 5, maxAckPending: 100, deliver: "new" });
+    const seen = new Map<string, number>();
+    let ackAcks = 0;
+    let confirmable = 0;
+    const running = await runConsumer(nats.js, { stream, durable, concurrency: 2, logger: createLogger("error") }, async (msg) => {
+      // nak, term and a repeated ack go through this; nats.js renaming what it needs fails here
+      if (confirmedSettlement(nats.js, msg)) confirmable++;
+      const ackAck = msg.ackAck.bind(msg);
+      msg.ackAck = (opts) => {
+        ackAcks++;
+        return ackAck(opts);
+      };
+      const kind = msg.subject.split(".").at(-1)!;
+      const n = (seen.get(kind) ?? 0) + 1;
+      seen.set(kind, n);
+      return kind === "settle-retry" && n === 1 ? retry(10) : ack();
+    });
+    for (const kind of ["settle-plain", "settle-retry"]) await nats.js.publish(nats.topology.subjects.usageEvent(kind), "{}");
+    // both applied well before the ack wait: the nak's redelivery came after its 10 ms, the acks left nothing pending
+    for (const deadline = Date.now() + 20_000; ; ) {
+      const info = await nats.jsm.consumers.info(stream, durable);
+      if (seen.get("settle-retry") === 2 && info.num_ack_pending === 0 && info.num_pending === 0) break;
+      if (Date.now() > deadline) throw new Error(`not settled before the ack wait: ${JSON.stringify({ seen: [...seen], ack_pending: info.num_ack_pending })}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await running.stop();
+    expect(seen.get("settle-plain")).toBe(1);
+    expect(ackAcks).toBe(2);
+    expect(confirmable).toBe(3);
   });
 });

@@ -4,7 +4,7 @@ import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeAudio } from "../shared/audio/decode";
 import type { JobSegment } from "../schemas/jobs";
-import { ensurePocketsphinxBinary } from "../services/transcriber/pocketsphinx/build";
+import { ensurePocketsphinxBinary } from "../shared/pocketsphinx/build";
 import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
 import { createAligner, type Aligner } from "../services/jobs/review-acoustic";
 import { embeddedReviewer, type SliceReviewInput } from "../services/jobs/review";

@@ -3,6 +3,8 @@ import { headers } from "@nats-io/transport-node";
 import { Parser, ProtocolHandler } from "@nats-io/nats-core/internal";
 import { preallocateSpanningMessages, releaseMessageData } from "../shared/nats-parser";
 import { writeLargePayloadsInPlace } from "../shared/nats-writer";
+import { installNatsPatches } from "../shared/nats-patches";
+import { natsPatchActive, natsPatchRuns } from "../shared/metrics";
 import { isolatedNats } from "./support/nats";
 
 /**
@@ -40,6 +42,34 @@ describe("messages spanning socket reads", () => {
     // and large payloads are written as they are (the tests below publish them mixed with small ones, in one flush)
     expect(writeLargePayloadsInPlace()).toBe(true);
     expect((ProtocolHandler.prototype as unknown as { flushPending: () => void }).flushPending.name).toBe("flushPendingInPlace");
+  });
+
+  it("both patches report themselves active, in the log's terms and as stt_nats_patch_active", async () => {
+    expect(installNatsPatches()).toEqual({ parser: true, writer: true });
+    const gauge = (await natsPatchActive.get()).values;
+    expect(gauge.map((v) => [v.labels.patch, v.value]).sort()).toEqual([["parser", 1], ["writer", 1]]);
+  });
+
+  it("the patched paths run on a real connection: the writer's in-place flush and the parser's whole-message buffer each count", async () => {
+    // Renamed internals (as a minor release could bring) leave nats.js's own path running
+    // and every message intact: only these counters tell whether the patches do anything.
+    const runs = async (patch: string) => (await natsPatchRuns.get()).values.find((v) => v.labels.patch === patch)?.value ?? 0;
+    const [writerBefore, parserBefore] = [await runs("writer"), await runs("parser")];
+    const subject = `${nats.topology.prefix}.large.counted`;
+    const sub = nats.nc.subscribe(subject, { max: 3 });
+    const got: Uint8Array[] = [];
+    const done = (async () => {
+      for await (const m of sub) got.push(m.data);
+    })();
+    // one flush: a small piece, a large one (written as it is), a small one
+    nats.nc.publish(subject, payload(100, 1));
+    nats.nc.publish(subject, payload(300_000, 2));
+    nats.nc.publish(subject, payload(100, 3));
+    await nats.nc.flush();
+    await done;
+    expect(got.map((d, i) => Buffer.from(d).equals(Buffer.from(payload(d.length, i + 1))))).toEqual([true, true, true]);
+    expect(await runs("writer"), "the writer's in-place path never ran").toBeGreaterThan(writerBefore);
+    expect(await runs("parser"), "the parser's whole-message path never ran").toBeGreaterThan(parserBefore);
   });
 
   it("arrive intact over core NATS, with and without headers, back to back", async () => {

@@ -16,7 +16,7 @@ export type GatewayEnv = {
 };
 
 /** The client's address for throttling (X-Forwarded-For only through TRUSTED_PROXY_HOPS proxies). */
-export function requestSource(c: Context<GatewayEnv>, trustedProxyHops: number): string {
+function requestSource(c: Context<GatewayEnv>, trustedProxyHops: number): string {
   const peer = c.env?.remoteAddress ?? c.env?.incoming?.socket?.remoteAddress ?? "";
   return clientAddress(peer, c.req.header("x-forwarded-for"), trustedProxyHops);
 }

@@ -5,7 +5,7 @@ import { AppError } from "../../shared/errors";
 /** JSON bodies (job submissions, admin calls, legacy segment JSON): the largest accepted. */
 export const MAX_JSON_BODY_BYTES = 256 * 1024;
 
-export const requestTooLarge = (limit: number) =>
+const requestTooLarge = (limit: number) =>
   new AppError("too_large", "request_too_large", `the request body is larger than the ${limit}-byte limit of this route`);
 
 export interface BodyLimitOptions {

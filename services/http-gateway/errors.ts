@@ -8,7 +8,7 @@ import type { Logger } from "../../shared/logger";
  * answer `{ ok: false, error: { code, message, retryable } }`; every other route answers
  * OpenAI's `{ error: { message, type, code, param } }`.
  */
-export const isAdminPath = (path: string) => path.startsWith("/v1/external-transcription");
+const isAdminPath = (path: string) => path.startsWith("/v1/external-transcription");
 
 function openAiType(e: AppError): string {
   if (e.type) return e.type;
@@ -19,7 +19,7 @@ function openAiType(e: AppError): string {
   return "invalid_request_error";
 }
 
-export function errorResponse(c: Context, e: AppError): Response {
+function errorResponse(c: Context, e: AppError): Response {
   for (const [name, value] of Object.entries(errorHeaders(e))) c.header(name, value);
   const status = e.status as 400;
   if (isAdminPath(c.req.path)) {

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createInterface } from "node:readline";
 import { z } from "zod";
-import { ensurePocketsphinxBinary } from "../transcriber/pocketsphinx/build";
+import { ensurePocketsphinxBinary } from "../../shared/pocketsphinx/build";
 import { APPLY_CONFIDENCE, candidateSpans, normalizeWord, resolveOverlaps, type Annotation, type Pronounce, type ReviewSegment, type VocabularyTerm } from "./review-embedded";
 
 /**

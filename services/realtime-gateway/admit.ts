@@ -65,7 +65,7 @@ export interface AdmitDeps {
   logger: Logger;
 }
 
-export function newSessionId(): string {
+function newSessionId(): string {
   return `sess_${randomBytes(12).toString("hex")}`;
 }
 
@@ -74,7 +74,7 @@ export function newSessionId(): string {
  * A session token is single use: the first upgrade that presents it spends it in the
  * shared `leases` bucket (spent-tokens.ts), so a second one, on any gateway, is 401.
  */
-export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats" | "keyCache">, req: UpgradeRequest, now: Date): Promise<Principal> {
+async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats" | "keyCache">, req: UpgradeRequest, now: Date): Promise<Principal> {
   const url = new URL(`http://x/?${req.query}`);
   refuseKeysInUrl(url);
   const queryToken = url.searchParams.get("access_token") ?? url.searchParams.get("token");
@@ -158,5 +158,3 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
     prompt: null,
   };
 }
-
-export { INTERNAL_SAMPLE_RATE };

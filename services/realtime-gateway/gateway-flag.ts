@@ -8,7 +8,7 @@ import type { Nats } from "../../shared/nats";
  * gateway watches the key, so a flip applies within milliseconds without a restart.
  * `GATEWAY_ENABLED=false` disables a gateway process regardless of the flag.
  */
-export const GATEWAY_DISABLED_KEY = "realtime_gateway_disabled";
+const GATEWAY_DISABLED_KEY = "realtime_gateway_disabled";
 
 const truthy = (v: string) => ["1", "true", "yes", "on"].includes(v.trim().toLowerCase());
 

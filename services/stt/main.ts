@@ -1,4 +1,4 @@
-import { loadConfig, ConfigError } from "../../shared/config";
+import { loadConfig, ConfigError, readEmbeddedDefaultsSet } from "../../shared/config";
 import { PortInUseError } from "../../shared/listen";
 import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger } from "../../shared/logger";
@@ -24,7 +24,7 @@ async function main(argv: string[]): Promise<number> {
   const [command = "serve", arg] = argv;
   // Parsed once before the embedded processes start (fail fast, and their data dir),
   // then again with the addresses and secrets they provide.
-  const boot = loadConfig(process.env);
+  const boot = loadConfig();
   const bootLogger = createLogger(boot.logLevel, { svc: "stt" });
   // `stt serve`: from here on the guard owns the exit: a fatal error, SIGINT/SIGTERM or a
   // lost supervisor runs stopAll (what has started so far), bounded by
@@ -32,12 +32,13 @@ async function main(argv: string[]): Promise<number> {
   // NATS or Postgres is still being reached is not lost.
   let stopAll = async () => {};
   if (command === "serve") installProcessGuard({ logger: bootLogger, stop: () => stopAll(), stopTimeoutMs: boot.shutdown.timeoutMs, stopOnSignals: true });
-  const embedded = command === "serve" ? await startEmbedded(process.env, boot.dataDir, bootLogger) : undefined;
-  const secrets = command === "serve" ? embeddedSecrets(process.env, boot.dataDir, bootLogger) : {};
-  const config = loadConfig(process.env, {
+  const set = readEmbeddedDefaultsSet();
+  const embedded = command === "serve" ? await startEmbedded(set, boot.dataDir, bootLogger) : undefined;
+  const secrets = command === "serve" ? embeddedSecrets(set, boot.dataDir, bootLogger) : {};
+  const config = loadConfig(undefined, {
     ...secrets,
-    NATS_URL: embedded?.natsUrl ?? process.env.NATS_URL,
-    DATABASE_URL: embedded?.databaseUrl ?? process.env.DATABASE_URL,
+    NATS_URL: embedded?.natsUrl ?? set.NATS_URL,
+    DATABASE_URL: embedded?.databaseUrl ?? set.DATABASE_URL,
   });
   const logger = createLogger(config.logLevel, { svc: "stt" });
 

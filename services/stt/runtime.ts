@@ -4,6 +4,7 @@ import { loadConfig, type Config } from "../../shared/config";
 import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger, type Logger } from "../../shared/logger";
 import { connectNats } from "../../shared/nats";
+import { installNatsPatches } from "../../shared/nats-patches";
 import { createObjectStore } from "../../shared/objects/index";
 import { createWorkerRouter } from "../../shared/workers/router";
 import type { RunningService, ServiceContext } from "../context";
@@ -34,6 +35,10 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
   if (unknown.length) throw new Error(`unknown service(s) in STT_SERVICES: ${unknown.join(", ")}; known: ${serviceDefs.map((s) => s.name).join(", ")}`);
 
   const nats = await connectNats({ url: config.nats.url, prefix: config.nats.prefix, replicas: config.nats.replicas, name: `stt:${wanted.join(",")}` });
+  // connectNats installed them; which took (also stt_nats_patch_active)
+  const patches = installNatsPatches();
+  if (Object.values(patches).every(Boolean)) logger.info("nats.js patches active", patches);
+  else logger.warn("nats.js patches left out: the internals they need were not found (a nats.js other than the pinned version?)", patches);
   const db = createDb(config.db);
   await migrateToLatest(db, config.db.schema);
   const objects = await createObjectStore(config.objects);
@@ -105,5 +110,3 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
   }
   return { ctx, services, stop };
 }
-
-export { loadConfig };

@@ -43,7 +43,7 @@ interface NativeModule {
 
 const require = createRequire(import.meta.url);
 
-export function loadWhisperBinding(): NativeModule {
+function loadWhisperBinding(): NativeModule {
   const pkg = `@fugood/node-whisper-${process.platform}-${process.arch}`;
   try {
     return require(`${pkg}/index.node`) as NativeModule;

@@ -3,7 +3,7 @@ import { createInterface } from "node:readline";
 import { z } from "zod";
 import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
-import { ensurePocketsphinxBinary } from "../transcriber/pocketsphinx/build";
+import { ensurePocketsphinxBinary } from "../../shared/pocketsphinx/build";
 
 /**
  * A bounded local pool of streaming PocketSphinx decoders (ps-worker processes speaking

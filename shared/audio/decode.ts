@@ -51,7 +51,7 @@ export interface DecodeOptions {
 }
 
 /** Seconds decoded past the caller's limit, so "longer than allowed" is seen without decoding the rest. */
-export const DECODE_MARGIN_SECONDS = 1;
+const DECODE_MARGIN_SECONDS = 1;
 /**
  * Heap (RLIMIT_DATA) for one ffmpeg or ffprobe. Real files decode in under 64 MiB at any
  * rate up to 384 kHz; the 1 Hz → 16 kHz resampler of the hostile WAV wanted 400 MB.
@@ -193,7 +193,7 @@ const INPUT_FORMATS = [
  * protocol and only media containers. Without them a playlist (HLS, concat script…)
  * makes ffmpeg fetch URLs or read other local files, around any SSRF guard.
  */
-export const UNTRUSTED_INPUT_ARGS: readonly string[] = ["-protocol_whitelist", "file", "-format_whitelist", INPUT_FORMATS];
+const UNTRUSTED_INPUT_ARGS: readonly string[] = ["-protocol_whitelist", "file", "-format_whitelist", INPUT_FORMATS];
 
 /**
  * The ffmpeg arguments that decode an untrusted `input` to 16 kHz mono s16le at

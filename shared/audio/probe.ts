@@ -12,11 +12,11 @@ import { AppError } from "../errors";
  */
 
 /** Telephony is the lowest rate speech comes at; below it a header is a lie or a bomb. */
-export const MIN_SAMPLE_RATE = 8_000;
+const MIN_SAMPLE_RATE = 8_000;
 /** The highest rate real recorders write (DXD 352.8 kHz, some 384 kHz interfaces). */
-export const MAX_SAMPLE_RATE = 384_000;
+const MAX_SAMPLE_RATE = 384_000;
 /** Far above any real recording; ffmpeg's own PCM decoder refuses past 64 as well. */
-export const MAX_CHANNELS = 64;
+const MAX_CHANNELS = 64;
 
 /**
  * How far a duration can be trusted:
@@ -26,7 +26,7 @@ export const MAX_CHANNELS = 64;
  * - `estimate`: ffprobe guessed it from the bitrate, or the stated length does not
  *   match the file size (truncated or growing files): only a hint.
  */
-export type DurationSource = "exact" | "header" | "estimate";
+type DurationSource = "exact" | "header" | "estimate";
 
 export interface AudioProbe {
   /** "wav" when the RIFF header was read here, otherwise ffprobe's format name. */

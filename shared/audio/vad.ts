@@ -36,7 +36,7 @@ const FIRST_UTTERANCE_GUESS_SAMPLES = 2 * VAD_SAMPLE_RATE;
 /** Room for this many samples past the recent audio while silent (0.3 s: a move every ten frames). */
 const SILENT_SLACK_SAMPLES = 4800;
 
-export type VadSettings = Pick<TurnDetection, "threshold" | "prefix_padding_ms" | "silence_duration_ms" | "aggressiveness" | "max_utterance_ms">;
+type VadSettings = Pick<TurnDetection, "threshold" | "prefix_padding_ms" | "silence_duration_ms" | "aggressiveness" | "max_utterance_ms">;
 
 export type UtteranceEndReason = "vad" | "commit" | "max_length" | "close";
 

@@ -86,8 +86,3 @@ export function pcm16MonoFromWav(bytes: Uint8Array): Int16Array | undefined {
   Buffer.from(out.buffer).set(wav.data.subarray(0, n * 2));
   return out;
 }
-
-/** Seconds of audio in a 16 kHz mono clip. */
-export function pcmDurationSeconds(pcm: Int16Array, sampleRate = TARGET_SAMPLE_RATE): number {
-  return pcm.length / sampleRate;
-}

@@ -51,7 +51,7 @@ export async function dropSchema(db: Db, schema: string): Promise<void> {
 }
 
 /** True when the error means Postgres could not be reached (vs. a query bug). */
-export function isConnectionError(err: unknown): boolean {
+function isConnectionError(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
   if (typeof e?.code === "string" && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EPIPE|57P0[1-3]|08\d{3})$/.test(e.code)) {
     return true;

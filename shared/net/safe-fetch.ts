@@ -68,7 +68,7 @@ const fail = (code: string, message: string, retryable: boolean, cause?: unknown
   new AppError(retryable ? "upstream" : "validation", code, message, { retryable, cause });
 
 /** Parses and checks a URL's scheme; throws `invalid_url`. */
-export function parseHttpUrl(raw: string): URL {
+function parseHttpUrl(raw: string): URL {
   let url: URL;
   try {
     url = new URL(raw);

@@ -3,7 +3,7 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } f
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { randomBytes } from "node:crypto";
 import { pipeline } from "node:stream/promises";
-import type { ObjectStore } from "./index";
+import type { ObjectStore } from "./types";
 import { assertValidKey, assertValidPrefix } from "./keys";
 
 /**

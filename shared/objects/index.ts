@@ -1,39 +1,9 @@
 import type { Config } from "../config";
 import { createFsObjectStore } from "./fs-store";
 import { createS3ObjectStore } from "./s3-store";
+import type { ObjectStore } from "./types";
 
-/**
- * Object storage for job artifacts (decoded audio, chunk checkpoints, results).
- * Two real backends sit behind this one interface: the filesystem (the embedded
- * default) and any S3-compatible service.
- *
- * Guarantees both backends give: a `put` is all-or-nothing (readers never see a
- * half-written object: fs writes a temp file and renames it, S3 PUT is atomic), so a
- * stored checkpoint is either complete or absent. Missing objects read as `undefined`
- * rather than throwing, because "not there yet" is the normal resume check.
- */
-export interface ObjectStore {
-  readonly backend: "fs" | "s3";
-  put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<void>;
-  /** Streams a local file into the store without loading it into memory. */
-  putFile(key: string, path: string, options?: PutOptions): Promise<void>;
-  /** The whole object, or undefined when absent. */
-  get(key: string): Promise<Buffer | undefined>;
-  /** Bytes [start, end) of the object, or undefined when absent. */
-  getRange(key: string, start: number, end: number): Promise<Buffer | undefined>;
-  /** Size in bytes, or undefined when absent. */
-  head(key: string): Promise<{ size: number } | undefined>;
-  /** Keys under a prefix, sorted. */
-  list(prefix: string): Promise<string[]>;
-  delete(key: string): Promise<void>;
-  /** Deletes every key under a prefix (test cleanup, retention). */
-  deletePrefix(prefix: string): Promise<void>;
-  close(): Promise<void>;
-}
-
-export interface PutOptions {
-  contentType?: string;
-}
+export type { ObjectStore } from "./types";
 
 /** Reads and parses a JSON object; undefined when absent. */
 export async function getJson<T = unknown>(store: ObjectStore, key: string): Promise<T | undefined> {
@@ -51,6 +21,5 @@ export async function createObjectStore(config: Config["objects"]): Promise<Obje
   return createFsObjectStore(config.dir);
 }
 
-export { assertValidKey, assertValidPrefix } from "./keys";
 export { createFsObjectStore } from "./fs-store";
-export { createS3ObjectStore, type S3StoreOptions } from "./s3-store";
+export { createS3ObjectStore } from "./s3-store";

@@ -12,7 +12,7 @@ import {
   S3Client,
 } from "@aws-sdk/client-s3";
 import { AppError } from "../errors";
-import type { ObjectStore } from "./index";
+import type { ObjectStore } from "./types";
 import { assertValidKey, assertValidPrefix } from "./keys";
 
 export interface S3StoreOptions {

@@ -12,6 +12,9 @@ import { localWorker, type LocalWorker } from "./local";
 import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
 import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
 import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types";
+import { ConnectionLost, describeFailure, isNoResponders, isTimeout, TranscriptionFailed, TRANSIENT_WORKER_CODES } from "./attempt-failures";
+
+export { isTransientRoutingFailure } from "./attempt-failures";
 
 /**
  * The worker router (spec section 8, design "Transcription workers").
@@ -90,28 +93,13 @@ export interface RunningRouter extends WorkerRouter {
   stop(): Promise<void>;
 }
 
-export const TIMEOUT_MARGIN = 1.5;
-export const TRANSPORT_MS = 250;
+const TIMEOUT_MARGIN = 1.5;
+const TRANSPORT_MS = 250;
 
 /** The documented per-attempt timeout rule. */
 export function attemptTimeoutMs(budgetMs: number, clipSeconds: number, realTimeFactor: number): number {
   return Math.max(budgetMs, Math.ceil(clipSeconds * realTimeFactor * TIMEOUT_MARGIN * 1000 + TRANSPORT_MS));
 }
-
-/**
- * The router's 502 `transcription_failed`. `transient` when no engine answered (nothing
- * warm, no responders, a timeout, the NATS connection lost): trying again later may
- * well succeed, whereas an engine's own error would repeat.
- */
-export class TranscriptionFailed extends AppError {
-  readonly transient: boolean;
-  constructor(message: string, transient: boolean) {
-    super("upstream", "transcription_failed", message, { type: "invalid_request_error" });
-    this.transient = transient;
-  }
-}
-
-export const isTransientRoutingFailure = (err: unknown): boolean => err instanceof TranscriptionFailed && err.transient;
 
 export async function createWorkerRouter(options: RouterOptions): Promise<RunningRouter> {
   const now = options.now ?? Date.now;
@@ -295,7 +283,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
           return { result, workerId: worker.id, fallbackUsed: false, formatted: engineFormats(worker), workerMs };
         } catch (err) {
           if (request.signal?.aborted) throw err;
-          failures.push(describe(worker.id, err, timeoutMs));
+          failures.push(describeFailure(worker.id, err, timeoutMs));
           skipped.add(worker.id);
           if (isNoResponders(err)) {
             timeouts.pop();
@@ -337,7 +325,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
         return { result, workerId: "fallback", fallbackUsed: true, formatted: true, workerMs: performance.now() - fallbackStarted + (worker ? fallbackStarted - started : 0) };
       } catch (err) {
         if (request.signal?.aborted) throw err;
-        failures.push(describe("fallback", err, fallbackTimeout));
+        failures.push(describeFailure("fallback", err, fallbackTimeout));
         timeouts.push(fallbackTimeout);
         // The fallback is an HTTP provider: it answering with an error is not transient.
         return fail(`transcription failed after ${timeouts.length} attempt(s) (per-attempt timeout ${timeouts.join(" ms and ")} ms): ${failures.join("; ")}`, !engineAnswered && (isTimeout(err) || (err instanceof AppError && TRANSIENT_WORKER_CODES.has(err.code))));
@@ -350,36 +338,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
   };
 }
 
-/** Engine answers that say "not now" rather than "this clip fails": cold, too late, unreachable. */
-const TRANSIENT_WORKER_CODES = new Set(["worker_cold", "deadline_passed", "worker_unreachable"]);
-
-/** The reason a request in flight was abandoned when the NATS connection dropped. */
-class ConnectionLost extends Error {
-  constructor() {
-    super("the NATS connection was lost while waiting for the reply");
-    this.name = "ConnectionLost";
-  }
-}
-
-/** NATS answered that nothing subscribes to the subject: no worker received the clip. */
-function isNoResponders(err: unknown): boolean {
-  const e = err as { code?: string; name?: string; message?: string; cause?: { name?: string }; isNoResponders?: () => boolean };
-  return e?.isNoResponders?.() === true || e?.cause?.name === "NoResponders" || e?.name === "NoResponders" || /no responders/i.test(e?.message ?? "") || e?.code === "503";
-}
-
-function isTimeout(err: unknown): boolean {
-  const e = err as { code?: string; name?: string; message?: string };
-  return e?.name === "TimeoutError" || /timeout|timed out/i.test(e?.message ?? "") || e?.code === "TIMEOUT";
-}
-
-function describe(who: string, err: unknown, timeoutMs: number): string {
-  if (err instanceof ConnectionLost) return `${who}: ${err.message}`;
-  if (isTimeout(err)) return `${who} timed out after ${timeoutMs} ms`;
-  if (isNoResponders(err)) return `${who} has no responders`;
-  const e = err as { message?: string };
-  return `${who} failed: ${(e?.message ?? String(err)).slice(0, 200)}`;
-}
-
+/** `p`, or the signal's reason once it aborts. */
 function withSignal<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
   if (!signal) return p;
   if (signal.aborted) return Promise.reject(signal.reason);
@@ -400,6 +359,6 @@ function withSignal<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
 }
 
 /** Engines that announce nothing: PocketSphinx is the one whose words come unformatted. */
-export function engineFormats(w: Pick<WorkerAnnouncement, "kind" | "formatsText">): boolean {
+function engineFormats(w: Pick<WorkerAnnouncement, "kind" | "formatsText">): boolean {
   return w.formatsText ?? w.kind !== "pocketsphinx";
 }

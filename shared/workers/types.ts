@@ -109,4 +109,3 @@ export interface TranscriptionEngine {
 }
 
 import type { WorkerAnnouncement } from "../../schemas/segment";
-export type { WorkerAnnouncement };

@@ -16,7 +16,7 @@ const started = Date.now();
  * not restart every replica during a blip; past `boundMs` the process is deemed unable
  * to heal and answers 503 `degraded`.
  */
-export function livenessReport(nats: NatsHealth, boundMs: number, nowMs: number, startedMs: number): Health {
+function livenessReport(nats: NatsHealth, boundMs: number, nowMs: number, startedMs: number): Health {
   const uptime_seconds = Math.round((nowMs - startedMs) / 1000);
   if (nats.ok) return { status: "ok", uptime_seconds };
   const forMs = Math.max(0, nowMs - (nats.since ?? nowMs));

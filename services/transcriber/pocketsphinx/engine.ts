@@ -8,7 +8,7 @@ import { AppError } from "../../../shared/errors";
 import type { Logger } from "../../../shared/logger";
 import type { EngineRequest, TranscriptionEngine } from "../../../shared/workers/types";
 import { segmentFromWords } from "../segments";
-import { ensurePocketsphinxBinary } from "./build";
+import { ensurePocketsphinxBinary } from "../../../shared/pocketsphinx/build";
 
 /**
  * The embedded engine: a pool of persistent ps-worker processes (PocketSphinx 0.8,
@@ -290,7 +290,7 @@ function cpuState(pid: number | undefined): { state: string; ticks: number } | u
 }
 
 /** Engine output → verbose_json: one segment per detected utterance. */
-export function toVerbose(out: PsOutput, durationSeconds: number): VerboseTranscription {
+function toVerbose(out: PsOutput, durationSeconds: number): VerboseTranscription {
   if ("error" in out) throw new AppError("internal", "engine_error", `pocketsphinx: ${out.error}`);
   const round = (x: number) => Math.round(x * 100) / 100;
   const clamp = (x: number) => Math.min(Math.max(0, x), durationSeconds);

@@ -5,14 +5,17 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 /**
- * Compiles ps-worker.c against Debian's libpocketsphinx (pocketsphinx,
- * pocketsphinx-en-us, libpocketsphinx-dev, libsphinxbase-dev) into build/ps-worker.
- * scripts/setup.sh runs the same command; this is the on-demand path for a fresh
- * checkout, rebuilding only when the source is newer than the binary.
+ * Where the ps-worker binary is, and how it is built: ps-worker.c (beside this file)
+ * compiled against Debian's libpocketsphinx (pocketsphinx, pocketsphinx-en-us,
+ * libpocketsphinx-dev, libsphinxbase-dev) into build/ps-worker. Three services run it:
+ * the embedded engine (services/transcriber/pocketsphinx), the jobs-reviewer's aligner
+ * and the VAD's streaming decoders. scripts/build-native.sh (run by scripts/setup.sh) runs
+ * the same command; this is the on-demand path for a fresh checkout, rebuilding only when
+ * the source is newer than the binary.
  */
 const here = dirname(fileURLToPath(import.meta.url));
-export const pocketsphinxSource = resolve(here, "ps-worker.c");
-export const defaultPocketsphinxBinary = resolve(here, "../../../build/ps-worker");
+const pocketsphinxSource = resolve(here, "ps-worker.c");
+const defaultPocketsphinxBinary = resolve(here, "../../build/ps-worker");
 
 const run = promisify(execFile);
 

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The architecture rules (docs/DEVELOPING.md, "Architecture checks"), run by scripts/test.sh
+# after tsc and so by .ci/run; exits non-zero on any violation:
+#   1. imports: the layering of .dependency-cruiser.cjs (schemas/ ← shared/ ← domain/ ←
+#      services/<X>/, no service importing another but the composition root services/stt/,
+#      no import circle);
+#   2. size: no source file over 400 lines in services/, domain/ or shared/ (unit tests
+#      beside the code and the C worker, shared/pocketsphinx/ps-worker.c,
+#      aside).
+# The environment-read rule (only shared/config.ts reads process.env) is a test:
+# test/architecture.test.ts.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+MAX_LINES=400
+status=0
+
+dirs=()
+for d in services domain shared schemas; do [ -d "$d" ] && dirs+=("$d"); done
+if ! node_modules/.bin/depcruise --config .dependency-cruiser.cjs --output-type err "${dirs[@]}"; then
+  status=1
+fi
+
+long=()
+while IFS= read -r -d '' f; do
+  n=$(wc -l <"$f")
+  ((n > MAX_LINES)) && long+=("$f: $n lines")
+done < <(find services domain shared -type f -name '*.ts' ! -name '*.test.ts' -print0 2>/dev/null | sort -z)
+if ((${#long[@]})); then
+  printf 'files over %d lines (split them by what they do):\n' "$MAX_LINES" >&2
+  printf '  %s\n' "${long[@]}" >&2
+  status=1
+fi
+
+((status == 0)) && echo "architecture: imports and file sizes within the rules"
+exit "$status"
