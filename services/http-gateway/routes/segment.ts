@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { asDelivered } from "../../../shared/format/apply";
+import { shapeTranscription, transcriptPipeline } from "../../../domain/transcript/pipeline";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
@@ -194,7 +194,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
       signal: c.req.raw.signal,
     });
     const transcribed = { ...out.result, duration: out.result.duration || audio.durationSeconds };
-    const result = asDelivered(transcribed, { enabled: fields.smartFormat, engineFormatted: out.formatted, prompt: fields.prompt });
+    const result = shapeTranscription(transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: out.formatted, prompt: fields.prompt }), transcribed);
     const now = deps.now();
     await Promise.all([
       recordUsage(deps.nats, {
