@@ -38,7 +38,7 @@ export function shapeRun(pipeline: TranscriptPipeline, words: readonly ShapedWor
 }
 
 /** A run's text: its non-empty forms, space-separated. */
-export const runText = (run: readonly ShapedWord[]): string =>
+const runText = (run: readonly ShapedWord[]): string =>
   run
     .map((w) => w.form)
     .filter((f) => f !== "")
