@@ -28,7 +28,14 @@ export default {
     "domain/keys/decider.ts",
     "services/vad/session-decider.ts",
     "shared/audio/vad.ts",
-    "shared/format/smart-format.ts",
+    // the transcript pipeline: smart format (split over four files) and the append-only rule of streamed items
+    "domain/transcript/smart-format.ts",
+    "domain/transcript/spoken-forms.ts",
+    "domain/transcript/terms.ts",
+    "domain/transcript/word-shape.ts",
+    "domain/transcript/smart-format-stage.ts",
+    "domain/transcript/pipeline.ts",
+    "domain/transcript/item-transcript.ts",
     "services/webhooks/signature.ts",
     // the pure parts only: the headers and the block size (the counter itself is NATS I/O,
     // covered by test/rate-limit.test.ts)

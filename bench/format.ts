@@ -10,8 +10,7 @@
 import { readFile } from "node:fs/promises";
 import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
 import { decodeAudio } from "../shared/audio/decode";
-import { formatTranscription } from "../shared/format/apply";
-import { termsFrom } from "../shared/format/smart-format";
+import { shapeTranscription, transcriptPipeline } from "../domain/transcript/pipeline";
 import { formattedErrorRate, wordErrorRate } from "../shared/workers/wer";
 import { FORMAT_FIXTURES, FORMAT_SENTENCES, synthesise } from "../test/support/espeak";
 import { FIXTURES_DIR } from "../test/support/fixtures";
@@ -27,7 +26,7 @@ console.log("clip | WER (words) | formatted errors without / with smart format")
 for (const c of clips) {
   const r = await engine.transcribe({ pcm: (await decodeAudio(c.bytes)).pcm, prompt: c.prompt });
   const t0 = performance.now();
-  const f = formatTranscription(r, { terms: termsFrom(undefined, c.prompt) });
+  const f = shapeTranscription(transcriptPipeline({ prompt: c.prompt }), r);
   total.ms += performance.now() - t0;
   const w = wordErrorRate(c.spoken, f.words.map((x) => x.word).join(" "));
   const before = formattedErrorRate(c.formatted, r.text);

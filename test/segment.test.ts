@@ -79,6 +79,7 @@ describe("POST /v1/audio/transcriptions with the embedded PocketSphinx worker", 
     const msg = await stack.nats.jsm.streams.getMessage(streams.segments.name, { last_by_subj: subjects.segmentEvent(pro.id) });
     const event = segmentEnvelope.parse(msg!.json());
     expect(event).toMatchObject({ type: "SegmentTranscribed", data: { requestId, keyId: pro.id, ownerId: "tenant-seg", fallbackUsed: false } });
+    expect(event.metadata.eventId).toBe(`${requestId}:SegmentTranscribed`);
     expect(event.data.audioSeconds).toBeCloseTo(2.925, 2);
     // usage read model, via the projection
     const until = Date.now() + 10_000;

@@ -1,5 +1,5 @@
 import { AppError } from "../../shared/errors";
-import { asDelivered } from "../../shared/format/apply";
+import { shapeTranscription, transcriptPipeline } from "../../domain/transcript/pipeline";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { isTransientRoutingFailure } from "../../shared/workers/router";
 import type { WorkerRouter } from "../../shared/workers/types";
@@ -77,8 +77,9 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     const e = err as AppError;
     throw new AppError(e.kind, e.code, e.message, { retryable: true, type: e.type, headers: { "Retry-After": String(ROUTING_RETRY_AFTER_SECONDS) }, cause: err });
   });
-  // Formatted per slice: a slice's end ends a sentence, as an utterance's does.
-  const formatted = asDelivered(result.result, { enabled: job.spec.smartFormat !== false, engineFormatted: result.formatted, metadata: job.spec.metadata, prompt: job.spec.prompt });
+  // Shaped per slice: a slice's end ends a sentence, as an utterance's does.
+  const pipeline = transcriptPipeline({ smartFormat: job.spec.smartFormat, engineFormatted: result.formatted, metadata: job.spec.metadata, prompt: job.spec.prompt });
+  const formatted = shapeTranscription(pipeline, result.result);
   const segments = toAbsoluteSegments(formatted, startTime, endTime);
   const artifact: ChunkArtifact = {
     workflow_id: job.spec.workflowId,

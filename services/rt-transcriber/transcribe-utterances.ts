@@ -1,5 +1,6 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { asDelivered } from "../../shared/format/apply";
+import { completeCommittedItem } from "../../domain/transcript/item-transcript";
+import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import { randomUUID } from "node:crypto";
 import { rtEventEnvelope, UTTERANCE_HEADER, utteranceCommand, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
 import { ack, retry, runConsumer, terminate, type RunningConsumer } from "../../shared/consumer";
@@ -211,20 +212,18 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
     try {
       const r = await router.transcribe({ pcm, language: c.language ?? undefined, prompt: c.prompt ?? undefined, model: c.model ?? undefined, fallbackOnly: grant === "fallback" });
       // an utterance is a sentence's end at least (the VAD cut it at a pause)
-      const result = asDelivered(r.result, { enabled: c.smart_format !== false, engineFormatted: r.formatted, prompt: c.prompt });
-      const text = result.text.trim();
-      const toMs = (s: number) => c.audio_start_ms + Math.round(s * 1000);
+      const item = completeCommittedItem(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt }), r.result, c.audio_start_ms);
       events = [
-        { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: text },
+        { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: item.lastDelta },
         {
           type: "conversation.item.input_audio_transcription.completed",
           event_id: `evt_${randomUUID()}`,
           ...base,
-          transcript: text,
-          language: result.language,
+          transcript: item.transcript,
+          language: item.language,
           audio_start_ms: c.audio_start_ms,
           audio_end_ms: c.audio_end_ms,
-          words: result.words.map((w) => ({ word: w.word, start_ms: toMs(w.start), end_ms: toMs(w.end), probability: w.probability, ...(w.punctuated_word === undefined ? {} : { punctuated_word: w.punctuated_word }) })),
+          words: item.words,
           worker_id: r.workerId,
           fallback_used: r.fallbackUsed,
           worker_ms: Math.round(r.workerMs),

@@ -5,9 +5,10 @@ import { appendEvents } from "../../shared/event-store";
 import { traceHeaders } from "../../shared/telemetry";
 import { msToSamples } from "../../shared/audio/vad";
 import type { Nats } from "../../shared/nats";
-import { smartFormat, termsFrom } from "../../shared/format/smart-format";
+import { completeStreamedItem, streamedDelta, type EmittedWord } from "../../domain/transcript/item-transcript";
+import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
-import { composeFinal, deltaForms, deltaText, newlyStable, SETTLE_FRAMES, singleWordTerms, type EmittedWord } from "./streaming";
+import { newlyStable, SETTLE_FRAMES } from "./streaming";
 import type { HandleEnv, SessionState } from "./vad-consumer";
 
 /**
@@ -105,10 +106,11 @@ function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s:
   const base = { item_id: s.item, content_index: 0 as const };
   const events: { e: ServerEvent; id: string }[] = [];
   if (fresh.length) {
-    const forms = state.decider.settings.smart_format === false ? fresh : deltaForms(s.emitted.length, fresh, singleWordTerms(termsFrom(undefined, state.decider.settings.prompt)));
-    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: deltaText(s.emitted.length, forms) };
+    const { smart_format: smartFormat, prompt } = state.decider.settings;
+    const d = streamedDelta(transcriptPipeline({ smartFormat, prompt }), s.emitted, fresh);
+    const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: d.delta };
     events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.emitted.length}` });
-    s.emitted.push(...fresh.map((word, i) => ({ word, form: forms[i]! })));
+    s.emitted.push(...d.words);
   }
   const interim = words.join(" ");
   if (state.decider.settings.interim_results && interim !== s.lastInterim) {
@@ -151,9 +153,7 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
   if (state) state.cmn = result.cmn;
   const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
   const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
-  const smart = command.smart_format !== false;
-  const terms = smart ? termsFrom(undefined, command.prompt) : [];
-  const final = composeFinal(s.emitted, timed, startMs, smart ? (ws) => smartFormat(ws, { terms }).words.map((w) => w.punctuated_word) : undefined);
+  const final = completeStreamedItem(transcriptPipeline({ smartFormat: command.smart_format, prompt: command.prompt }), s.emitted, timed, startMs);
   const base = { item_id: item, content_index: 0 as const };
   const events: ServerEvent[] = [
     { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },

@@ -99,7 +99,7 @@ export interface TranscriptionEngine {
   readonly concurrency: number;
   /**
    * True when the engine's text is punctuated and cased already; false when its words
-   * need the smart-format stage (shared/format). Announced to the registry.
+   * need the smart-format stage (domain/transcript). Announced to the registry.
    */
   readonly formatsText: boolean;
   /** True once the model is loaded and a request would not pay a load. */

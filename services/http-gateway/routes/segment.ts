@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { asDelivered } from "../../../shared/format/apply";
+import { segmentFailed, segmentTranscribed, type SegmentRequest } from "../../../domain/segments/events";
+import { createSegmentStore, type SegmentStore } from "../../../domain/segments/store";
+import { shapeTranscription, transcriptPipeline } from "../../../domain/transcript/pipeline";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
 import { issueErrorCode } from "../../../schemas/safe-string";
-import { segmentEnvelope, segmentFields, segmentForm, type SegmentEvent } from "../../../schemas/segment";
+import { segmentFields, segmentForm } from "../../../schemas/segment";
 import { verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
 import type { Principal } from "../../../domain/keys/auth";
 import type { AudioBudget } from "../../../domain/usage/budget";
@@ -12,7 +14,6 @@ import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
 import { createPcmMemory, PCM_BYTES_PER_SECOND, PcmMemoryRefusal, type PcmHold, type PcmMemory } from "../../../shared/audio/pcm-memory";
 import { assertProbeFits, trustedDuration } from "../../../shared/audio/probe";
 import { AppError, toAppError, validationError } from "../../../shared/errors";
-import { appendEvents } from "../../../shared/event-store";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import { readBounded } from "../body-limit";
 import { requireNats } from "../nats-ready";
@@ -45,23 +46,14 @@ import { JOBS_PATH, submitJob } from "./jobs";
  * 5. The worker router transcribes (warm primary, fallback, 502 `transcription_failed`).
  * 6. Usage (plane "segment", the clip's audio seconds) and a SegmentTranscribed audit
  *    event are appended before answering; a request that fails after authentication
- *    appends SegmentFailed (and bills nothing).
+ *    appends SegmentFailed (and bills nothing). Audit events go through the segment
+ *    store (domain/segments), with ids derived from the request id.
  */
 export const SEGMENT_PATH = "/v1/audio/transcriptions";
 const FORM_FIELDS_ALLOWANCE = 64 * 1024;
 const MAX_PROMPT_CHARS = 4000;
 
 type SegmentBudget = Pick<AudioBudget, "remaining" | "claim" | "release">;
-
-interface SegmentAudit {
-  requestId: string;
-  principal: Principal;
-  model: string;
-  audioSeconds: number;
-  bytes: number;
-  responseFormat: string;
-  started: number;
-}
 
 export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
   app.use(SEGMENT_PATH, requireApiKey(deps), requireNats(deps), limitRequests(deps));
@@ -111,10 +103,11 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
       decodeMemoryMaxMiB: Math.floor(pcmMemory.limitBytes / 2 ** 20),
     });
   }
-  app.post(SEGMENT_PATH, (c) => handleSegment(c, deps, pcmMemory));
+  const segments = createSegmentStore(deps.nats);
+  app.post(SEGMENT_PATH, (c) => handleSegment(c, deps, pcmMemory, segments));
 }
 
-async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemory: PcmMemory): Promise<Response> {
+async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemory: PcmMemory, segments: SegmentStore): Promise<Response> {
   const principal = c.get("principal");
   const contentType = c.req.header("content-type") ?? "";
   if (!/^multipart\/form-data\b/i.test(contentType)) {
@@ -136,7 +129,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
   const requestId = `seg_${randomUUID().replace(/-/g, "")}`;
   c.set("requestId", requestId);
   c.header("X-Request-Id", requestId);
-  const audit: SegmentAudit = { requestId, principal, model: "stt-1", audioSeconds: 0, bytes: 0, responseFormat: "verbose_json", started };
+  const audit: SegmentRequest = { requestId, keyId: principal.keyId, ownerId: principal.ownerId, model: "stt-1", audioSeconds: 0, bytes: 0, responseFormat: "verbose_json" };
   let claimed: { budget: SegmentBudget; seconds: number } | undefined;
   let hold: PcmHold | undefined;
   try {
@@ -193,7 +186,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
       signal: c.req.raw.signal,
     });
     const transcribed = { ...out.result, duration: out.result.duration || audio.durationSeconds };
-    const result = asDelivered(transcribed, { enabled: fields.smartFormat, engineFormatted: out.formatted, prompt: fields.prompt });
+    const result = shapeTranscription(transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: out.formatted, prompt: fields.prompt }), transcribed);
     const now = deps.now();
     await Promise.all([
       deps.usage.record({
@@ -205,17 +198,9 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
         subjectId: requestId,
         at: now,
       }),
-      appendAudit(deps, principal.keyId, {
-        type: "SegmentTranscribed",
-        data: {
-          ...auditCommon(audit),
-          workerId: out.workerId,
-          fallbackUsed: out.fallbackUsed,
-          workerMs: round(out.workerMs),
-          totalMs: round(performance.now() - started),
-          textChars: result.text.length,
-        },
-      }),
+      segments.record(
+        segmentTranscribed(audit, { workerId: out.workerId, fallbackUsed: out.fallbackUsed, workerMs: out.workerMs, totalMs: performance.now() - started, textChars: result.text.length }),
+      ),
     ]);
     c.header("X-Worker-Id", out.workerId);
     c.header("X-Fallback-Used", out.fallbackUsed ? "1" : "0");
@@ -230,37 +215,15 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
     const e = toAppError(err);
     // nothing is billed for a failed request: give its audio back to the budget
     if (claimed) await claimed.budget.release(claimed.seconds).catch(() => undefined);
-    await appendAudit(deps, principal.keyId, {
-      type: "SegmentFailed",
-      data: { ...auditCommon(audit), code: e.code, message: e.message.slice(0, 500), totalMs: round(performance.now() - started) },
-    }).catch((auditErr) => deps.logger.warn("could not record SegmentFailed", { requestId, error: String(auditErr) }));
+    await segments
+      .record(segmentFailed(audit, { code: e.code, message: e.message, totalMs: performance.now() - started }))
+      .catch((auditErr) => deps.logger.warn("could not record SegmentFailed", { requestId, error: String(auditErr) }));
     throw e;
   } finally {
     // The worker has answered (or the request failed): nothing reads the PCM any more.
     hold?.release();
   }
 }
-
-const round = (x: number) => Math.round(x * 10) / 10;
-
-function auditCommon(a: SegmentAudit) {
-  return {
-    requestId: a.requestId,
-    keyId: a.principal.keyId,
-    ownerId: a.principal.ownerId,
-    model: a.model,
-    audioSeconds: Math.round(a.audioSeconds * 1000) / 1000,
-    bytes: a.bytes,
-    responseFormat: a.responseFormat,
-  };
-}
-
-async function appendAudit(deps: GatewayDeps, keyId: string, event: SegmentEvent): Promise<void> {
-  await appendEvents<SegmentEvent>(deps.nats.js, segmentEnvelope, deps.nats.topology.subjects.segmentEvent(keyId), [
-    { type: event.type, data: event.data as never, metadata: { correlationId: event.data.requestId } },
-  ]);
-}
-
 
 function assertWithinBudget(remaining: number, seconds: number): void {
   if (remaining <= 0 || seconds > remaining) throw quotaExhausted(remaining, seconds);

@@ -1,28 +1,12 @@
 /**
- * "Smart format" for recogniser output that has no formatting of its own (PocketSphinx
- * emits lowercase words without punctuation): sentence punctuation and capitals, the
- * pronoun "I", calendar names, the caller's vocabulary casing, and spoken numbers as
- * digits. Pure and dependency-free. Every rule is conservative: a word that already
- * carries uppercase letters, digits or punctuation was formatted by someone else and
- * is left alone, and where a reading is uncertain the words stay as they were.
+ * Spoken numbers, dates and times as written forms ("twenty five percent" → "25%",
+ * "the fifth of january" → "the 5th of January", "three thirty p m" → "3:30 p.m."): the
+ * smart-format rules that read several words at once. Each rule gives the words it
+ * reads one form (the first word carries it, the rest become "") or leaves them as
+ * they are.
  */
+import { at, capitalise, type Keys } from "./word-shape";
 
-export interface FormatWord { word: string; start_ms?: number; end_ms?: number }
-
-export interface FormatOptions {
-  /** Vocabulary in the casing the user gave (job metadata strings, request prompt words); matched case-insensitively, single or multi-word ("New York", "JFK", "Metformin"). */
-  terms?: readonly string[];
-  /** A pause between two words at least this long ends a sentence (default 700 ms). Only applies where both words have timings. */
-  sentenceGapMs?: number;
-  /** Whether the last word ends a sentence (an utterance, segment or chunk end). Default true. */
-  endsSentence?: boolean;
-}
-
-export type FormattedWord<W extends FormatWord = FormatWord> = W & { punctuated_word: string };
-
-const DEFAULT_GAP_MS = 700;
-const MAX_TERMS = 500;
-const MAX_TERM_CHARS = 100;
 
 /** Number words; a Map (not an object literal) so that tokens like "constructor" never look like numbers. */
 const table = (words: string, from: number, step = 1): ReadonlyMap<string, number> =>
@@ -45,38 +29,15 @@ const ORDINALS: readonly (readonly [Kind, ReadonlyMap<string, number>])[] = [
   ["scale", new Map([["thousandth", 1e3], ["millionth", 1e6], ["billionth", 1e9]])],
 ];
 
-const MONTHS = new Set("january february march april may june july august september october november december".split(" "));
+export const MONTHS = new Set("january february march april may june july august september october november december".split(" "));
 /** "may" and "march" are everyday words: capitalised only inside a recognised date. */
-const COMMON_MONTHS = new Set(["may", "march"]);
-const WEEKDAYS = new Set("monday tuesday wednesday thursday friday saturday sunday".split(" "));
-const I_FORMS = new Set(["i", "i'm", "i'll", "i've", "i'd"]);
+export const COMMON_MONTHS = new Set(["may", "march"]);
 /** A number after these is read as a year when it is shaped like one ("in nineteen ninety nine"). */
 const YEAR_CUES = new Set(["in", "since", "by", "of"]);
 /** Words after a number that make it an amount rather than a year. */
 const AMOUNT_UNITS = new Set(["percent", "per", "point", "dollar", "dollars", "euro", "euros"]);
 /** "pounds" is left out on purpose: after a number it is as often a weight as a currency. */
 const CURRENCY = new Map([["dollar", "$"], ["dollars", "$"], ["euro", "€"], ["euros", "€"]]);
-
-/** Question openers. "had" is left out ("had I known" is a condition, not a question). */
-const AUXILIARIES = new Set(
-  ("is are was were am do does did can could will would should shall may might must have has " +
-    "don't doesn't didn't isn't aren't wasn't weren't can't couldn't won't wouldn't shouldn't haven't hasn't").split(" "),
-);
-const SUBJECTS = new Set(["i", "you", "we", "they", "he", "she", "it", "there"]);
-const WH_WORDS = new Set(["what", "where", "when", "why", "how", "who", "which"]);
-const WH_AUXILIARIES = new Set("is are was were do does did can could will would should has have".split(" "));
-
-type Keys = readonly string[];
-/** Index access that reads past either end as "", which matches no rule. */
-const at = (k: Keys, i: number): string => k[i] ?? "";
-
-/** Unformatted recogniser output: lowercase letters with inner apostrophes ("don't", "y'all"), nothing else. */
-const isRaw = (w: string): boolean => /^\p{Ll}+(?:'\p{Ll}+)*$/u.test(w);
-/** Lowercase without surrounding punctuation, for comparing words regardless of formatting. */
-const bare = (w: string): string => w.replace(/^[^\p{L}\p{N}']+|[^\p{L}\p{N}']+$/gu, "");
-/** Abbreviations whose full stop does not end a sentence in a prompt ("Dr. Smith"). */
-const TITLES = /^(mr|mrs|ms|dr|prof|st|jr|sr|mt|gen|col|capt|lt|sgt|rev|hon)\.$/i;
-const capitalise = (w: string): string => w.charAt(0).toUpperCase() + w.slice(1);
 /** Digits, grouped by thousands only from five digits on so that years and "1500" stay plain. */
 const digits = (n: number): string => (n >= 10_000 ? String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",") : String(n));
 
@@ -179,7 +140,7 @@ function parseYear(k: Keys, i: number): { value: number; end: number; pair: bool
 }
 
 /** One sentence being formatted: k holds the words rules may read ("" where a word is off limits). */
-interface Sentence { orig: readonly string[]; k: Keys; out: string[]; touched: boolean[] }
+export interface Sentence { orig: readonly string[]; k: Keys; out: string[]; touched: boolean[] }
 
 /** Gives the tokens [from, to) one formatted form: the first carries it, the rest become "". */
 function merge(s: Sentence, from: number, to: number, form: string): number {
@@ -286,153 +247,9 @@ function tryNumber(s: Sentence, i: number): number | undefined {
   return a.end - i > 1 || a.value >= 10 ? merge(s, i, a.end, a.text) : a.end;
 }
 
-/** Certain questions only: an auxiliary then a subject ("do you"), or a wh-word then an auxiliary ("what is"). */
-function isQuestion(words: readonly string[]): boolean {
-  const [first = "", second = ""] = words.map((w) => bare(w).toLowerCase()).filter(Boolean);
-  if (WH_WORDS.has(first)) return WH_AUXILIARIES.has(second);
-  // "do it now" and "have it your way" are orders, not questions.
-  if (second === "it" && (first === "do" || first === "have")) return false;
-  return AUXILIARIES.has(first) && SUBJECTS.has(second);
-}
-
-/** Case-insensitive term lookup: first word → the terms' words, longest term first. */
-type TermIndex = ReadonlyMap<string, readonly (readonly string[])[]>;
-
-function indexTerms(terms: readonly string[]): TermIndex {
-  const index = new Map<string, string[][]>();
-  for (const term of terms) {
-    const words = term.split(/\s+/).map(bare).filter(Boolean);
-    const head = words[0]?.toLowerCase();
-    if (head === undefined) continue;
-    const list = index.get(head) ?? [];
-    const key = words.join(" ").toLowerCase();
-    if (!list.some((w) => w.join(" ").toLowerCase() === key)) list.push(words);
-    index.set(head, list.sort((x, y) => y.length - x.length));
-  }
-  return index;
-}
-
-/** Applies the longest matching term at each position; returns 0 (no term), 1 (lowercase term) or 2 per token. */
-function applyTerms(orig: readonly string[], raw: readonly boolean[], terms: TermIndex, out: string[]): number[] {
-  const state = orig.map(() => 0);
-  for (let i = 0; i < orig.length; ) {
-    const candidates = raw[i] ? terms.get(at(orig, i)) : undefined;
-    const hit = candidates?.find((words) => words.every((w, d) => raw[i + d] && orig[i + d] === w.toLowerCase()));
-    if (!hit) {
-      i++;
-      continue;
-    }
-    const cased = /\p{Lu}/u.test(hit.join("")) ? 2 : 1;
-    hit.forEach((w, d) => ((out[i + d] = w), (state[i + d] = cased)));
-    i += hit.length;
-  }
-  return state;
-}
-
-/** Formats the words of one sentence; `close` says whether it gets its final punctuation. */
-function formatSentence(orig: readonly string[], terms: TermIndex, close: boolean): string[] {
-  const raw = orig.map(isRaw);
-  const out = [...orig];
-  const termed = applyTerms(orig, raw, terms, out);
-  const s: Sentence = { orig, k: orig.map((w, i) => (raw[i] && !termed[i] ? w : "")), out, touched: termed.map(Boolean) };
-  for (let i = 0; i < orig.length; ) {
+/** Applies the spoken-form rules from left to right, each word read by at most one rule. */
+export function formatSpokenForms(s: Sentence): void {
+  for (let i = 0; i < s.orig.length; ) {
     i = tryTheDate(s, i) ?? tryMonthDate(s, i) ?? tryTime(s, i) ?? tryYear(s, i) ?? tryNumber(s, i) ?? i + 1;
   }
-  s.k.forEach((t, j) => {
-    if (t && !s.touched[j] && (I_FORMS.has(t) || WEEKDAYS.has(t) || (MONTHS.has(t) && !COMMON_MONTHS.has(t)))) out[j] = capitalise(t);
-  });
-  const first = out.findIndex((w) => w !== "");
-  if (first >= 0 && raw[first] && termed[first] !== 2) out[first] = capitalise(at(out, first));
-  const last = out.findLastIndex((w) => w !== "");
-  if (close && last >= 0) {
-    const mark = isQuestion(orig) ? "?" : ".";
-    const w = at(out, last);
-    // Don't double-punctuate, but "3 p.m." may still become "3 p.m.?".
-    if (!/[.?!,;:]$/.test(w) || (mark === "?" && /[ap]\.m\.$/i.test(w))) out[last] = w + mark;
-  }
-  return out;
-}
-
-/** A sentence ends at a long enough pause, or where the input already ends one ("world. It"). */
-function sentenceBreak(a: FormatWord, b: FormatWord, gapMs: number): boolean {
-  if (typeof a.end_ms === "number" && typeof b.start_ms === "number" && b.start_ms - a.end_ms >= gapMs) return true;
-  // "p.m. on" or "Dr. who" are not sentence ends; a capitalised or formatted next word is.
-  return /[.?!]$/.test(a.word) && !isRaw(b.word);
-}
-
-/** Formats recognised words; returns the formatted text and every input word (same order, same count, all other fields kept) with its formatted form. */
-export function smartFormat<W extends FormatWord>(
-  words: readonly W[],
-  options: FormatOptions = {},
-): { text: string; words: FormattedWord<W>[] } {
-  const gapMs = options.sentenceGapMs ?? DEFAULT_GAP_MS;
-  const terms = indexTerms(options.terms ?? []);
-  const out: string[] = [];
-  let start = 0;
-  words.forEach((word, i) => {
-    const next = words[i + 1];
-    if (next && !sentenceBreak(word, next, gapMs)) return;
-    const close = next !== undefined || options.endsSentence !== false;
-    for (const w of formatSentence(words.slice(start, i + 1).map((x) => x.word), terms, close)) out.push(w);
-    start = i + 1;
-  });
-  return {
-    text: out.filter((w) => w !== "").join(" "),
-    words: words.map((w, i) => ({ ...w, punctuated_word: at(out, i) })),
-  };
-}
-
-/** Same for text without timings (splits on whitespace). */
-export function smartFormatText(text: string, options?: FormatOptions): string {
-  const words = text.split(/\s+/).filter(Boolean).map((word) => ({ word }));
-  return smartFormat(words, options).text;
-}
-
-/** Terms for FormatOptions.terms from a job's metadata (every string value, recursively, arrays included, each string also split on commas/semicolons/newlines) and a prompt (its words that contain a capital letter or digit, and the whole prompt's capitalised multi-word runs). Dedupe, drop empties, cap at 500 terms of at most 100 chars. */
-export function termsFrom(metadata: unknown, prompt?: string | null): string[] {
-  const terms: string[] = [];
-  const seen = new Set<string>();
-  const add = (term: string): void => {
-    const t = term.trim().replace(/\s+/g, " ");
-    const key = t.toLowerCase();
-    if (!t || t.length > MAX_TERM_CHARS || terms.length >= MAX_TERMS || seen.has(key)) return;
-    seen.add(key);
-    terms.push(t);
-  };
-  const visited = new WeakSet<object>();
-  const visit = (value: unknown, depth: number): void => {
-    if (terms.length >= MAX_TERMS) return;
-    if (typeof value === "string") {
-      add(value);
-      for (const part of value.split(/[,;\r\n]+/)) add(part);
-    } else if (typeof value === "object" && value !== null && depth < 32 && !visited.has(value)) {
-      visited.add(value);
-      for (const v of Object.values(value)) visit(v, depth + 1);
-    }
-  };
-  visit(metadata, 0);
-
-  // A single capitalised word is a term only when it is a name on its own: not a
-  // sentence's first word ("The"), and not one word of a longer name (or every "new"
-  // would become "New" after "New York"). Inner capitals and digits ("JFK", "iPhone",
-  // "500mg") always make a term. Punctuation ends a run: "Paris, London" are two names.
-  const words = (prompt ?? "").split(/\s+/).filter(Boolean);
-  let run: { word: string; alone: boolean }[] = [];
-  const flush = (): void => {
-    // A run opened by a sentence's first word also counts without it: "Call JFK Airport".
-    const names = run[0]?.alone === false ? [run, run.slice(1)] : [run];
-    for (const r of names) if (r.length > 1 || r[0]?.alone) add(r.map((x) => x.word).join(" "));
-    run = [];
-  };
-  words.forEach((word, i) => {
-    const w = bare(word);
-    const previous = words[i - 1] ?? ".";
-    const sentenceStart = /[.?!]$/.test(previous) && !TITLES.test(previous);
-    if (/\p{N}|.\p{Lu}/u.test(w)) add(w);
-    if (/^\p{Lu}/u.test(w)) run.push({ word: w, alone: !sentenceStart });
-    else flush();
-    if (/[^\p{L}\p{N}']$/u.test(word)) flush();
-  });
-  flush();
-  return terms;
 }

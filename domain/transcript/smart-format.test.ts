@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { smartFormat, smartFormatText, termsFrom, type FormatWord } from "./smart-format";
+import { smartFormat, smartFormatText, type FormatWord } from "./smart-format";
+import { termsFrom } from "./terms";
 
 /** Words spoken back to back (250 ms each, 50 ms apart), with extra pauses (ms) before given indexes. */
 function timed(text: string, pauses: Record<number, number> = {}): FormatWord[] {

@@ -1,0 +1,93 @@
+import type { VerboseTranscription } from "../../schemas/transcription";
+import { smartFormatStage } from "./smart-format-stage";
+import type { ShapedWord, TranscriptStage } from "./stage";
+import { termsFrom } from "./terms";
+
+/**
+ * The one way from an engine's words to the transcript users get, on every plane: the
+ * segment route and the batch chunk step shape a whole result (`shapeTranscription`),
+ * the realtime commit path an utterance's result, the realtime streamed path its
+ * deltas and final (streamed.ts). Which stages run is decided here, once, from the
+ * request's options.
+ */
+export interface TranscriptOptions {
+  /** The request's `smart_format`; only `false` turns it off. */
+  smartFormat?: boolean | null;
+  /** The engine's text came formatted (the router's `formatted`, from its `formatsText`): formatting it again would do harm. */
+  engineFormatted?: boolean;
+  /** A job's metadata: its strings are the caller's vocabulary. */
+  metadata?: unknown;
+  /** The request's prompt: its names are the caller's vocabulary. */
+  prompt?: string | null;
+}
+
+export interface TranscriptPipeline {
+  /** In order. None: the engine's result is delivered as it came. */
+  readonly stages: readonly TranscriptStage[];
+}
+
+export function transcriptPipeline(options: TranscriptOptions): TranscriptPipeline {
+  const stages: TranscriptStage[] = [];
+  if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(termsFrom(options.metadata, options.prompt)));
+  return { stages };
+}
+
+/** One run of words through every stage, as a whole (its last word ends a sentence). */
+export function shapeRun(pipeline: TranscriptPipeline, words: readonly ShapedWord[]): ShapedWord[] {
+  return pipeline.stages.reduce<ShapedWord[]>((run, stage) => stage.shape(run), [...words]);
+}
+
+/** A run's text: its non-empty forms, space-separated. */
+const runText = (run: readonly ShapedWord[]): string =>
+  run
+    .map((w) => w.form)
+    .filter((f) => f !== "")
+    .join(" ");
+
+/** Text without timings as a run (split on whitespace). */
+const textRun = (text: string): ShapedWord[] =>
+  text
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((word) => ({ word, form: word }));
+
+/**
+ * An engine's verbose_json as delivered (issue 16; docs/segment.md "Formatting"): each
+ * segment is one run of its own words (their pauses end sentences; the segment's end ends
+ * one, as an utterance or slice end does), every word gains `punctuated_word`, and `text`
+ * is the shaped segments joined. A segment without words is shaped from its text. Word
+ * tokens and timings are kept as recognised, so word error rate is computed on the same
+ * words as before. With no stage the result is returned as it came.
+ */
+export function shapeTranscription(pipeline: TranscriptPipeline, result: VerboseTranscription): VerboseTranscription {
+  if (pipeline.stages.length === 0) return result;
+  const words = result.words.map((w) => ({ ...w }));
+  const taken = new Set<number>();
+  const shapeWords = (indices: number[]) => {
+    const run = shapeRun(
+      pipeline,
+      indices.map((i) => ({ word: words[i]!.word, start_ms: Math.round(words[i]!.start * 1000), end_ms: Math.round(words[i]!.end * 1000), form: words[i]!.word })),
+    );
+    indices.forEach((i, k) => (words[i]!.punctuated_word = run[k]!.form));
+    return runText(run);
+  };
+  const segments = result.segments.map((s) => {
+    const mine: number[] = [];
+    words.forEach((w, i) => {
+      if (!taken.has(i) && w.start >= s.start - 0.01 && w.start < s.end + 0.01) mine.push(i);
+    });
+    if (mine.length === 0) return { ...s, text: runText(shapeRun(pipeline, textRun(s.text))) };
+    for (const i of mine) taken.add(i);
+    return { ...s, text: shapeWords(mine) };
+  });
+  // words no segment claimed (an engine whose segments do not cover its words) get a form too
+  const rest = words.map((_, i) => i).filter((i) => !taken.has(i));
+  if (rest.length) shapeWords(rest);
+  const text = segments.length
+    ? segments
+        .map((s) => s.text.trim())
+        .filter(Boolean)
+        .join(" ")
+    : runText(shapeRun(pipeline, textRun(result.text)));
+  return { ...result, text, segments, words };
+}

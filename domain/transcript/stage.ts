@@ -1,0 +1,40 @@
+/**
+ * A word on its way from the engine to the delivered transcript. `word` is as recognised
+ * and never changes (word error rate, the alignment of streamed words and the words list
+ * read it); `form` is how the transcript shows it so far: the first stage gets `word`,
+ * each later stage what the one before gave.
+ */
+export interface ShapedWord {
+  readonly word: string;
+  /** Milliseconds, where the engine gave times (a segment shaped from its text has none). */
+  readonly start_ms?: number;
+  readonly end_ms?: number;
+  /** "" where the form of a word before it took it in ("twenty five" → "25", ""). */
+  readonly form: string;
+}
+
+/**
+ * One step of the transcript pipeline (pipeline.ts). Today there is one, smart format;
+ * redaction, speaker labels and channel labels are further stages, written once and
+ * used by every plane. A stage sees one run of words at a time (a segment, an
+ * utterance, a streamed item) and returns the same words in the same order, `word` and
+ * times kept; a stage that labels words (speaker, channel) adds its field to
+ * `ShapedWord` and the pipeline carries it to the delivered words.
+ *
+ * Streamed items (streamed.ts) are sent in append-only deltas, so each stage says twice
+ * what it does: `shape` for a whole run, and `shapeStreamed` for words going out
+ * mid-utterance, which no later word may change. A stage cannot leave the streamed case
+ * out: a redaction stage that let a number out in a delta could not take it back.
+ */
+export interface TranscriptStage {
+  /** For logs and tests. */
+  readonly name: string;
+  /** A whole run, whose last word ends a sentence (an utterance, segment or slice end). */
+  shape(words: readonly ShapedWord[]): ShapedWord[];
+  /**
+   * Words going out in a delta, after `before` words of the item already sent: only what
+   * no later word can change. The item's final runs `shape` over all its words, and the
+   * words already sent keep the forms they went out with.
+   */
+  shapeStreamed(words: readonly ShapedWord[], before: number): ShapedWord[];
+}
