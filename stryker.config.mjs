@@ -26,7 +26,7 @@ export default {
   mutate: [
     "services/jobs/job.ts",
     "services/http-gateway/keys/key-decider.ts",
-    "services/vad/session-decider.ts",
+    "domain/sessions/decider.ts",
     "shared/audio/vad.ts",
     "shared/format/smart-format.ts",
     "services/webhooks/signature.ts",

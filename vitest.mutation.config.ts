@@ -10,7 +10,7 @@ export default defineConfig({
     include: [
       "services/jobs/job.test.ts",
       "services/http-gateway/keys/key-decider.test.ts",
-      "services/vad/session-decider.test.ts",
+      "domain/sessions/decider.test.ts",
       "shared/audio/vad.test.ts",
       "shared/format/smart-format.test.ts",
       "services/webhooks/signature.test.ts",

@@ -1,3 +1,4 @@
+import type { SessionStore } from "../domain/sessions/store";
 import type { Config } from "../shared/config";
 import type { Db } from "../shared/db/index";
 import type { KeyCache } from "../shared/key-cache";
@@ -15,6 +16,8 @@ import type { WorkerRouter } from "../shared/workers/types";
 export interface ServiceContext {
   config: Config;
   nats: Nats;
+  /** The only writer of rt.evt (lifecycle, VAD decisions, partials, finals, outcomes). */
+  sessions: SessionStore;
   db: Db;
   objects: ObjectStore;
   router?: WorkerRouter;

@@ -2,6 +2,7 @@ import uWS, { type HttpResponse, type us_listen_socket, type WebSocket } from "@
 import { createAudioBatcher } from "./audio-publisher";
 import { randomBytes } from "node:crypto";
 import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
+import type { SessionStore } from "../../domain/sessions/store";
 import type { Principal } from "../../shared/auth";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
@@ -28,6 +29,8 @@ import { openSession, type Session } from "./session";
 export interface RealtimeContext {
   config: Config;
   nats: Nats;
+  /** The sessions store (rt.evt's one writer): each session's opened and closed facts. */
+  sessions: SessionStore;
   db: Db;
   logger: Logger;
   router?: WorkerRouter;
@@ -153,6 +156,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       },
       {
         nats,
+        sessions: ctx.sessions,
         logger: log,
         gatewayId,
         partitions: rt.vadPartitions,

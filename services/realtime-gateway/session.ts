@@ -5,19 +5,17 @@ import {
   CLOSE,
   clientMessage,
   INTERNAL_SAMPLE_RATE,
-  rtEventEnvelope,
-  toServerEvent,
   DEFAULT_PARTIAL_INTERVAL_MS,
   turnDetection as turnDetectionSchema,
   type AudioControl,
   type CloseReason,
-  type RtEvent,
   type ServerEvent,
   type SessionCreated,
   type TurnDetection,
 } from "../../schemas/realtime";
 import { issueErrorCode } from "../../schemas/safe-string";
-import { appendEvents } from "../../shared/event-store";
+import { rtEventEnvelope, toServerEvent, type RtEvent } from "../../domain/sessions/events";
+import type { SessionStore } from "../../domain/sessions/store";
 import { createFrameAligner, createResampler } from "../../shared/audio/resample";
 import type { Logger } from "../../shared/logger";
 import { withSpanFromHeaders } from "../../shared/telemetry";
@@ -43,6 +41,8 @@ export interface SessionSocket {
 
 export interface SessionDeps {
   nats: Nats;
+  /** The only writer of rt.evt: the session's opened and closed facts go through it. */
+  sessions: SessionStore;
   logger: Logger;
   gatewayId: string;
   partitions: number;
@@ -159,8 +159,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
 
   const audioMs = () => Math.round((inputFrames * 1000) / admission.sampleRate);
 
-  const appendLifecycle = (event: RtEvent) =>
-    appendEvents(deps.nats.js, rtEventEnvelope, subjects.rtEvent(sessionId), [{ type: event.type, data: event.data as never, metadata: { correlationId: sessionId } }]).catch((err) =>
+  const appendLifecycle = (event: Extract<RtEvent, { type: "rt.session.opened" | "rt.session.closed" }>) =>
+    (event.type === "rt.session.opened" ? deps.sessions.opened(event.data) : deps.sessions.closed(event.data)).catch((err) =>
       log.warn("could not record session event", { type: event.type, error: (err as Error).message }),
     );
 

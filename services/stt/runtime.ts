@@ -1,3 +1,4 @@
+import { createSessionStore } from "../../domain/sessions/store";
 import { loadConfig, type Config } from "../../shared/config";
 import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger, type Logger } from "../../shared/logger";
@@ -38,6 +39,8 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
   const ctx: ServiceContext = {
     config,
     nats,
+    // one store per aggregate, built once and handed to every service
+    sessions: createSessionStore(nats),
     db,
     objects,
     logger,
