@@ -27,6 +27,7 @@ export default {
     "services/jobs/job.ts",
     "services/http-gateway/keys/key-decider.ts",
     "domain/sessions/decider.ts",
+    "domain/sessions/close-rules.ts",
     "shared/audio/vad.ts",
     "shared/format/smart-format.ts",
     "services/webhooks/signature.ts",

@@ -11,6 +11,7 @@ export default defineConfig({
       "services/jobs/job.test.ts",
       "services/http-gateway/keys/key-decider.test.ts",
       "domain/sessions/decider.test.ts",
+      "domain/sessions/close-rules.test.ts",
       "shared/audio/vad.test.ts",
       "shared/format/smart-format.test.ts",
       "services/webhooks/signature.test.ts",
