@@ -26,7 +26,8 @@ export default {
   mutate: [
     "services/jobs/job.ts",
     "domain/keys/decider.ts",
-    "services/vad/session-decider.ts",
+    "domain/sessions/decider.ts",
+    "domain/sessions/close-rules.ts",
     "shared/audio/vad.ts",
     // the transcript pipeline: smart format (split over four files) and the append-only rule of streamed items
     "domain/transcript/smart-format.ts",

@@ -10,7 +10,8 @@ export default defineConfig({
     include: [
       "services/jobs/job.test.ts",
       "domain/keys/decider.test.ts",
-      "services/vad/session-decider.test.ts",
+      "domain/sessions/decider.test.ts",
+      "domain/sessions/close-rules.test.ts",
       "shared/audio/vad.test.ts",
       "domain/transcript/smart-format.test.ts",
       "domain/transcript/pipeline.test.ts",

@@ -1,13 +1,13 @@
 import { z } from "zod";
-import { envelopeOf } from "./envelope";
 import { safeString } from "./safe-string";
 import { transcriptWord } from "./transcription";
 
 /**
  * The realtime plane's wire contract: WebSocket client messages, server events (OpenAI
  * realtime transcription names and fields where they fit; `session.created` exactly per
- * spec 6.1), the upgrade refusal body, close codes (spec 7.3), and the JetStream events
- * and audio headers the gateway, the VAD and the transcriber exchange.
+ * spec 6.1), the upgrade refusal body, close codes (spec 7.3), and the audio controls,
+ * headers and utterance commands the gateway, the VAD and the transcriber exchange. The
+ * session's own records on rt.evt are the sessions aggregate's (domain/sessions/events.ts).
  */
 
 export const REALTIME_PATH = "/v1/audio/transcriptions/stream";
@@ -304,52 +304,6 @@ export const audioControl = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("end"), flush: z.boolean() }),
 ]);
 export type AudioControl = z.infer<typeof audioControl>;
-
-// ---------------------------------------------------------------- JetStream: RT_EVENTS
-
-/**
- * Session events on rt.evt.<sessionId>: `rt.server_event` carries a server event exactly
- * as the gateway forwards it to the socket; the lifecycle facts are not forwarded.
- */
-export const sessionOpened = z.object({
-  type: z.literal("rt.session.opened"),
-  data: z.object({
-    session_id: z.string(),
-    request_id: z.string(),
-    key_id: z.string(),
-    owner_id: z.string(),
-    plan: z.string(),
-    gateway_id: z.string(),
-    sample_rate: z.number().int(),
-    channels: z.number().int(),
-  }),
-});
-export const sessionClosed = z.object({
-  type: z.literal("rt.session.closed"),
-  data: z.object({
-    session_id: z.string(),
-    code: z.number().int(),
-    reason: z.string(),
-    audio_ms: z.number().int().nonnegative(),
-    duration_ms: z.number().int().nonnegative(),
-  }),
-});
-
-/** The VAD has handled a graceful end: every utterance of the session is committed. */
-export const sessionFlushed = z.object({
-  type: z.literal("rt.session.flushed"),
-  data: z.object({ session_id: z.string() }),
-});
-export const serverEventRecorded = z.object({ type: z.literal("rt.server_event"), data: serverEvent });
-
-export const rtEvent = z.discriminatedUnion("type", [sessionOpened, sessionClosed, sessionFlushed, serverEventRecorded]);
-export type RtEvent = z.infer<typeof rtEvent>;
-export const rtEventEnvelope = envelopeOf(rtEvent);
-
-/** The server event a stored rt event carries, or null for lifecycle facts. */
-export function toServerEvent(event: RtEvent): ServerEvent | null {
-  return event.type === "rt.server_event" ? event.data : null;
-}
 
 // ---------------------------------------------------------------- JetStream: rt.cmd (utterances)
 

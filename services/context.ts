@@ -3,6 +3,7 @@ import type { KeyStore } from "../domain/keys/store";
 import type { UsageStore } from "../domain/usage/store";
 import type { Config } from "../shared/config";
 import type { Db } from "../shared/db/index";
+import type { SessionStore } from "../domain/sessions/store";
 import type { Logger } from "../shared/logger";
 import type { Nats } from "../shared/nats";
 import type { ObjectStore } from "../shared/objects/index";
@@ -17,6 +18,8 @@ import type { WorkerRouter } from "../shared/workers/types";
 export interface ServiceContext {
   config: Config;
   nats: Nats;
+  /** The only writer of rt.evt (lifecycle, VAD decisions, partials, finals, outcomes). */
+  sessions: SessionStore;
   db: Db;
   objects: ObjectStore;
   router?: WorkerRouter;

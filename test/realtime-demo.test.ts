@@ -26,7 +26,7 @@ beforeAll(async () => {
   // stack runs, so this gateway is started with the key in its config.
   const config = { ...stack.config, realtime: { ...stack.config.realtime, demoApiKey: key } };
   gateway = await startRealtimeGateway(
-    { config, nats: stack.nats, db: stack.db, keys: stack.runtime.ctx.keys, usage: stack.runtime.ctx.usage, logger: stack.runtime.ctx.logger, router: stack.runtime.ctx.router },
+    { config, nats: stack.nats, sessions: stack.runtime.ctx.sessions, db: stack.db, keys: stack.runtime.ctx.keys, usage: stack.runtime.ctx.usage, logger: stack.runtime.ctx.logger, router: stack.runtime.ctx.router },
     { port: 0, host: "127.0.0.1", fetch: stack.runtime.ctx.slots.httpFetch },
   );
   dir = mkdtempSync(join(tmpdir(), "rt-demo-"));

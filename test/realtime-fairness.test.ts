@@ -96,8 +96,8 @@ describe("capacity and fairness without a fallback (commit path)", () => {
     soloMs = Math.max(...samples);
     // the scheduler's turn is the owner's (from rt.session.opened), not the key's
     const sessionId = c.events.find((e) => e.type === "session.created").session_id;
-    expect(await createSessionOwners(stack.nats, createLogger("error")).ownerOf(sessionId, "k")).toBe("small-solo");
-    expect(await createSessionOwners(stack.nats, createLogger("error")).ownerOf("sess_unknown", "k")).toBe("key:k");
+    expect(await createSessionOwners(stack.runtime.ctx.sessions, createLogger("error")).ownerOf(sessionId, "k")).toBe("small-solo");
+    expect(await createSessionOwners(stack.runtime.ctx.sessions, createLogger("error")).ownerOf("sess_unknown", "k")).toBe("key:k");
     expect(soloMs).toBeGreaterThanOrEqual(ENGINE_MS);
     c.ws.close();
     await c.closed;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NATS_OUTAGE_CLOSE_MS } from "../services/realtime-gateway/gateway";
+import { NATS_OUTAGE_CLOSE_MS } from "../domain/sessions/close-rules";
 import { startPrivateNatsServer, type PrivateNatsServer } from "./support/nats";
 import { startStack, type Stack } from "./support/stack";
 import { connectRt, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";

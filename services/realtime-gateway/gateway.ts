@@ -1,7 +1,9 @@
 import uWS, { type HttpResponse, type us_listen_socket, type WebSocket } from "@trufflesuite/uws-js-unofficial";
 import { createAudioBatcher } from "./audio-publisher";
 import { randomBytes } from "node:crypto";
-import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
+import { REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
+import { closeFor, upstreamAvailable } from "../../domain/sessions/close-rules";
+import type { SessionStore } from "../../domain/sessions/store";
 import type { Principal } from "../../domain/keys/auth";
 import { startConfiguredKeyCache, type KeyCache } from "../../domain/keys/key-cache";
 import type { KeyStore } from "../../domain/keys/store";
@@ -30,6 +32,8 @@ import { openSession, type Session } from "./session";
 export interface RealtimeContext {
   config: Config;
   nats: Nats;
+  /** The sessions store (rt.evt's one writer): each session's opened and closed facts. */
+  sessions: SessionStore;
   db: Db;
   logger: Logger;
   router?: WorkerRouter;
@@ -67,14 +71,6 @@ interface SocketData {
 }
 
 const SWEEP_MS = 250;
-/**
- * How long the gateway's NATS connection may be down before every open session closes
- * 1013 upstream_unavailable: the JetStream publish timeout, so a session with no audio
- * in flight ends when one whose audio is waiting for acks would (those end sooner when
- * their acks pass RT_MAX_PENDING_ACKS, with the same reason). A shorter blip is ridden
- * out: nats.js reconnects every 500 ms and sends what it buffered.
- */
-export const NATS_OUTAGE_CLOSE_MS = 10_000;
 const MAX_WIRE_FRAME_BYTES = 16 * 1024 * 1024;
 // uSockets' listen options (the package's `ListenOptions` enum is types only)
 const LIBUS_LISTEN_DEFAULT = 0;
@@ -101,7 +97,7 @@ function writeRefusal(res: HttpResponse, e: AppError): void {
 }
 
 /** Closes a socket that may already be closed (uWS throws on a closed one). */
-function endQuietly(ws: WebSocket<SocketData>, code: number, reason: string): void {
+function endQuietly(ws: WebSocket<SocketData>, { code, reason }: { code: number; reason: string }): void {
   try {
     ws.end(code, reason);
   } catch {
@@ -158,6 +154,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       {
         nats,
         usage: ctx.usage,
+        sessions: ctx.sessions,
         logger: log,
         gatewayId,
         partitions: rt.vadPartitions,
@@ -249,7 +246,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         openSocketSession(ws, data);
       } catch (err) {
         log.error("session open failed", { error: (err as Error).message });
-        endQuietly(ws, CLOSE.clientError.code, CLOSE.clientError.reason);
+        endQuietly(ws, closeFor("handler_failed"));
       }
     },
     message: (ws, message, isBinary) => {
@@ -260,7 +257,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         else session.onText(message);
       } catch (err) {
         log.error("session error", { error: (err as Error).message });
-        endQuietly(ws, CLOSE.clientError.code, CLOSE.clientError.reason);
+        endQuietly(ws, closeFor("handler_failed"));
       }
     },
     close: (ws, code, message) => {
@@ -321,12 +318,11 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   const sweep = setInterval(() => {
     const t = nowMs();
     // Mid-session, only an open breaker or a NATS outage past NATS_OUTAGE_CLOSE_MS closes
-    // sessions (1013): a registry that briefly shows no warm worker (a late heartbeat)
-    // refuses new upgrades but keeps sessions.
+    // sessions (close-rules.ts `upstreamAvailable`).
     const router = ctx.router;
     const nh = nats.health();
-    const natsOut = !nh.ok && Date.now() - (nh.since ?? Date.now()) >= NATS_OUTAGE_CLOSE_MS;
-    const upstream = !natsOut && (router ? router.available() || router.retryAfterSeconds() <= 0 : true);
+    const natsDownForMs = nh.ok ? null : Date.now() - (nh.since ?? Date.now());
+    const upstream = upstreamAvailable(natsDownForMs, router ? { available: router.available(), retryAfterSeconds: router.retryAfterSeconds() } : null);
     for (const s of sessions) s.tick(t, upstream);
   }, SWEEP_MS);
 
@@ -347,7 +343,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       stopped = true;
       clearInterval(sweep);
       uWS.us_listen_socket_close(listenSocket);
-      for (const ws of [...sockets]) ws.end(CLOSE.upstreamUnavailable.code, CLOSE.upstreamUnavailable.reason);
+      const stopping = closeFor("gateway_stopping");
+      for (const ws of [...sockets]) ws.end(stopping.code, stopping.reason);
       // let close handlers release leases and flush usage
       await new Promise((r) => setTimeout(r, 100));
       await audio.stop();

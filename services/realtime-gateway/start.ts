@@ -8,7 +8,7 @@ import { startRealtimeGateway } from "./gateway";
  */
 export async function startRealtimeGatewayService(ctx: ServiceContext): Promise<RunningService> {
   const gateway = await startRealtimeGateway(
-    { config: ctx.config, nats: ctx.nats, db: ctx.db, keys: ctx.keys, usage: ctx.usage, logger: ctx.logger.child({ service: "realtime-gateway" }), get router() { return ctx.router; } },
+    { config: ctx.config, nats: ctx.nats, sessions: ctx.sessions, db: ctx.db, keys: ctx.keys, usage: ctx.usage, logger: ctx.logger.child({ service: "realtime-gateway" }), get router() { return ctx.router; } },
     { fetch: ctx.slots.httpFetch, keyCache: ctx.slots.keyCache, now: ctx.now },
   );
   ctx.slots.port = gateway.port;

@@ -5,6 +5,7 @@ import { startRtTranscriber } from "./transcribe-utterances";
 export async function startRtTranscriberService(ctx: ServiceContext): Promise<RunningService> {
   const consumer = await startRtTranscriber({
     nats: ctx.nats,
+    sessions: ctx.sessions,
     logger: ctx.logger.child({ service: "rt-transcriber" }),
     router: () => ctx.router,
     concurrency: ctx.config.realtime.transcribeConcurrency,

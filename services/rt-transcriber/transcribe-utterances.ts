@@ -2,10 +2,10 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { completeCommittedItem } from "../../domain/transcript/item-transcript";
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import { randomUUID } from "node:crypto";
-import { rtEventEnvelope, UTTERANCE_HEADER, utteranceCommand, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
+import { UTTERANCE_HEADER, utteranceCommand, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
+import type { SessionStore } from "../../domain/sessions/store";
 import { ack, retry, runConsumer, terminate, type RunningConsumer } from "../../shared/consumer";
 import { toAppError } from "../../shared/errors";
-import { appendEvents } from "../../shared/event-store";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import { BACKLOG_EVERY_MS, publishBacklog, watchBacklog } from "../../shared/realtime-backlog";
@@ -17,7 +17,8 @@ import { createUtteranceSlots } from "./utterance-slots";
 
 /**
  * The realtime transcriber: turns transcribe-utterance commands (rt.cmd.<sessionId>,
- * from the VAD) into transcript events on rt.evt.<sessionId> through the worker router
+ * from the VAD) into transcript events on rt.evt.<sessionId> (appended through the
+ * sessions store, domain/sessions/store.ts) through the worker router
  * (warm worker, fallback provider, breaker). A transcript is one `delta` with the whole
  * text followed by `completed` (with word timings moved onto the session timeline);
  * a router failure becomes `failed`, never a dropped item.
@@ -42,6 +43,8 @@ import { createUtteranceSlots } from "./utterance-slots";
  */
 export interface RtTranscriberOptions {
   nats: Nats;
+  /** Where outcomes are appended (rt.evt's one writer). */
+  sessions: SessionStore;
   logger: Logger;
   /** Read at message time: the router may be wired after this service starts. */
   router: () => WorkerRouter | undefined;
@@ -87,7 +90,7 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
   const leases = await nats.kv("leases");
   const slots = createUtteranceSlots(leases, SLOT_TTL_MS);
   const claims = createOutcomeClaims(leases);
-  const owners = createSessionOwners(nats, logger);
+  const owners = createSessionOwners(options.sessions, logger);
   const replica = `rtt-${randomUUID().slice(0, 8)}`;
   const peers = watchBacklog(nats);
 
@@ -137,7 +140,7 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
     if (grant === "expired") {
       const decision = await claims.claim(sessionId, itemId, "overloaded");
       if (decision === "overloaded") {
-        await appendOutcome(nats, command, [overloaded(command, maxWaitMs)]);
+        await options.sessions.appendOutcome(sessionId, itemId, [overloaded(command, maxWaitMs)]);
         logger.warn("utterance waited past RT_MAX_TRANSCRIPT_WAIT_MS: failed engine_overloaded", { sessionId, itemId, maxWaitMs });
         return ack();
       }
@@ -152,7 +155,7 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
       try {
         const decision = grant === "expired" ? "transcribe" : await claims.claim(sessionId, itemId, "transcribe");
         if (decision === "overloaded") {
-          await appendOutcome(nats, command, [overloaded(command, maxWaitMs)]);
+          await options.sessions.appendOutcome(sessionId, itemId, [overloaded(command, maxWaitMs)]);
           return ack();
         }
         const queueMs = Math.max(0, Math.round(Date.now() - storedAt));
@@ -236,15 +239,6 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
       events = [{ type: "conversation.item.input_audio_transcription.failed", event_id: `evt_${randomUUID()}`, ...base, error: { type: e.status >= 500 ? "server_error" : "invalid_request_error", code: e.code, message: e.message } }];
     }
   }
-  await appendOutcome(options.nats, c, events);
-}
-
-/** Deterministic msg ids `<session>:<event type>:<item>`: a repeat of the same outcome is dropped by JetStream. */
-async function appendOutcome(nats: Nats, c: UtteranceCommand, events: ServerEvent[]) {
-  await appendEvents(
-    nats.js,
-    rtEventEnvelope,
-    nats.topology.subjects.rtEvent(c.session_id),
-    events.map((e) => ({ type: "rt.server_event" as const, data: e, msgId: `${c.session_id}:${e.type}:${c.item_id}`, metadata: { correlationId: c.session_id } })),
-  );
+  // ids `<session>:<event type>:<item>` (the store's rule): a repeat of the same outcome is dropped by JetStream
+  await options.sessions.appendOutcome(c.session_id, c.item_id, events);
 }

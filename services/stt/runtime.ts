@@ -1,5 +1,6 @@
 import { createKeyStore } from "../../domain/keys/store";
 import { createUsageStore } from "../../domain/usage/store";
+import { createSessionStore } from "../../domain/sessions/store";
 import { loadConfig, type Config } from "../../shared/config";
 import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger, type Logger } from "../../shared/logger";
@@ -45,6 +46,8 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
   const ctx: ServiceContext = {
     config,
     nats,
+    // one store per aggregate, built once and handed to every service
+    sessions: createSessionStore(nats),
     db,
     objects,
     logger,

@@ -16,6 +16,7 @@ export async function startVadService(ctx: ServiceContext): Promise<RunningServi
   const vad = await startVadConsumers({
     nats: ctx.nats,
     logger,
+    sessions: ctx.sessions,
     partitions: rt.vadPartitions,
     leaseTtlMs: rt.vadLeaseTtlMs,
     decoders,

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { DEFAULT_PARTIAL_INTERVAL_MS, rtEventEnvelope, UTTERANCE_HEADER, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
-import { appendEvents } from "../../shared/event-store";
+import { DEFAULT_PARTIAL_INTERVAL_MS, UTTERANCE_HEADER, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
 import { traceHeaders } from "../../shared/telemetry";
 import { msToSamples } from "../../shared/audio/vad";
 import type { Nats } from "../../shared/nats";
@@ -9,11 +8,12 @@ import { completeStreamedItem, streamedDelta, type EmittedWord } from "../../dom
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
 import { newlyStable, SETTLE_FRAMES } from "./streaming";
-import type { HandleEnv, SessionState } from "./vad-consumer";
+import type { HandleEnv, OpenStream, SessionState } from "./session-state";
 
 /**
  * A committed utterance's way to its transcript, and the streaming half of the VAD
- * (used by vad-consumer.ts when the decider's effects are carried out):
+ * (used by handle-entry.ts when the decider's effects are carried out; partials and
+ * finals are appended through the sessions store):
  *
  * - `transcribe`: the item's streamed decoder ends it (`finishStream`) if it has this
  *   item and is alive; otherwise the transcribe command on rt.cmd.<sessionId> with the
@@ -23,23 +23,6 @@ import type { HandleEnv, SessionState } from "./vad-consumer";
  *   (`feedStream`); partials (stable-word deltas, opt-in interims) every
  *   partial_interval_ms of new speech (`onHypothesis`).
  */
-export interface OpenStream {
-  item: string;
-  utt: StreamUtterance;
-  /** Timeline sample of the utterance's first sample; word times count from it. */
-  startSample: number;
-  /** Timeline position fed so far. */
-  fed: number;
-  /** `fed` when the running hypothesis was last read. */
-  hypAt: number;
-  hypBusy: boolean;
-  ended: boolean;
-  previous: string[] | null;
-  /** Words out in deltas: as recognised and as shown. */
-  emitted: EmittedWord[];
-  lastInterim: string;
-}
-
 /** The committed utterance to its transcript: through its streamed decoder, or the transcribe command. */
 export function transcribe(env: HandleEnv, state: SessionState, command: UtteranceCommand, pcm: Int16Array): Promise<unknown> {
   const stream = state.stream;
@@ -104,28 +87,22 @@ function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s:
   const fresh = newlyStable(s.previous, hyp.words, s.emitted.length, hyp.frames - SETTLE_FRAMES);
   s.previous = words;
   const base = { item_id: s.item, content_index: 0 as const };
-  const events: { e: ServerEvent; id: string }[] = [];
+  const events: { event: ServerEvent; at: number }[] = [];
   if (fresh.length) {
     const { smart_format: smartFormat, prompt } = state.decider.settings;
     const d = streamedDelta(transcriptPipeline({ smartFormat, prompt }), s.emitted, fresh);
     const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: d.delta };
-    events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.emitted.length}` });
+    events.push({ event: e, at: s.emitted.length });
     s.emitted.push(...d.words);
   }
   const interim = words.join(" ");
   if (state.decider.settings.interim_results && interim !== s.lastInterim) {
     s.lastInterim = interim;
     const e: ServerEvent = { type: "conversation.item.input_audio_transcription.interim", event_id: `evt_${randomUUID()}`, ...base, transcript: interim };
-    events.push({ e, id: `${sessionId}:${e.type}:${s.item}:${s.fed}` });
+    events.push({ event: e, at: s.fed });
   }
   if (!events.length) return;
-  void appendEvents(
-    env.nats.js,
-    rtEventEnvelope,
-    env.nats.topology.subjects.rtEvent(sessionId),
-    events.map(({ e, id }) => ({ type: "rt.server_event" as const, data: e, msgId: id, metadata: { correlationId: sessionId } })),
-    { timeoutMs: 10_000 },
-  ).catch((err) => env.log.warn("partial not stored", { sessionId, error: (err as Error).message }));
+  void env.store.appendPartials(sessionId, s.item, events).catch((err) => env.log.warn("partial not stored", { sessionId, error: (err as Error).message }));
 }
 
 /**
@@ -172,10 +149,5 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
       queue_ms: 0,
     },
   ];
-  await appendEvents(
-    env.nats.js,
-    rtEventEnvelope,
-    env.nats.topology.subjects.rtEvent(sessionId),
-    events.map((e) => ({ type: "rt.server_event" as const, data: e, msgId: `${sessionId}:${e.type}:${item}`, metadata: { correlationId: sessionId } })),
-  );
+  await env.store.appendOutcome(sessionId, item, events);
 }

@@ -1,30 +1,28 @@
 import { BATCH_KIND, decodeAudioBatch, MAX_BATCH_MESSAGE_BYTES } from "../../schemas/audio-batch";
 import type { JsMsg } from "@nats-io/jetstream";
-import { randomBytes, randomUUID } from "node:crypto";
-import { AUDIO_HEADERS, audioControl, defaultTurnDetection, rtEventEnvelope, type AudioControl, type RtEvent, type TurnDetection } from "../../schemas/realtime";
+import { randomBytes } from "node:crypto";
+import { AUDIO_HEADERS, audioControl, defaultTurnDetection, type AudioControl, type TurnDetection } from "../../schemas/realtime";
+import type { SessionStore } from "../../domain/sessions/store";
 import type { Logger } from "../../shared/logger";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { isNotFound, type Nats } from "../../shared/nats";
 import { releaseMessageData } from "../../shared/nats-parser";
-import type { KV } from "@nats-io/kv";
 import { hostname } from "node:os";
 import { joinPartitionAssignment } from "./partition-assignment";
-import { loadVadEngine, VAD_SAMPLE_RATE, type VadEngine, type VadSegmenter } from "../../shared/audio/vad";
-import { appendEvents, type NewEvent } from "../../shared/event-store";
+import { loadVadEngine } from "../../shared/audio/vad";
 import type { StreamDecoderPool } from "./stream-decoders";
-import { AudioRing } from "./streaming";
-import { decide, initialState, type DecideContext, type DeciderInput, type DeciderState, type Effect, type StartControl } from "./session-decider";
-import { dropStream, feedStream, openStream, transcribe, type OpenStream } from "./stream-items";
-import { context, trace } from "@opentelemetry/api";
-import { tracer } from "../../shared/telemetry";
+import { handleEntry, type MessageMeta } from "./handle-entry";
+import { restoreSession, saveSettings, type HandleEnv, type SessionState } from "./session-state";
+import { dropStream } from "./stream-items";
 
 /**
  * The server VAD: one durable pull consumer per partition of RT_AUDIO
  * (rt.audio.<partition>.<sessionId>), each handled strictly in order by one loop, so a
  * session's audio and its in-band control messages are seen in the order the gateway
- * sent them. Per session it keeps a WebRTC VAD segmenter; speech started/stopped and
- * committed become session events on rt.evt.<sessionId>, and each utterance becomes a
- * transcribe command on rt.cmd.<sessionId> (payload: 16 kHz PCM16LE).
+ * sent them. Per session it keeps a WebRTC VAD segmenter (session-state.ts); each entry
+ * is handled by handle-entry.ts: speech started/stopped and committed become session
+ * events on rt.evt.<sessionId> (through the sessions store), and each utterance becomes
+ * a transcribe command on rt.cmd.<sessionId> (payload: 16 kHz PCM16LE).
  *
  * Scale-out: replicas share the partitions through a lease table in KV
  * (partition-assignment.ts); a partition is consumed by one replica at a time and
@@ -46,27 +44,12 @@ import { tracer } from "../../shared/telemetry";
  * `completed` itself (the transcriber's msg ids) instead of publishing the transcribe
  * command. No decoder, or one lost mid-utterance → the command, as without streaming.
  */
-export interface SessionState {
-  /** What the session decider knows (settings, item ids). */
-  decider: DeciderState;
-  seg: VadSegmenter;
-  partition: number;
-  settingsSavedAt: number;
-  lastSeen: number;
-  /** Recent audio (streaming only), for the prefix padding before speech_started. */
-  ring: AudioRing | null;
-  stream: OpenStream | null;
-  /** CMN estimate the session's last streamed utterance ended with. */
-  cmn: number[] | null;
-}
 
 const STALE_SESSION_MS = 10 * 60_000;
 /** The `leases` bucket keeps entries 10 min: settings of longer sessions are re-saved. */
 const RESAVE_SETTINGS_MS = 4 * 60_000;
 const ACK_EVERY = 64;
 const ACK_INTERVAL_MS = 200;
-
-const settingsKey = (sessionId: string) => `vad.session.${sessionId}`;
 
 /**
  * The partition's durable, ready for a new owner: cumulative acks (AckPolicy.All) suit
@@ -126,6 +109,8 @@ export function pullMessagesPerPartition(partitions: number): number {
 
 export interface VadServiceOptions {
   nats: Nats;
+  /** rt.evt's one writer. */
+  sessions: SessionStore;
   logger: Logger;
   partitions: number;
   defaults?: TurnDetection;
@@ -155,7 +140,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const loops = new Map<number, { stop(how: "handover" | "lost"): Promise<void> }>();
   const defaults = options.defaults ?? defaultTurnDetection;
   const memberId = options.memberId ?? `vad_${hostname()}_${randomBytes(4).toString("hex")}`;
-  const env: HandleEnv = { engine, sessions, defaults, nats, kv, pool: options.decoders ?? null, log: logger };
+  const env: HandleEnv = { engine, sessions, defaults, nats, store: options.sessions, kv, pool: options.decoders ?? null, log: logger };
 
   const consumePartition = async (p: number) => {
     const durable = `vad_p${p}`;
@@ -190,7 +175,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
             try {
               // a session this replica has not seen start: restore its settings (takeover)
               if (!sessions.has(meta.sessionId) && meta.control?.kind !== "start") await restoreSession(env, meta.sessionId, p);
-              handle(meta, data, p, env, log, publishes);
+              handleEntry(meta, data, p, env, log, publishes);
             } catch (err) {
               log.warn("vad entry failed", { subject: msg.subject, sessionId: meta.sessionId, error: (err as Error).message });
             }
@@ -272,26 +257,6 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   };
 }
 
-export interface HandleEnv {
-  engine: VadEngine;
-  sessions: Map<string, SessionState>;
-  defaults: TurnDetection;
-  nats: Nats;
-  kv: KV;
-  pool: StreamDecoderPool | null;
-  log: Logger;
-}
-
-interface MessageMeta {
-  sessionId: string;
-  /** Parsed control message; null for audio or a control that did not parse. */
-  control: AudioControl | null;
-  isControl: boolean;
-  offset: number;
-  /** The message's sequence number in its session (the same when it is delivered again). */
-  seq: number;
-}
-
 /**
  * The entries of an audio message: a gateway's batch (schemas/audio-batch.ts), or one
  * session's message with its metadata in headers (the earlier format).
@@ -312,7 +277,7 @@ function readMessage(msg: JsMsg): { meta: MessageMeta; data: Uint8Array }[] {
   return [{ meta: { sessionId, control: isControl ? parseControl(msg.data) : null, isControl, offset, seq }, data: msg.data }];
 }
 
-/** A control message's JSON; null when it does not parse (reported by handle()). */
+/** A control message's JSON; null when it does not parse (reported by handleEntry()). */
 function parseControl(bytes: Uint8Array): AudioControl | null {
   try {
     const parsed = audioControl.safeParse(JSON.parse(new TextDecoder().decode(bytes)));
@@ -320,180 +285,4 @@ function parseControl(bytes: Uint8Array): AudioControl | null {
   } catch {
     return null;
   }
-}
-
-function saveSettings(env: HandleEnv, sessionId: string, state: SessionState, settings: StartControl): Promise<unknown> {
-  state.settingsSavedAt = Date.now();
-  return env.kv.put(settingsKey(sessionId), JSON.stringify(settings));
-}
-
-async function restoreSession(env: HandleEnv, sessionId: string, partition: number) {
-  const entry = await env.kv.get(settingsKey(sessionId)).catch(() => null);
-  let settings: StartControl | null = null;
-  if (entry && entry.operation === "PUT") {
-    const parsed = audioControl.safeParse(entry.json());
-    if (parsed.success && parsed.data.kind === "start") settings = parsed.data;
-  }
-  // never saved (or already ended): the defaults, as before the session's start
-  settings ??= { kind: "start", turn_detection: env.defaults, language: null, prompt: null, model: null, max_concurrent_utterances: 2, key_id: "unknown" };
-  const state = newState(env, initialState(settings), partition);
-  state.settingsSavedAt = Date.now();
-  env.sessions.set(sessionId, state);
-}
-
-/**
- * One entry of a partition: controls and audio become decider inputs (audio through the
- * session's segmenter first), and the decision's effects are carried out in order.
- */
-function handle(meta: MessageMeta, bytes: Uint8Array, partition: number, env: HandleEnv, log: Logger, out: Promise<unknown>[]) {
-  const { sessionId, control: c, offset } = meta;
-  const state = env.sessions.get(sessionId);
-  if (meta.isControl) {
-    if (!c) {
-      log.warn("bad control message", { sessionId });
-      return;
-    }
-    if (c.kind === "start") {
-      const d = decide({ kind: "start", settings: c }, state?.decider ?? null, decideContext(sessionId));
-      const fresh = newState(env, d.state!, partition);
-      if (state) {
-        // a restart: the old segmenter goes, its open stream is the one the decision drops
-        state.seg.close();
-        fresh.stream = state.stream;
-      }
-      env.sessions.set(sessionId, fresh);
-      apply(env, sessionId, fresh, d.effects, out);
-      return;
-    }
-    if (!state) return; // restored before handle(); gone only after `end`
-    state.lastSeen = Date.now();
-    switch (c.kind) {
-      case "update":
-        state.seg.update(c.turn_detection);
-        return step(env, sessionId, state, { kind: "update", update: c }, out);
-      case "commit":
-        return step(env, sessionId, state, { kind: "commit", vad: state.seg.commit("commit"), seq: meta.seq, clientEventId: c.event_id }, out);
-      case "clear":
-        state.seg.clear();
-        return step(env, sessionId, state, { kind: "clear", seq: meta.seq }, out);
-      case "end":
-        return step(env, sessionId, state, { kind: "end", flush: c.flush, vad: c.flush ? state.seg.commit("close") : [] }, out);
-      default: {
-        const never: never = c;
-        return never;
-      }
-    }
-  }
-  if (!state) return;
-  state.lastSeen = Date.now();
-  const pcm = samplesOf(bytes);
-  const at = Number.isFinite(offset) ? offset : undefined;
-  if (!state.ring) {
-    const vad = state.seg.push(pcm, at);
-    if (vad.length) step(env, sessionId, state, { kind: "audio", vad }, out);
-    return;
-  }
-  // Streaming: VAD frame by VAD frame, so a decoder is fed exactly from speech_started
-  // on and its utterance ends within one frame of the VAD's end point.
-  for (let i = 0; i < pcm.length; i += FRAME_SAMPLES) {
-    const chunk = pcm.subarray(i, i + FRAME_SAMPLES);
-    const chunkAt = at === undefined ? undefined : at + i;
-    state.ring.append(chunk, chunkAt ?? state.seg.position);
-    const vad = state.seg.push(chunk, chunkAt);
-    if (vad.length) step(env, sessionId, state, { kind: "audio", vad }, out);
-    feedStream(env, sessionId, state);
-  }
-}
-
-/**
- * The PCM16 samples of an audio entry, valid until the next call: a view of the message
- * when it is aligned, else a copy in one reused buffer. What is kept of them, the
- * segmenter and the streaming ring copy (a new array per entry was 7,500 ArrayBuffers a
- * second at 300 sessions).
- */
-let scratch = new Int16Array(8192);
-function samplesOf(bytes: Uint8Array): Int16Array {
-  const n = bytes.byteLength >> 1;
-  if (bytes.byteOffset % 2 === 0) return new Int16Array(bytes.buffer, bytes.byteOffset, n);
-  if (scratch.length < n) scratch = new Int16Array(Math.ceil(n * 1.25));
-  new Uint8Array(scratch.buffer, 0, n * 2).set(bytes.subarray(0, n * 2));
-  return scratch.subarray(0, n);
-}
-
-const decideContext = (sessionId: string): DecideContext => ({ sessionId, now: Date.now(), newId: () => `evt_${randomUUID()}` });
-
-function step(env: HandleEnv, sessionId: string, state: SessionState, input: DeciderInput, out: Promise<unknown>[]) {
-  const d = decide(input, state.decider, decideContext(sessionId));
-  apply(env, sessionId, state, d.effects, out);
-  if (d.state) state.decider = d.state;
-  else {
-    state.seg.close();
-    env.sessions.delete(sessionId);
-  }
-}
-
-/**
- * Carries out a decision in order. Events go through the event store, pipelined: each
- * run of events is sent without waiting (one connection keeps them ordered on the wire
- * and in the stream), and `out` collects what the partition's ack waits for.
- */
-function apply(env: HandleEnv, sessionId: string, state: SessionState, effects: Effect[], out: Promise<unknown>[]) {
-  let events: NewEvent<RtEvent>[] = [];
-  const flush = () => {
-    if (!events.length) return;
-    out.push(appendEvents(env.nats.js, rtEventEnvelope, env.nats.topology.subjects.rtEvent(sessionId), events, { timeoutMs: 10_000 }));
-    events = [];
-  };
-  for (const f of effects) {
-    switch (f.kind) {
-      case "event":
-        events.push({ type: f.event.type, data: f.event.data, msgId: f.id, metadata: { correlationId: sessionId } });
-        break;
-      case "utterance": {
-        // one trace per utterance: committed, the transcribe command (or the streamed
-        // decoder's end), the transcriber, the worker and the transcript continue it
-        const span = tracer.startSpan("vad utterance", { root: true, attributes: { "session.id": sessionId, "item.id": f.command.item_id, "utterance.reason": f.reason } });
-        context.with(trace.setSpan(context.active(), span), () => {
-          flush(); // committed is sent before the command, so the client sees it before any transcript
-          const sent = transcribe(env, state, f.command, f.pcm);
-          // the utterance's buffer goes back to the segmenters once its publish is stored
-          // (a failed one is left to the collector: a reconnect may still send it)
-          sent.then(() => f.release?.(), () => undefined);
-          out.push(sent.finally(() => span.end()));
-        });
-        break;
-      }
-      case "open_stream":
-        openStream(env, state, f.item, f.startSample);
-        break;
-      case "drop_stream":
-        dropStream(state);
-        break;
-      case "settings":
-        out.push(f.settings ? saveSettings(env, sessionId, state, f.settings) : env.kv.delete(settingsKey(sessionId)));
-        break;
-      default: {
-        const never: never = f;
-        return never;
-      }
-    }
-  }
-  flush();
-}
-
-const FRAME_SAMPLES = 480;
-/** Enough for the longest prefix padding (2 s) plus the VAD's 300 ms start window. */
-const RING_SAMPLES = 3 * VAD_SAMPLE_RATE;
-
-function newState(env: HandleEnv, decider: DeciderState, partition: number): SessionState {
-  return {
-    decider,
-    ring: env.pool ? new AudioRing(RING_SAMPLES) : null,
-    stream: null,
-    cmn: null,
-    seg: env.engine.createSegmenter(decider.settings.turn_detection),
-    partition,
-    settingsSavedAt: 0,
-    lastSeen: Date.now(),
-  };
 }

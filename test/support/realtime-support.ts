@@ -126,7 +126,7 @@ export function extraGateways(getStack: () => Stack) {
       const stack = getStack();
       const config = { ...stack.config, realtime: { ...stack.config.realtime, ...realtime } };
       const g = await startRealtimeGateway(
-        { config, nats: stack.nats, db: stack.db, keys: stack.runtime.ctx.keys, usage: stack.runtime.ctx.usage, logger: createLogger("error"), router: stack.runtime.ctx.router },
+        { config, nats: stack.nats, sessions: stack.runtime.ctx.sessions, db: stack.db, keys: stack.runtime.ctx.keys, usage: stack.runtime.ctx.usage, logger: createLogger("error"), router: stack.runtime.ctx.router },
         { port: 0, host: "127.0.0.1", limitsFor: (p) => ({ ...p.limits, ...limits }) },
       );
       started.push(g);

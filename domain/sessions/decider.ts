@@ -1,17 +1,18 @@
-import type { AudioControl, RtEvent, ServerEvent, UtteranceCommand } from "../../schemas/realtime";
+import type { AudioControl, ServerEvent, UtteranceCommand } from "../../schemas/realtime";
 import type { UtteranceEndReason, VadEvent } from "../../shared/audio/vad";
 import { msToSamples } from "../../shared/audio/vad";
+import type { RtEvent, SessionEventKey } from "./events";
 
 /**
  * The server VAD's session logic as a pure decider: what a session's next input means,
- * with no I/O. The partition consumer (vad-consumer.ts) turns each JetStream entry into
- * an input (running the audio through the session's WebRTC segmenter first), calls
+ * with no I/O. The VAD service (services/vad/handle-entry.ts) turns each JetStream entry
+ * into an input (running the audio through the session's WebRTC segmenter first), calls
  * `decide`, and carries out the effects in the order given.
  *
- * Every event gets a deterministic dedup id (the same when the same audio or control is
- * handled again after a redelivery or a takeover): `${sessionId}:${type}:${item}` for
- * item events, `${sessionId}:${type}:control-${seq}` for answers to a control (the
- * control's place in the session), `${sessionId}:flushed` for the graceful end.
+ * Every event carries what makes it unique in its session (its item, or the control's
+ * place in the session, or nothing for the once-per-session `flushed`), from which the
+ * sessions store names it (store.ts `sessionEventId`): the same when the same audio or
+ * control is handled again after a redelivery or a takeover.
  */
 
 export type StartControl = Extract<AudioControl, { kind: "start" }>;
@@ -39,8 +40,8 @@ export type DeciderInput =
   | { kind: "end"; flush: boolean; vad: VadEvent[] };
 
 export type Effect =
-  /** Append to the session's event subject (in order, with this dedup id). */
-  | { kind: "event"; event: RtEvent; id: string }
+  /** Append to the session's event subject (in order; the store names it from `key`). */
+  | { kind: "event"; event: RtEvent; key: SessionEventKey }
   /** Transcribe this committed utterance (the streamed decoder's, if it has this item). */
   | { kind: "utterance"; command: UtteranceCommand; pcm: Int16Array; reason: UtteranceEndReason; release?(): void }
   /** Speech started: a streaming decoder may take the item from this timeline sample. */
@@ -60,7 +61,7 @@ export interface DecideContext {
   sessionId: string;
   /** Wall clock (ms since the epoch) for `decided_at`. */
   now: number;
-  /** A fresh `event_id` (shown to the client; the dedup id above is what repeats). */
+  /** A fresh `event_id` (shown to the client; the store's event id is what repeats). */
   newId: () => string;
 }
 
@@ -99,18 +100,18 @@ export function decide(input: DeciderInput, state: DeciderState | null, ctx: Dec
         event_id: ctx.newId(),
         error: { type: "invalid_request_error", code: "input_audio_buffer_commit_empty", message: "Nothing to commit: no speech is in progress.", event_id: input.clientEventId },
       };
-      return { state, effects: [serverEvent(ctx, e, `control-${input.seq}`)] };
+      return { state, effects: [serverEvent(e, { kind: "control", seq: input.seq })] };
     }
     case "clear":
       return {
         state: { ...state, currentItem: null },
-        effects: [{ kind: "drop_stream" }, serverEvent(ctx, { type: "input_audio_buffer.cleared", event_id: ctx.newId() }, `control-${input.seq}`)],
+        effects: [{ kind: "drop_stream" }, serverEvent({ type: "input_audio_buffer.cleared", event_id: ctx.newId() }, { kind: "control", seq: input.seq })],
       };
     case "end": {
       const effects: Effect[] = [];
       if (input.flush) {
         effects.push(...fromVad(input.vad, state, ctx).effects);
-        effects.push({ kind: "event", event: { type: "rt.session.flushed", data: { session_id: ctx.sessionId } }, id: `${ctx.sessionId}:flushed` });
+        effects.push({ kind: "event", event: { type: "rt.session.flushed", data: { session_id: ctx.sessionId } }, key: { kind: "session" } });
       }
       effects.push({ kind: "drop_stream" }, { kind: "settings", settings: null });
       return { state: null, effects };
@@ -136,13 +137,13 @@ function fromVad(vad: VadEvent[], state: DeciderState, ctx: DecideContext): Deci
         const item = itemAt(e.audioStartMs);
         next = { ...next, currentItem: item };
         effects.push({ kind: "open_stream", item, startSample: msToSamples(e.audioStartMs) });
-        effects.push(serverEvent(ctx, { type: "input_audio_buffer.speech_started", event_id: ctx.newId(), item_id: item, audio_start_ms: e.audioStartMs }, item));
+        effects.push(serverEvent({ type: "input_audio_buffer.speech_started", event_id: ctx.newId(), item_id: item, audio_start_ms: e.audioStartMs }, { kind: "item", item }));
         break;
       }
       case "speech_stopped": {
         const item = next.currentItem ?? itemAt(e.audioEndMs);
         next = { ...next, currentItem: item };
-        effects.push(serverEvent(ctx, { type: "input_audio_buffer.speech_stopped", event_id: ctx.newId(), item_id: item, audio_end_ms: e.audioEndMs }, item));
+        effects.push(serverEvent({ type: "input_audio_buffer.speech_stopped", event_id: ctx.newId(), item_id: item, audio_end_ms: e.audioEndMs }, { kind: "item", item }));
         break;
       }
       case "utterance": {
@@ -151,7 +152,6 @@ function fromVad(vad: VadEvent[], state: DeciderState, ctx: DecideContext): Deci
         // the event first (the client sees committed before any transcript), then the command
         effects.push(
           serverEvent(
-            ctx,
             {
               type: "input_audio_buffer.committed",
               event_id: ctx.newId(),
@@ -161,7 +161,7 @@ function fromVad(vad: VadEvent[], state: DeciderState, ctx: DecideContext): Deci
               audio_end_ms: e.audioEndMs,
               reason: e.reason,
             },
-            item,
+            { kind: "item", item },
           ),
         );
         const command: UtteranceCommand = {
@@ -191,8 +191,8 @@ function fromVad(vad: VadEvent[], state: DeciderState, ctx: DecideContext): Deci
   return { state: next, effects };
 }
 
-function serverEvent(ctx: DecideContext, e: ServerEvent, key: string): Effect {
-  return { kind: "event", event: { type: "rt.server_event", data: e }, id: `${ctx.sessionId}:${e.type}:${key}` };
+function serverEvent(e: ServerEvent, key: SessionEventKey): Effect {
+  return { kind: "event", event: { type: "rt.server_event", data: e }, key };
 }
 
 /**

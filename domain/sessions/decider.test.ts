@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { defaultTurnDetection } from "../../schemas/realtime";
 import type { VadEvent } from "../../shared/audio/vad";
-import { decide, initialState, type DecideContext, type DeciderInput, type DeciderState, type Effect, type StartControl } from "./session-decider";
+import { decide, initialState, type DecideContext, type DeciderInput, type DeciderState, type Effect, type StartControl } from "./decider";
+import { sessionEventId } from "./store";
 
 const sessionId = "sess_0123456789abcdef";
 const start: StartControl = {
@@ -34,9 +35,11 @@ const stopped = (ms: number): VadEvent => ({ kind: "speech_stopped", audioEndMs:
 const utterance = (from: number, to: number, reason: "vad" | "commit" | "max_length" | "close" = "vad"): VadEvent => ({ kind: "utterance", audioStartMs: from, audioEndMs: to, pcm: pcm(to - from), reason });
 const audio = (...vad: VadEvent[]): DeciderInput => ({ kind: "audio", vad });
 
-/** The server events of a decision as `[dedup id, type, item]`, in order. */
+/** The effects with each event's key replaced by the event id the sessions store gives it. */
+const withIds = (effects: Effect[]) => effects.map((f) => (f.kind === "event" ? { kind: f.kind, id: sessionEventId(sessionId, f.event, f.key), event: f.event } : f));
+/** The server events of a decision as `[event id, type, item]`, in order. */
 const eventsOf = (effects: Effect[]) =>
-  effects.flatMap((f) => (f.kind === "event" ? [[f.id, f.event.type === "rt.server_event" ? f.event.data.type : f.event.type, f.event.type === "rt.server_event" && "item_id" in f.event.data ? f.event.data.item_id : null]] : []));
+  effects.flatMap((f) => (f.kind === "event" ? [[sessionEventId(sessionId, f.event, f.key), f.event.type === "rt.server_event" ? f.event.data.type : f.event.type, f.event.type === "rt.server_event" && "item_id" in f.event.data ? f.event.data.item_id : null]] : []));
 const kinds = (effects: Effect[]) => effects.map((f) => f.kind);
 const item = (ms: number) => `item_0123456789ab_${String(ms).padStart(8, "0")}`;
 
@@ -82,7 +85,7 @@ describe("session start and settings", () => {
 describe("speech", () => {
   it("speech_started: an item named by where it starts on the timeline, a decoder may take it", () => {
     const d = given(begin()).when(audio(started(1230)));
-    expect(d.effects).toEqual([
+    expect(withIds(d.effects)).toEqual([
       { kind: "open_stream", item: item(1230), startSample: 1230 * 16 },
       { kind: "event", id: `${sessionId}:input_audio_buffer.speech_started:${item(1230)}`, event: { type: "rt.server_event", data: { type: "input_audio_buffer.speech_started", event_id: "evt_1", item_id: item(1230), audio_start_ms: 1230 } } },
     ]);
@@ -117,7 +120,7 @@ describe("speech", () => {
 
   it("speech_stopped tells the client where the speech ended, exactly as the segmenter found it", () => {
     const d = given(begin(), audio(started(1000))).when(audio(stopped(2970)));
-    expect(d.effects).toEqual([
+    expect(withIds(d.effects)).toEqual([
       {
         kind: "event",
         id: `${sessionId}:input_audio_buffer.speech_stopped:${item(1000)}`,
@@ -184,7 +187,7 @@ describe("client controls", () => {
 
   it("commit with nothing open: an error naming the client's event, its dedup id from the control's place in the session", () => {
     const d = given(begin()).when({ kind: "commit", vad: [], seq: 7, clientEventId: "c1" });
-    expect(d.effects).toEqual([
+    expect(withIds(d.effects)).toEqual([
       {
         kind: "event",
         id: `${sessionId}:error:control-7`,
@@ -199,7 +202,7 @@ describe("client controls", () => {
 
   it("clear: the open item is dropped (never committed) and cleared is answered once per control", () => {
     const d = given(begin(), audio(started(400))).when({ kind: "clear", seq: 9 });
-    expect(d.effects).toEqual([
+    expect(withIds(d.effects)).toEqual([
       { kind: "drop_stream" },
       { kind: "event", id: `${sessionId}:input_audio_buffer.cleared:control-9`, event: { type: "rt.server_event", data: { type: "input_audio_buffer.cleared", event_id: "evt_1" } } },
     ]);
@@ -226,7 +229,7 @@ describe("session end", () => {
   it("end with flush and nothing open: only flushed", () => {
     const d = given(begin()).when({ kind: "end", flush: true, vad: [] });
     expect(eventsOf(d.effects)).toEqual([[`${sessionId}:flushed`, "rt.session.flushed", null]]);
-    expect(d.effects[0]).toEqual({ kind: "event", id: `${sessionId}:flushed`, event: { type: "rt.session.flushed", data: { session_id: sessionId } } });
+    expect(withIds(d.effects)[0]).toEqual({ kind: "event", id: `${sessionId}:flushed`, event: { type: "rt.session.flushed", data: { session_id: sessionId } } });
     expect(d.state).toBeNull();
   });
 

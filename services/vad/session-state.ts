@@ -1,0 +1,103 @@
+import type { KV } from "@nats-io/kv";
+import { audioControl, type TurnDetection } from "../../schemas/realtime";
+import { initialState, type DeciderState, type StartControl } from "../../domain/sessions/decider";
+import type { SessionStore } from "../../domain/sessions/store";
+import { VAD_SAMPLE_RATE, type VadEngine, type VadSegmenter } from "../../shared/audio/vad";
+import type { Logger } from "../../shared/logger";
+import type { Nats } from "../../shared/nats";
+import type { StreamDecoderPool, StreamUtterance } from "./stream-decoders";
+import type { EmittedWord } from "../../domain/transcript/item-transcript";
+import { AudioRing } from "./streaming";
+
+/**
+ * What the VAD holds per session, in memory on the partition's owner: the decider's
+ * state (settings, item ids), the WebRTC segmenter, and with streaming the recent audio
+ * and the open streamed utterance. The settings are also kept in KV
+ * (`vad.session.<sessionId>`, bucket `leases`), so a replica that takes a partition over
+ * mid-session restores them (`restoreSession`); the segmenter realigns on the audio's
+ * sample offsets, and speech open at the handover is detected again as a new item.
+ */
+export interface SessionState {
+  /** What the session decider knows (settings, item ids). */
+  decider: DeciderState;
+  seg: VadSegmenter;
+  partition: number;
+  settingsSavedAt: number;
+  lastSeen: number;
+  /** Recent audio (streaming only), for the prefix padding before speech_started. */
+  ring: AudioRing | null;
+  stream: OpenStream | null;
+  /** CMN estimate the session's last streamed utterance ended with. */
+  cmn: number[] | null;
+}
+
+/** An utterance being decoded while spoken (stream-items.ts). */
+export interface OpenStream {
+  item: string;
+  utt: StreamUtterance;
+  /** Timeline sample of the utterance's first sample; word times count from it. */
+  startSample: number;
+  /** Timeline position fed so far. */
+  fed: number;
+  /** `fed` when the running hypothesis was last read. */
+  hypAt: number;
+  hypBusy: boolean;
+  ended: boolean;
+  previous: string[] | null;
+  /** Words out in deltas: as recognised and as shown. */
+  emitted: EmittedWord[];
+  lastInterim: string;
+}
+
+/** What handling a partition's entries needs, one per VAD process. */
+export interface HandleEnv {
+  engine: VadEngine;
+  sessions: Map<string, SessionState>;
+  defaults: TurnDetection;
+  nats: Nats;
+  /** rt.evt's one writer: the decider's events, partials and streamed finals go through it. */
+  store: SessionStore;
+  kv: KV;
+  pool: StreamDecoderPool | null;
+  log: Logger;
+}
+
+/** Enough for the longest prefix padding (2 s) plus the VAD's 300 ms start window. */
+const RING_SAMPLES = 3 * VAD_SAMPLE_RATE;
+
+const settingsKey = (sessionId: string) => `vad.session.${sessionId}`;
+
+export function newState(env: HandleEnv, decider: DeciderState, partition: number): SessionState {
+  return {
+    decider,
+    ring: env.pool ? new AudioRing(RING_SAMPLES) : null,
+    stream: null,
+    cmn: null,
+    seg: env.engine.createSegmenter(decider.settings.turn_detection),
+    partition,
+    settingsSavedAt: 0,
+    lastSeen: Date.now(),
+  };
+}
+
+/** Keeps the session's settings for a takeover; null deletes them (the session is over). */
+export function saveSettings(env: HandleEnv, sessionId: string, state: SessionState, settings: StartControl | null): Promise<unknown> {
+  if (!settings) return env.kv.delete(settingsKey(sessionId));
+  state.settingsSavedAt = Date.now();
+  return env.kv.put(settingsKey(sessionId), JSON.stringify(settings));
+}
+
+/** A session this replica has not seen start (a takeover): its saved settings, or the defaults. */
+export async function restoreSession(env: HandleEnv, sessionId: string, partition: number) {
+  const entry = await env.kv.get(settingsKey(sessionId)).catch(() => null);
+  let settings: StartControl | null = null;
+  if (entry && entry.operation === "PUT") {
+    const parsed = audioControl.safeParse(entry.json());
+    if (parsed.success && parsed.data.kind === "start") settings = parsed.data;
+  }
+  // never saved (or already ended): the defaults, as before the session's start
+  settings ??= { kind: "start", turn_detection: env.defaults, language: null, prompt: null, model: null, max_concurrent_utterances: 2, key_id: "unknown" };
+  const state = newState(env, initialState(settings), partition);
+  state.settingsSavedAt = Date.now();
+  env.sessions.set(sessionId, state);
+}
