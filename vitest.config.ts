@@ -11,7 +11,7 @@ export default defineConfig({
         test: {
           name: "unit",
           sequence: { groupOrder: 0 },
-          include: ["services/**/*.test.ts", "shared/**/*.test.ts", "schemas/**/*.test.ts"],
+          include: ["services/**/*.test.ts", "domain/**/*.test.ts", "shared/**/*.test.ts", "schemas/**/*.test.ts"],
           testTimeout: 20_000,
         },
       },

@@ -1,11 +1,11 @@
-import type { Config } from "./config";
-import type { Db } from "./db/index";
-import type { KeyCache } from "./key-cache";
-import type { Logger } from "./logger";
-import type { Nats } from "./nats";
-import type { ObjectStore } from "./objects/index";
-import type { Projection, RunningProjection } from "./projection";
-import type { WorkerRouter } from "./workers/types";
+import type { Config } from "../shared/config";
+import type { Db } from "../shared/db/index";
+import type { KeyCache } from "../shared/key-cache";
+import type { Logger } from "../shared/logger";
+import type { Nats } from "../shared/nats";
+import type { ObjectStore } from "../shared/objects/index";
+import type { Projection, RunningProjection } from "../shared/projection";
+import type { WorkerRouter } from "../shared/workers/types";
 
 /**
  * What every service gets from the composition root. Services never import each

@@ -1,7 +1,7 @@
 import { sql } from "kysely";
 import type { Readiness } from "../../schemas/http";
 import type { Projection } from "../../shared/projection";
-import type { ServiceContext } from "../../shared/service";
+import type { ServiceContext } from "../context";
 import { judgeProjectionLag, judgeSegmentPlane, type Check } from "./readiness-rules";
 
 

@@ -1,6 +1,6 @@
 import { createAdaptorServer, type ServerType } from "@hono/node-server";
 import { bindWithin } from "../../shared/listen";
-import type { RunningService, ServiceContext } from "../../shared/service";
+import type { RunningService, ServiceContext } from "../context";
 import { createSegmentBudgets, type SegmentBudgets } from "../../shared/audio-budget";
 import { startConfiguredKeyCache, type KeyCache } from "../../shared/key-cache";
 import { createRequestLimiter, type RequestLimiter } from "../../shared/rate-limit";

@@ -1,5 +1,5 @@
 import { AppError } from "../../shared/errors";
-import type { RunningService, ServiceContext } from "../../shared/service";
+import type { RunningService, ServiceContext } from "../context";
 import { aggregateTranscript } from "./aggregate";
 import { fetchAudio } from "./fetch-audio";
 import { stepChunkIndex, type ActiveJob } from "./job";

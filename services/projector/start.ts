@@ -1,5 +1,5 @@
 import { startProjection } from "../../shared/projection";
-import type { RunningService, ServiceContext } from "../../shared/service";
+import type { RunningService, ServiceContext } from "../context";
 
 /** Runs every projection live, each from its stored offset. */
 export async function startProjector(ctx: ServiceContext): Promise<RunningService> {

@@ -1,4 +1,4 @@
-import type { RunningService, ServiceContext } from "../../shared/service";
+import type { RunningService, ServiceContext } from "../context";
 import { startRealtimeGateway } from "./gateway";
 
 /**

@@ -1,4 +1,4 @@
-import type { RunningService, ServiceContext } from "../../shared/service";
+import type { RunningService, ServiceContext } from "../context";
 import { startRtTranscriber } from "./transcribe-utterances";
 
 /** The rt-transcriber service: realtime utterances → worker router → transcript events. */

@@ -1,5 +1,5 @@
 import { sql } from "kysely";
-import type { ServiceContext } from "../../shared/service";
+import type { ServiceContext } from "../context";
 import { addScrapeCollector, consumerAckPending, consumerPending, jobsByStatus, projectionLag, workersCapacity, workersGauge, workersInFlight } from "../../shared/metrics";
 
 /**

@@ -4,7 +4,7 @@ import { createLogger, type Logger } from "../../shared/logger";
 import { connectNats } from "../../shared/nats";
 import { createObjectStore } from "../../shared/objects/index";
 import { createWorkerRouter } from "../../shared/workers/router";
-import type { RunningService, ServiceContext } from "../../shared/service";
+import type { RunningService, ServiceContext } from "../context";
 import { allProjections } from "../projector/projections";
 import { serviceDefs } from "./services";
 import { registerRuntimeMetrics } from "./runtime-metrics";

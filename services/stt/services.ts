@@ -6,7 +6,7 @@ import { startRealtimeGatewayService } from "../realtime-gateway/start";
 import { startRtTranscriberService } from "../rt-transcriber/start";
 import { startVadService } from "../vad/start";
 import { startWebhooks } from "../webhooks/start";
-import type { ServiceDef } from "../../shared/service";
+import type { ServiceDef } from "../context";
 
 /**
  * Every runnable service, in start order. `STT_SERVICES=all` (the embedded default)

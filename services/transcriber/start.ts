@@ -1,4 +1,4 @@
-import type { RunningService, ServiceContext } from "../../shared/service";
+import type { RunningService, ServiceContext } from "../context";
 import type { TranscriptionEngine } from "../../shared/workers/types";
 import { createOpenAIEngine } from "./openai-engine";
 import { createPocketsphinxEngine } from "./pocketsphinx/engine";

@@ -1,5 +1,5 @@
 import { defaultTurnDetection } from "../../schemas/realtime";
-import type { RunningService, ServiceContext } from "../../shared/service";
+import type { RunningService, ServiceContext } from "../context";
 import { createStreamDecoderPool } from "./stream-decoders";
 import { startVadConsumers } from "./vad-consumer";
 

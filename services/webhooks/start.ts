@@ -13,7 +13,7 @@ import {
   type JobEvent,
   type WebhookPayload,
 } from "../../schemas/jobs";
-import type { RunningService, ServiceContext } from "../../shared/service";
+import type { RunningService, ServiceContext } from "../context";
 import { deliverWebhook } from "./deliver";
 import { webhookDeliveries } from "../../shared/metrics";
 
