@@ -8,7 +8,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: [
-      "services/jobs/job.test.ts",
+      "domain/jobs/decider.test.ts",
+      "domain/jobs/views.test.ts",
       "services/http-gateway/keys/key-decider.test.ts",
       "services/vad/session-decider.test.ts",
       "shared/audio/vad.test.ts",

@@ -7,9 +7,10 @@ import type { Db } from "../../shared/db/index";
 import { consumeAudioBudget } from "../../shared/audio-budget";
 import { recordUsage } from "../../shared/usage";
 import { traceHeaders } from "../../shared/telemetry";
-import { jobEventEnvelope, type StepCommand } from "../../schemas/jobs";
-import { stepKind } from "./job";
-import type { JobStore } from "./job-store";
+import type { StepCommand } from "../../schemas/jobs";
+import { jobEventEnvelope } from "../../domain/jobs/events";
+import { stepKind } from "../../domain/jobs/decider";
+import type { JobStore } from "../../domain/jobs/store";
 
 /**
  * The job process manager: reacts to every job event and issues what comes next.

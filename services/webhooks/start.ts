@@ -4,15 +4,8 @@ import { appendEvents, loadEvents } from "../../shared/event-store";
 import { toAppError } from "../../shared/errors";
 import { ensureConsumer } from "../../shared/nats";
 import { getJson } from "../../shared/objects/index";
-import {
-  artifactKeys,
-  jobEventEnvelope,
-  jobResult,
-  reviewedResult,
-  stepCommand,
-  type JobEvent,
-  type WebhookPayload,
-} from "../../schemas/jobs";
+import { artifactKeys, jobResult, reviewedResult, stepCommand, type WebhookPayload } from "../../schemas/jobs";
+import { jobEventEnvelope, type JobEvent } from "../../domain/jobs/events";
 import type { RunningService, ServiceContext } from "../context";
 import { deliverWebhook } from "./deliver";
 import { webhookDeliveries } from "../../shared/metrics";

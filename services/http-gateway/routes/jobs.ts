@@ -9,7 +9,6 @@ import {
   reviewedResult,
   submitJobBody,
   submitJobResponse,
-  type JobSpec,
   type JobView,
   type SubmitJobResponse,
   artifactKeys,
@@ -21,8 +20,10 @@ import { withStore } from "../../../shared/db/index";
 import { AppError, notFound, validationError } from "../../../shared/errors";
 import { getJson } from "../../../shared/objects/index";
 import { audioBudget } from "../../../shared/audio-budget";
-import { slicingView, stepsView, type ActiveJob } from "../../jobs/job";
-import { createJobStore, type JobStore } from "../../jobs/job-store";
+import type { ActiveJob } from "../../../domain/jobs/decider";
+import type { JobSpec } from "../../../domain/jobs/events";
+import { createJobStore, type JobStore } from "../../../domain/jobs/store";
+import { slicingView, stepsView } from "../../../domain/jobs/views";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
 

@@ -1,8 +1,8 @@
 import { appendEvents } from "../../shared/event-store";
 import { AppError, isAppError } from "../../shared/errors";
 import type { Nats } from "../../shared/nats";
-import { jobEventEnvelope, type JobEvent } from "../../schemas/jobs";
-import { decide, evolve, initialJobState, type JobCommand, type JobState } from "./job";
+import { jobEventEnvelope, type JobEvent } from "./events";
+import { decide, evolve, initialJobState, type JobCommand, type JobState } from "./decider";
 
 /**
  * Loads job aggregates from JetStream and runs commands against them with optimistic
