@@ -9,6 +9,7 @@ import { recordUsage } from "../../shared/usage";
 import { traceHeaders } from "../../shared/telemetry";
 import type { StepCommand } from "../../schemas/jobs";
 import { jobEventEnvelope } from "../../domain/jobs/events";
+import { findQuietJobs } from "../../domain/jobs/queries";
 import { stepKind } from "../../domain/jobs/decider";
 import type { JobStore } from "../../domain/jobs/store";
 
@@ -124,22 +125,15 @@ export async function startProcessManager(options: ProcessManagerOptions) {
     if (!options.db) return;
     const now = options.now();
     const before = new Date(now.getTime() - stallAfterMs);
-    const rows = await options.db
-      .selectFrom("jobs")
-      .select("workflow_id")
-      .where("status", "in", ["queued", "running"])
-      .where("updated_at", "<", before)
-      .limit(200)
-      .execute();
-    for (const row of rows) {
-      const { events } = await store.execute(row.workflow_id, {
+    for (const workflowId of await findQuietJobs(options.db, before, 200)) {
+      const { events } = await store.execute(workflowId, {
         type: "Advance",
         now: now.toISOString(),
         reviewAvailable: options.reviewAvailable,
         stalledBefore: before.toISOString(),
       });
       const restarted = events.filter((e) => e.type === "StepStarted").map((e) => (e.type === "StepStarted" ? e.data.step : ""));
-      if (restarted.length) logger.warn("restarted stalled steps", { workflowId: row.workflow_id, steps: restarted });
+      if (restarted.length) logger.warn("restarted stalled steps", { workflowId, steps: restarted });
     }
   };
   const timer = setInterval(() => {

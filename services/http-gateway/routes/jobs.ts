@@ -22,6 +22,7 @@ import { getJson } from "../../../shared/objects/index";
 import { audioBudget } from "../../../shared/audio-budget";
 import type { ActiveJob } from "../../../domain/jobs/decider";
 import type { JobSpec } from "../../../domain/jobs/events";
+import { findJob } from "../../../domain/jobs/queries";
 import { createJobStore, type JobStore } from "../../../domain/jobs/store";
 import { slicingView, stepsView } from "../../../domain/jobs/views";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
@@ -142,13 +143,7 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
   const missing = () => notFound("job_not_found", `no job ${workflowId.slice(0, 64)}`);
   if (!uuidRegex.test(workflowId)) throw missing();
   const id = workflowId.toLowerCase();
-  const row = await withStore("jobs_unavailable", () =>
-    deps.db
-      .selectFrom("jobs")
-      .select(["workflow_id", "request_id", "owner_id", "status", "steps", "error", "review", "state", "created_at", "updated_at"])
-      .where("workflow_id", "=", id)
-      .executeTakeFirst(),
-  );
+  const row = await withStore("jobs_unavailable", () => findJob(deps.db, id));
   let view: BareView;
   if (row) {
     view = {
@@ -158,7 +153,7 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
       review: row.review,
       status: row.status,
       steps: row.steps,
-      slicing: slicingView(row.state as ActiveJob),
+      slicing: slicingView(row.state),
       error: row.error ?? null,
       created_at: new Date(row.created_at).toISOString(),
       updated_at: new Date(row.updated_at).toISOString(),
