@@ -1,3 +1,4 @@
+import type { JobStore } from "../domain/jobs/store";
 import type { Config } from "../shared/config";
 import type { Db } from "../shared/db/index";
 import type { KeyCache } from "../shared/key-cache";
@@ -18,6 +19,11 @@ export interface ServiceContext {
   db: Db;
   objects: ObjectStore;
   router?: WorkerRouter;
+  /**
+   * The job aggregate's store, the only writer of `job.evt`: one per process, so its
+   * cache of folded states is shared by every job service running here.
+   */
+  jobs: JobStore;
   logger: Logger;
   now: () => Date;
   /** Every read model of the service (for /readyz and `stt rebuild`). */

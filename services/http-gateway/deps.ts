@@ -1,3 +1,4 @@
+import type { JobStore } from "../../domain/jobs/store";
 import type { Readiness } from "../../schemas/http";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
@@ -18,6 +19,8 @@ export interface GatewayDeps {
   now: () => Date;
   /** Worker router for the segment plane (absent when no workers are configured). */
   router?: WorkerRouter;
+  /** The job aggregate's store (submit, cancel, a poll before the projection caught up). */
+  jobs: JobStore;
   /** Object store for job artifacts. */
   objects?: ObjectStore;
   readiness: () => Promise<Readiness>;

@@ -1,3 +1,4 @@
+import { createJobStore } from "../../domain/jobs/store";
 import { loadConfig, type Config } from "../../shared/config";
 import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger, type Logger } from "../../shared/logger";
@@ -40,6 +41,7 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
     nats,
     db,
     objects,
+    jobs: createJobStore(nats),
     logger,
     now: () => new Date(),
     projections: allProjections(nats.topology, config),
