@@ -2,7 +2,7 @@
 // one thing at a time in these files (an operator, a condition, a constant) and runs the
 // unit tests that cover it; a mutant no test notices is a behaviour the tests do not pin.
 // Run with `npm run mutation` (scripts/mutation.sh), or one file with
-// `npm run mutation -- --mutate services/jobs/job.ts`.
+// `npm run mutation -- --mutate domain/jobs/decider.ts`.
 import { readFileSync } from "node:fs";
 
 /**
@@ -24,7 +24,8 @@ export default {
   plugins: ["@stryker-mutator/vitest-runner"],
   vitest: { configFile: "vitest.mutation.config.ts", related: true },
   mutate: [
-    "services/jobs/job.ts",
+    "domain/jobs/decider.ts",
+    "domain/jobs/views.ts",
     "domain/keys/decider.ts",
     "domain/sessions/decider.ts",
     "domain/sessions/close-rules.ts",

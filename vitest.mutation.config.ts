@@ -8,7 +8,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: [
-      "services/jobs/job.test.ts",
+      "domain/jobs/decider.test.ts",
+      "domain/jobs/views.test.ts",
       "domain/keys/decider.test.ts",
       "domain/sessions/decider.test.ts",
       "domain/sessions/close-rules.test.ts",

@@ -1,13 +1,12 @@
 import { z } from "zod";
-import { envelopeOf } from "./envelope";
 import { legacyWorkflowIdFor } from "./job-ids";
 import { safeJsonObject, safeString, type FreeJsonLimits } from "./safe-string";
 
 /**
- * Batch jobs (spec 1, 2.4–2.7, 3.1, 4.3, 4.4, 6.2): the HTTP bodies, the job
- * aggregate's events (stream JOBS, subject `<prefix>.job.evt.<workflowId>`), the step
- * commands (`<prefix>.job.cmd.<kind>.<workflowId>`), the stored artifacts and the
- * poll view.
+ * Batch jobs (spec 1, 2.4–2.7, 3.1, 4.3, 4.4, 6.2): the HTTP bodies, the step commands
+ * (`<prefix>.job.cmd.<kind>.<workflowId>`), the stored artifacts, the poll view and the
+ * webhook body. The job aggregate's events are domain/jobs/events.ts; the shapes they
+ * share with these (errors, step names) are defined here.
  */
 
 // ---------------------------------------------------------------- HTTP: submit
@@ -83,100 +82,23 @@ export const jobDefaults = {
   maxConcurrency: 32,
   /**
    * At most this many slices per job: the effective slice length is
-   * max(segment_seconds, duration / maxChunks) (services/jobs/slicing.ts). Every slice
+   * max(segment_seconds, duration / maxChunks) (domain/jobs/slicing.ts). Every slice
    * costs a few events, a worker call and a checkpoint whatever its length, so without
    * it `segment_seconds: 1` on a 4-hour file would make 14,400 slices.
    */
   maxChunks: 100,
 } as const;
 
-// ---------------------------------------------------------------- the job aggregate
+// ---------------------------------------------------------------- steps and their commands
 
-/** A job's options as fixed at submission (after defaults and bounds). */
-export const jobSpec = z.object({
-  workflowId: z.string().uuid(),
-  requestId: z.string(),
-  ownerId: z.string(),
-  keyId: z.string(),
-  audioUrl: z.string(),
-  language: z.string().optional(),
-  model: z.string(),
-  prompt: z.string().optional(),
-  segmentSeconds: z.number().positive(),
-  concurrency: z.number().int().positive(),
-  webhookUrl: z.string().optional(),
-  review: z.boolean(),
-  /** Absent in jobs submitted before it existed: on, as the default is. */
-  smartFormat: z.boolean().optional(),
-  metadata: z.record(z.string(), z.unknown()).optional(),
-  /** The plan's maxAudioSecondsPerRequest when the job was submitted. */
-  maxAudioSeconds: z.number().nonnegative(),
-});
-export type JobSpec = z.infer<typeof jobSpec>;
-
-const at = z.string();
 export const jobError = z.object({ code: z.string(), message: z.string() });
 export type JobError = z.infer<typeof jobError>;
-
-export const chunkPlan = z.object({
-  index: z.number().int().nonnegative(),
-  startSample: z.number().int().nonnegative(),
-  endSample: z.number().int().nonnegative(),
-});
-export type ChunkPlan = z.infer<typeof chunkPlan>;
 
 /**
  * Step names: `fetch`, `slice`, `transcribe_chunk_<i>`, `aggregate`,
  * `review_chunk_<i>`, `review`, `webhook`.
  */
 export const stepName = z.string().regex(/^(fetch|slice|aggregate|review|webhook|(transcribe|review)_chunk_\d+)$/);
-
-export const jobEvent = z.discriminatedUnion("type", [
-  z.object({ type: z.literal("JobSubmitted"), data: jobSpec.extend({ at }) }),
-  /** A resubmission of an errored job: unfinished steps start again, finished ones stay. */
-  z.object({ type: z.literal("JobResumed"), data: z.object({ attempt: z.number().int().positive(), at }) }),
-  z.object({ type: z.literal("StepStarted"), data: z.object({ step: stepName, attempt: z.number().int().positive(), at }) }),
-  /** One attempt of a step failed; `final` means no more attempts. */
-  z.object({
-    type: z.literal("StepAttemptFailed"),
-    data: z.object({ step: stepName, attempt: z.number().int().positive(), delivery: z.number().int().positive(), error: jobError, final: z.boolean(), at }),
-  }),
-  z.object({
-    type: z.literal("AudioFetched"),
-    data: z.object({
-      bytes: z.number().int().nonnegative(),
-      contentType: z.string().optional(),
-      sampleRate: z.number().int().positive(),
-      samples: z.number().int().nonnegative(),
-      durationSeconds: z.number().nonnegative(),
-      /** Object key of the decoded 16 kHz mono PCM16LE audio. */
-      audioKey: z.string(),
-      at,
-    }),
-  }),
-  z.object({ type: z.literal("AudioSliced"), data: z.object({ chunks: z.array(chunkPlan).min(1), at }) }),
-  z.object({
-    type: z.literal("ChunkTranscribed"),
-    data: z.object({
-      index: z.number().int().nonnegative(),
-      segments: z.number().int().nonnegative(),
-      /** True when a stored checkpoint was reused instead of transcribing again. */
-      fromCheckpoint: z.boolean(),
-      workerId: z.string().optional(),
-      at,
-    }),
-  }),
-  z.object({ type: z.literal("TranscriptAggregated"), data: z.object({ segments: z.number().int().nonnegative(), at }) }),
-  z.object({ type: z.literal("ChunkReviewed"), data: z.object({ index: z.number().int().nonnegative(), at }) }),
-  z.object({ type: z.literal("TranscriptReviewed"), data: z.object({ at }) }),
-  z.object({ type: z.literal("JobCompleted"), data: z.object({ audioSeconds: z.number().nonnegative(), at }) }),
-  z.object({ type: z.literal("WebhookDelivered"), data: z.object({ attempt: z.number().int().positive(), status: z.number().int(), at }) }),
-  z.object({ type: z.literal("JobFailed"), data: z.object({ error: jobError, step: stepName.optional(), at }) }),
-  /** Cancelled by its owner (DELETE …/jobs/{id}): final; nothing is recorded for it afterwards. */
-  z.object({ type: z.literal("JobTerminated"), data: z.object({ keyId: z.string(), at }) }),
-]);
-export type JobEvent = z.infer<typeof jobEvent>;
-export const jobEventEnvelope = envelopeOf(jobEvent);
 
 /** The command a step consumer receives: which job, which step, which dispatch. */
 export const stepKinds = ["fetch", "slice", "transcribe", "aggregate", "review", "webhook"] as const;

@@ -4,7 +4,7 @@
 # reports/mutation/mutation.json. CPU-bound and one test process at a time; not part of
 # .ci/run (docs/DEVELOPING.md says how long it takes). Needs no NATS or Postgres.
 #   bash scripts/mutation.sh                                  # every decider
-#   bash scripts/mutation.sh --mutate services/jobs/job.ts    # one file
+#   bash scripts/mutation.sh --mutate domain/jobs/decider.ts  # one file
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

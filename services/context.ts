@@ -4,6 +4,7 @@ import type { UsageStore } from "../domain/usage/store";
 import type { Config } from "../shared/config";
 import type { Db } from "../shared/db/index";
 import type { SessionStore } from "../domain/sessions/store";
+import type { JobStore } from "../domain/jobs/store";
 import type { Logger } from "../shared/logger";
 import type { Nats } from "../shared/nats";
 import type { ObjectStore } from "../shared/objects/index";
@@ -23,6 +24,11 @@ export interface ServiceContext {
   db: Db;
   objects: ObjectStore;
   router?: WorkerRouter;
+  /**
+   * The job aggregate's store, the only writer of `job.evt`: one per process, so its
+   * cache of folded states is shared by every job service running here.
+   */
+  jobs: JobStore;
   logger: Logger;
   now: () => Date;
   /** The key stream's one writer (issue, revoke, key use). */

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { DeliverPolicy } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { artifactKeys, jobEventEnvelope } from "../schemas/jobs";
+import { artifactKeys } from "../schemas/jobs";
+import { jobEventEnvelope } from "../domain/jobs/events";
 import { createLogger } from "../shared/logger";
 import { sweepExpiredJobs } from "../services/jobs/retention";
 import { fixturePath } from "./support/fixtures";

@@ -7,6 +7,10 @@ import type { JobView, WebhookPayload } from "../schemas/jobs";
 import { randomHex, readBody, startHttp, startLocalS3, waitFor, type LocalHttp, type LocalS3 } from "./support/jobs-helpers";
 import { fixturePath } from "./support/fixtures";
 import { encodeWav } from "../shared/audio/wav";
+import { loadEvents } from "../shared/event-store";
+import { evolve, initialJobState, type JobState } from "../domain/jobs/decider";
+import { jobEventEnvelope } from "../domain/jobs/events";
+import { jobEventId } from "../domain/jobs/store";
 
 // End to end on the real stack: NATS, Postgres, the embedded PocketSphinx workers, the
 // object store (filesystem and s3rver), a real HTTP server serving the audio and a
@@ -181,6 +185,17 @@ async function runSixtySecondJob(client: Client, label: string) {
   expect(payload.output.reviewed_result).toBeNull();
   const delivered = await waitForJob(client, submitted.workflow_id, (v) => v.steps.some((s) => s.name === "webhook" && s.status === "complete"));
   expect(delivered.status).toBe("complete");
+
+  // Every event of the job, the webhook's delivery included, was written by the job
+  // store, with the id its one rule gives (domain/jobs/store.ts `jobEventId`).
+  const { nats } = client.stack;
+  const { events } = await loadEvents(nats.js, nats.jsm, nats.topology.streams.jobs.name, jobEventEnvelope, nats.topology.subjects.jobEvent(submitted.workflow_id));
+  expect(events.map((r) => r.event.type)).toContain("WebhookDelivered");
+  let state: JobState = initialJobState;
+  for (const { event } of events) {
+    expect(event.metadata.eventId).toBe(jobEventId(submitted.workflow_id, state, event));
+    state = evolve(state, event);
+  }
   console.log(`[jobs-e2e] ${label}: 60 s audio, 6 chunks, concurrency 3 → complete in ${wallMs} ms`);
   return { submitted, view };
 }

@@ -9,7 +9,8 @@ import { startJobTranscriber } from "../services/jobs/start";
 import { loadEvents } from "../shared/event-store";
 import { AppError } from "../shared/errors";
 import type { WorkerRouter } from "../shared/workers/types";
-import { jobEventEnvelope, type JobView } from "../schemas/jobs";
+import type { JobView } from "../schemas/jobs";
+import { jobEventEnvelope } from "../domain/jobs/events";
 import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { fixturePath } from "./support/fixtures";
 

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { artifactKeys, type JobView } from "../schemas/jobs";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
 import { topology } from "../shared/nats";
-import { chunkCount } from "../services/jobs/slicing";
+import { chunkCount } from "../domain/jobs/slicing";
 import { fixturePath } from "./support/fixtures";
 import { randomHex, serveAudio, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { jobEventEnvelope, type JobEvent } from "../schemas/jobs";
+import { jobEventEnvelope, type JobEvent } from "../domain/jobs/events";
 import { keyEventEnvelope, type KeyEvent } from "../domain/keys/events";
 import { appendEvents } from "../shared/event-store";
 import { waitFor } from "./support/jobs-helpers";

@@ -5,9 +5,10 @@ import { fixturePath } from "./support/fixtures";
 import { randomHex, startHttp, waitFor, type LocalHttp } from "./support/jobs-helpers";
 import { createObjectStore } from "../shared/objects/index";
 import { encodeWav, pcm16MonoFromWav } from "../shared/audio/wav";
-import { jobDefaults, type JobResult, type JobSpec, type JobView } from "../schemas/jobs";
+import { jobDefaults, type JobResult, type JobView } from "../schemas/jobs";
+import type { JobSpec } from "../domain/jobs/events";
 import { legacyWorkflowIdFor } from "../schemas/job-ids";
-import { createJobStore } from "../services/jobs/job-store";
+import { createJobStore } from "../domain/jobs/store";
 
 /**
  * request_ids are scoped per tenant (issue 9), on the real stack: two tenants submitting

@@ -2,6 +2,7 @@ import type { KeyCache } from "../../domain/keys/key-cache";
 import type { KeyStore } from "../../domain/keys/store";
 import type { SegmentBudgets } from "../../domain/usage/budget";
 import type { UsageStore } from "../../domain/usage/store";
+import type { JobStore } from "../../domain/jobs/store";
 import type { Readiness } from "../../schemas/http";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
@@ -20,6 +21,8 @@ export interface GatewayDeps {
   now: () => Date;
   /** Worker router for the segment plane (absent when no workers are configured). */
   router?: WorkerRouter;
+  /** The job aggregate's store (submit, cancel, a poll before the projection caught up). */
+  jobs: JobStore;
   /** Object store for job artifacts. */
   objects?: ObjectStore;
   readiness: () => Promise<Readiness>;

@@ -32,6 +32,7 @@ export async function startHttpGateway(ctx: ServiceContext): Promise<RunningServ
     now: ctx.now,
     router: ctx.router,
     objects: ctx.objects,
+    jobs: ctx.jobs,
     readiness: () => checkReadiness(ctx),
   });
   ctx.slots.httpFetch = app.fetch;

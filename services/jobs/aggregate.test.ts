@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import type { ChunkArtifact, JobSpec } from "../../schemas/jobs";
+import type { ChunkArtifact } from "../../schemas/jobs";
+import type { JobSpec } from "../../domain/jobs/events";
 import type { VerboseTranscription } from "../../schemas/transcription";
 import { buildResult } from "./aggregate";
-import type { ActiveJob } from "./job";
+import type { ActiveJob } from "../../domain/jobs/decider";
 import { segmentConfidence, toAbsoluteSegments } from "./transcribe-chunk";
 
 const spec: JobSpec = {

@@ -1,7 +1,7 @@
 import { AppError } from "../../shared/errors";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { artifactKeys, chunkArtifact, type ChunkArtifact, type JobResult, type JobSegment } from "../../schemas/jobs";
-import type { ActiveJob } from "./job";
+import type { ActiveJob } from "../../domain/jobs/decider";
 
 /**
  * The aggregation step: reads every `chunk_{i}.json`, merges them into one transcript

@@ -15,7 +15,7 @@ import { AppError, validationError } from "../../shared/errors";
 import type { ObjectStore } from "../../shared/objects/index";
 import { safeDownload } from "../../shared/net/safe-fetch";
 import { artifactKeys } from "../../schemas/jobs";
-import type { ActiveJob, AudioInfo } from "./job";
+import type { ActiveJob, AudioInfo } from "../../domain/jobs/decider";
 
 /**
  * The fetch step: download `audio_url` (SSRF-guarded, streamed to a private temp file

@@ -6,9 +6,11 @@ import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import type { Db } from "../../shared/db/index";
 import { traceHeaders } from "../../shared/telemetry";
-import { jobEventEnvelope, type StepCommand } from "../../schemas/jobs";
-import { stepKind } from "./job";
-import type { JobStore } from "./job-store";
+import type { StepCommand } from "../../schemas/jobs";
+import { jobEventEnvelope } from "../../domain/jobs/events";
+import { findQuietJobs } from "../../domain/jobs/queries";
+import { stepKind } from "../../domain/jobs/decider";
+import type { JobStore } from "../../domain/jobs/store";
 
 /**
  * The job process manager: reacts to every job event and issues what comes next.
@@ -119,22 +121,15 @@ export async function startProcessManager(options: ProcessManagerOptions) {
     if (!options.db) return;
     const now = options.now();
     const before = new Date(now.getTime() - stallAfterMs);
-    const rows = await options.db
-      .selectFrom("jobs")
-      .select("workflow_id")
-      .where("status", "in", ["queued", "running"])
-      .where("updated_at", "<", before)
-      .limit(200)
-      .execute();
-    for (const row of rows) {
-      const { events } = await store.execute(row.workflow_id, {
+    for (const workflowId of await findQuietJobs(options.db, before, 200)) {
+      const { events } = await store.execute(workflowId, {
         type: "Advance",
         now: now.toISOString(),
         reviewAvailable: options.reviewAvailable,
         stalledBefore: before.toISOString(),
       });
       const restarted = events.filter((e) => e.type === "StepStarted").map((e) => (e.type === "StepStarted" ? e.data.step : ""));
-      if (restarted.length) logger.warn("restarted stalled steps", { workflowId: row.workflow_id, steps: restarted });
+      if (restarted.length) logger.warn("restarted stalled steps", { workflowId, steps: restarted });
     }
   };
   const timer = setInterval(() => {

@@ -1,3 +1,4 @@
+import { deleteJob, findEndedJobs } from "../../domain/jobs/queries";
 import { artifactPrefix } from "../../schemas/jobs";
 import type { Db } from "../../shared/db/index";
 import type { Logger } from "../../shared/logger";
@@ -20,20 +21,12 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 export async function sweepExpiredJobs(deps: { db: Db; objects: ObjectStore; logger: Logger }, now: Date, retentionDays: number, limit = 500): Promise<number> {
   if (retentionDays <= 0) return 0;
   const cutoff = new Date(now.getTime() - retentionDays * DAY_MS);
-  const expired = await deps.db
-    .selectFrom("jobs")
-    .select(["workflow_id", "request_id"])
-    .where("status", "in", ["complete", "errored", "terminated"])
-    .where("updated_at", "<", cutoff)
-    .orderBy("updated_at")
-    .limit(limit)
-    .execute();
-  for (const row of expired) {
-    const job = { workflowId: row.workflow_id as string, requestId: row.request_id as string };
+  const expired = await findEndedJobs(deps.db, cutoff, limit);
+  for (const job of expired) {
     const prefix = artifactPrefix(job);
     const keys = await deps.objects.list(prefix);
     for (const key of keys) if (!key.slice(prefix.length).includes("/")) await deps.objects.delete(key);
-    await deps.db.deleteFrom("jobs").where("workflow_id", "=", job.workflowId).execute();
+    await deleteJob(deps.db, job.workflowId);
   }
   if (expired.length > 0) deps.logger.info("retention sweep removed jobs", { jobs: expired.length, cutoff: cutoff.toISOString() });
   return expired.length;

@@ -10,7 +10,7 @@ import {
   type ReviewChunkArtifact,
   type ReviewedResult,
 } from "../../schemas/jobs";
-import type { ActiveJob } from "./job";
+import type { ActiveJob } from "../../domain/jobs/decider";
 import { annotationsFrom, checkCandidates, type Aligner, type SliceAudio } from "./review-acoustic";
 import { applyToText, confidentAnnotations, loadPronouncer, vocabularyOf } from "./review-embedded";
 import { toPcm } from "./slice-audio";

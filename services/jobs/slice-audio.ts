@@ -1,12 +1,12 @@
 import { audioTooLong } from "../../shared/audio/probe";
 import { AppError } from "../../shared/errors";
 import type { ObjectStore } from "../../shared/objects/index";
-import type { ChunkPlan } from "../../schemas/jobs";
-import type { ActiveJob } from "./job";
-import { boundaryWindows, quietestPoint, slicesFromCuts } from "./slicing";
+import type { ChunkPlan } from "../../domain/jobs/events";
+import type { ActiveJob } from "../../domain/jobs/decider";
+import { boundaryWindows, quietestPoint, slicesFromCuts } from "../../domain/jobs/slicing";
 
 /**
- * The slice step: places the chunk boundaries (see slicing.ts for the rule) by reading
+ * The slice step: places the chunk boundaries (see domain/jobs/slicing.ts for the rule) by reading
  * only the few seconds around each target from the stored PCM. Chunks are sample
  * ranges of `audio.pcm`; the transcribers read their range directly, so slicing
  * copies no audio.

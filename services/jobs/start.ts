@@ -2,8 +2,8 @@ import { AppError } from "../../shared/errors";
 import type { RunningService, ServiceContext } from "../context";
 import { aggregateTranscript } from "./aggregate";
 import { fetchAudio } from "./fetch-audio";
-import { stepChunkIndex, type ActiveJob } from "./job";
-import { createJobStore, type JobStore } from "./job-store";
+import { stepChunkIndex, type ActiveJob } from "../../domain/jobs/decider";
+import type { JobStore } from "../../domain/jobs/store";
 import { startProcessManager } from "./process-manager";
 import { embeddedReviewer, llmReviewer, reviewChunk, reviewTranscript } from "./review";
 import { createAligner } from "./review-acoustic";
@@ -28,20 +28,12 @@ import type { StepCommand, StepKind } from "../../schemas/jobs";
  * Webhook delivery is services/webhooks.
  */
 
-// One store (and state cache) per NATS connection: services in one process share it.
-const stores = new WeakMap<object, JobStore>();
-function storeOf(ctx: ServiceContext): JobStore {
-  let store = stores.get(ctx.nats);
-  if (!store) stores.set(ctx.nats, (store = createJobStore(ctx.nats)));
-  return store;
-}
-
 const nowIso = (ctx: ServiceContext) => ctx.now().toISOString();
 
 export async function startJobManager(ctx: ServiceContext): Promise<RunningService> {
   const pm = await startProcessManager({
     nats: ctx.nats,
-    store: storeOf(ctx),
+    store: ctx.jobs,
     logger: ctx.logger.child({ service: "jobs-manager" }),
     now: ctx.now,
     // The embedded reviewer needs no model, so a review can always run.
@@ -74,7 +66,7 @@ function stepService(
   extra: Pick<StepConsumerOptions, "admit" | "abortWhenJobEnds"> = {},
 ) {
   return async (ctx: ServiceContext): Promise<RunningService> => {
-    const store = storeOf(ctx);
+    const store = ctx.jobs;
     const jobs = ctx.config.jobs;
     const consumer = await startStepConsumer({
       nats: ctx.nats,

@@ -4,8 +4,8 @@ import { AppError, toAppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import { stepCommand, type StepCommand, type StepKind } from "../../schemas/jobs";
-import type { ActiveJob } from "./job";
-import type { JobStore } from "./job-store";
+import type { ActiveJob } from "../../domain/jobs/decider";
+import type { JobStore } from "../../domain/jobs/store";
 import { createStepLeases, StepBusy } from "./step-lease";
 import { jobStepDuration, jobSteps } from "../../shared/metrics";
 

@@ -4,8 +4,9 @@ import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { isTransientRoutingFailure } from "../../shared/workers/router";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { VerboseTranscription } from "../../schemas/transcription";
-import { artifactKeys, chunkArtifact, type ChunkArtifact, type ChunkPlan, type JobSegment } from "../../schemas/jobs";
-import type { ActiveJob } from "./job";
+import { artifactKeys, chunkArtifact, type ChunkArtifact, type JobSegment } from "../../schemas/jobs";
+import type { ChunkPlan } from "../../domain/jobs/events";
+import type { ActiveJob } from "../../domain/jobs/decider";
 import { toPcm } from "./slice-audio";
 
 /**

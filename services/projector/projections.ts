@@ -1,7 +1,7 @@
 import type { Config } from "../../shared/config";
 import type { Topology } from "../../shared/nats";
 import type { Projection } from "../../shared/projection";
-import { jobsProjection } from "./jobs-projection";
+import { jobsProjection } from "../../domain/jobs/projection";
 import { keysProjection } from "../../domain/keys/projection";
 import { usageProjection } from "../../domain/usage/projection";
 

@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { countJobsByStatus } from "../../domain/jobs/queries";
 import type { ServiceContext } from "../context";
 import { addScrapeCollector, consumerAckPending, consumerPending, jobsByStatus, projectionLag, workersCapacity, workersGauge, workersInFlight } from "../../shared/metrics";
 
@@ -45,15 +46,10 @@ export function registerRuntimeMetrics(ctx: ServiceContext): () => void {
       if (last !== undefined) projectionLag.set({ projection: p.name }, Math.max(0, last - applied));
     }
 
-    const rows = await db
-      .selectFrom("jobs")
-      .select(["status", sql<string>`count(*)`.as("n")])
-      .groupBy("status")
-      .execute()
-      .catch(() => null);
+    const rows = await countJobsByStatus(db).catch(() => null);
     if (rows) {
       jobsByStatus.reset();
-      for (const r of rows) jobsByStatus.set({ status: r.status }, Number(r.n));
+      for (const r of rows) jobsByStatus.set({ status: r.status }, r.count);
     }
   });
 }

@@ -1,6 +1,7 @@
 import { createKeyStore } from "../../domain/keys/store";
 import { createUsageStore } from "../../domain/usage/store";
 import { createSessionStore } from "../../domain/sessions/store";
+import { createJobStore } from "../../domain/jobs/store";
 import { loadConfig, type Config } from "../../shared/config";
 import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger, type Logger } from "../../shared/logger";
@@ -50,6 +51,7 @@ export async function startRuntime(config: Config, logger: Logger = createLogger
     sessions: createSessionStore(nats),
     db,
     objects,
+    jobs: createJobStore(nats),
     logger,
     now: () => new Date(),
     keys: createKeyStore({ nats, logger: logger.child({ component: "key-store" }) }),

@@ -1,18 +1,9 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { ack, retry, runConsumer, terminate, type Outcome } from "../../shared/consumer";
-import { appendEvents, loadEvents } from "../../shared/event-store";
 import { toAppError } from "../../shared/errors";
 import { ensureConsumer } from "../../shared/nats";
 import { getJson } from "../../shared/objects/index";
-import {
-  artifactKeys,
-  jobEventEnvelope,
-  jobResult,
-  reviewedResult,
-  stepCommand,
-  type JobEvent,
-  type WebhookPayload,
-} from "../../schemas/jobs";
+import { artifactKeys, jobResult, reviewedResult, stepCommand, type WebhookPayload } from "../../schemas/jobs";
 import type { RunningService, ServiceContext } from "../context";
 import { deliverWebhook } from "./deliver";
 import { webhookDeliveries } from "../../shared/metrics";
@@ -21,11 +12,12 @@ import { webhookDeliveries } from "../../shared/metrics";
  * The webhook service: consumes `job.cmd.webhook.>` and POSTs the finished job's full
  * result (raw and reviewed) to its `webhook_url`, signed (see signature.ts).
  *
- * Every attempt is recorded on the job's own subject: WebhookDelivered on a 2xx,
- * StepAttemptFailed otherwise (final after JOB_WEBHOOK_MAX_ATTEMPTS, with exponential
- * backoff between attempts), so the delivery state shows in the job's steps. These
- * are facts appended without an expected sequence: they never change what the job
- * decides, and the job is complete before the first attempt.
+ * Every attempt is recorded on the job through its store (ctx.jobs, the one writer of
+ * `job.evt`): RecordWebhookDelivered on a 2xx, RecordStepAttemptFailed otherwise (final
+ * after JOB_WEBHOOK_MAX_ATTEMPTS, with exponential backoff between attempts), so the
+ * delivery state shows in the job's steps. The job is read from the store's cached
+ * state (only events since the last look are read); it is complete before the first
+ * attempt, and a webhook failure never fails it (the decider's rule).
  *
  * At-least-once: a receiver may see a delivery twice (e.g. a crash between its 2xx
  * and our record); `X-STT-Delivery` is stable per job so receivers can deduplicate.
@@ -33,7 +25,7 @@ import { webhookDeliveries } from "../../shared/metrics";
 export const WEBHOOK_DURABLE = "jobs-webhook";
 
 export async function startWebhooks(ctx: ServiceContext): Promise<RunningService> {
-  const { nats, config, objects } = ctx;
+  const { nats, config, objects, jobs } = ctx;
   const logger = ctx.logger.child({ service: "webhooks" });
   const stream = nats.topology.streams.jobs.name;
   const maxAttempts = config.jobs.webhookMaxAttempts;
@@ -49,18 +41,14 @@ export async function startWebhooks(ctx: ServiceContext): Promise<RunningService
   if (!config.jobs.webhookSigningSecret) logger.warn("WEBHOOK_SIGNING_SECRET is not set: webhook deliveries are unsigned");
   const aborter = new AbortController();
 
-  const record = (workflowId: string, event: JobEvent, msgId: string) =>
-    appendEvents(nats.js, jobEventEnvelope, nats.topology.subjects.jobEvent(workflowId), [{ type: event.type, data: event.data, msgId, metadata: { correlationId: workflowId } }]);
-
   const handle = async (msg: JsMsg): Promise<Outcome> => {
     const parsed = stepCommand.safeParse((() => { try { return msg.json(); } catch { return undefined; } })());
     if (!parsed.success || parsed.data.step !== "webhook") return terminate("malformed webhook command");
     const { workflowId, attempt } = parsed.data;
-    const { events } = await loadEvents(nats.js, nats.jsm, stream, jobEventEnvelope, nats.topology.subjects.jobEvent(workflowId));
-    const submitted = events.find((r) => r.event.type === "JobSubmitted")?.event;
-    if (!submitted || submitted.type !== "JobSubmitted" || !submitted.data.webhookUrl) return terminate("job has no webhook");
-    if (events.some((r) => r.event.type === "WebhookDelivered")) return ack();
-    const spec = submitted.data;
+    const { state } = await jobs.load(workflowId);
+    if (state.status === "none" || !state.spec.webhookUrl) return terminate("job has no webhook");
+    if (state.steps.webhook?.status === "complete") return ack();
+    const { spec } = state;
     const delivery = msg.info.deliveryCount;
     const now = () => ctx.now().toISOString();
     try {
@@ -85,7 +73,7 @@ export async function startWebhooks(ctx: ServiceContext): Promise<RunningService
         now: ctx.now,
         signal: aborter.signal,
       });
-      await record(workflowId, { type: "WebhookDelivered", data: { attempt: delivery, status, at: now() } }, `${workflowId}:webhook:delivered`);
+      await jobs.execute(workflowId, { type: "RecordWebhookDelivered", attempt: delivery, status, now: now() });
       webhookDeliveries.inc({ outcome: "delivered" });
       return ack();
     } catch (err) {
@@ -93,11 +81,15 @@ export async function startWebhooks(ctx: ServiceContext): Promise<RunningService
       const e = toAppError(err);
       const final = !e.retryable || delivery >= maxAttempts;
       logger.warn(final ? "webhook delivery abandoned" : "webhook delivery failed, will retry", { workflowId, delivery, code: e.code, error: e.message });
-      await record(
-        workflowId,
-        { type: "StepAttemptFailed", data: { step: "webhook", attempt, delivery, error: { code: e.code, message: e.message }, final, at: now() } },
-        `${workflowId}:webhook:${attempt}:${delivery}`,
-      );
+      await jobs.execute(workflowId, {
+        type: "RecordStepAttemptFailed",
+        step: "webhook",
+        attempt,
+        delivery,
+        error: { code: e.code, message: e.message },
+        final,
+        now: now(),
+      });
       webhookDeliveries.inc({ outcome: final ? (e.retryable ? "gave_up" : "refused") : "retry" });
       return final ? ack() : retry(Math.min(10 * 60_000, config.jobs.webhookBackoffMs * 2 ** (delivery - 1)), e.code);
     }

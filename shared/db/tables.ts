@@ -1,3 +1,4 @@
+import type { JobError, JobStatus, JobStepView } from "../../schemas/jobs";
 import type { LimitOverrides } from "../../schemas/plans";
 import type { ColumnType, Generated } from "kysely";
 
@@ -36,6 +37,32 @@ export interface UsageWindowsTable {
   updated_at: ColumnType<Date, Date | string, Date | string>;
 }
 
+/**
+ * The batch-jobs read model (migration 20261122_0200_jobs), written only by the jobs
+ * projection (domain/jobs/projection.ts). jsonb columns are written as JSON text and
+ * read back parsed.
+ */
+export interface JobsTable {
+  workflow_id: string;
+  request_id: string;
+  owner_id: string;
+  key_id: string;
+  status: JobStatus;
+  /** The poll view's `steps`. */
+  steps: ColumnType<JobStepView[], string | undefined, string>;
+  error: ColumnType<JobError | null, string | null | undefined, string | null>;
+  review: ColumnType<boolean, boolean | undefined, boolean>;
+  /**
+   * The folded job aggregate. Its type (domain/jobs/decider.ts `ActiveJob`) is the
+   * domain's, which shared/ does not import: domain/jobs/queries.ts names it on read.
+   */
+  state: ColumnType<unknown, string, string>;
+  /** Stream sequence of the last event folded in. */
+  last_seq: ColumnType<number, number | undefined, number>;
+  created_at: ColumnType<Date, Date | string, Date | string>;
+  updated_at: ColumnType<Date, Date | string, Date | string>;
+}
+
 /** An event a projection stepped over because it cannot be applied (shared/projection.ts). */
 export interface ProjectionDeadLettersTable {
   projection: string;
@@ -52,8 +79,7 @@ export interface Database {
   projection_dead_letters: ProjectionDeadLettersTable;
   api_keys: ApiKeysTable;
   usage_windows: UsageWindowsTable;
-  // Tables of other areas are declared in their own interfaces and merged here.
-  [table: string]: any;
+  jobs: JobsTable;
 }
 
 export type { Generated };

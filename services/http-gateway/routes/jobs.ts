@@ -9,7 +9,6 @@ import {
   reviewedResult,
   submitJobBody,
   submitJobResponse,
-  type JobSpec,
   type JobView,
   type SubmitJobResponse,
   artifactKeys,
@@ -20,8 +19,11 @@ import type { Principal } from "../../../domain/keys/auth";
 import { withStore } from "../../../shared/db/index";
 import { AppError, notFound, validationError } from "../../../shared/errors";
 import { getJson } from "../../../shared/objects/index";
-import { slicingView, stepsView, type ActiveJob } from "../../jobs/job";
-import { createJobStore, type JobStore } from "../../jobs/job-store";
+import type { ActiveJob } from "../../../domain/jobs/decider";
+import type { JobSpec } from "../../../domain/jobs/events";
+import { findJob } from "../../../domain/jobs/queries";
+import type { JobStore } from "../../../domain/jobs/store";
+import { slicingView, stepsView } from "../../../domain/jobs/views";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
 
@@ -57,13 +59,6 @@ async function workflowIdOfSubmission(store: JobStore, ownerId: string, requestI
   const { state } = await store.load(legacyId);
   return state.status !== "none" && state.spec.ownerId === ownerId ? legacyId : workflowIdFor(ownerId, requestId);
 }
-
-const stores = new WeakMap<GatewayDeps, JobStore>();
-const storeOf = (deps: GatewayDeps) => {
-  let s = stores.get(deps);
-  if (!s) stores.set(deps, (s = createJobStore(deps.nats)));
-  return s;
-};
 
 /** Largest submission body: the job's options travel in one JetStream event. */
 export const MAX_SUBMISSION_BYTES = 256 * 1024;
@@ -113,7 +108,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     }
   }
   const requestId = body.request_id ?? randomUUID();
-  const workflowId = await workflowIdOfSubmission(storeOf(deps), principal.ownerId, requestId);
+  const workflowId = await workflowIdOfSubmission(deps.jobs, principal.ownerId, requestId);
   const spec: JobSpec = {
     workflowId,
     requestId,
@@ -131,7 +126,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     ...(body.metadata ? { metadata: body.metadata } : {}),
     maxAudioSeconds: principal.limits.maxAudioSecondsPerRequest,
   };
-  await storeOf(deps).execute(workflowId, { type: "SubmitJob", spec, now: now.toISOString() });
+  await deps.jobs.execute(workflowId, { type: "SubmitJob", spec, now: now.toISOString() });
   return { request_id: requestId, workflow_id: workflowId, status: "queued", endpoint: jobPollPath(workflowId) };
 }
 
@@ -140,13 +135,7 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
   const missing = () => notFound("job_not_found", `no job ${workflowId.slice(0, 64)}`);
   if (!uuidRegex.test(workflowId)) throw missing();
   const id = workflowId.toLowerCase();
-  const row = await withStore("jobs_unavailable", () =>
-    deps.db
-      .selectFrom("jobs")
-      .select(["workflow_id", "request_id", "owner_id", "status", "steps", "error", "review", "state", "created_at", "updated_at"])
-      .where("workflow_id", "=", id)
-      .executeTakeFirst(),
-  );
+  const row = await withStore("jobs_unavailable", () => findJob(deps.db, id));
   let view: BareView;
   if (row) {
     view = {
@@ -156,7 +145,7 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
       review: row.review,
       status: row.status,
       steps: row.steps,
-      slicing: slicingView(row.state as ActiveJob),
+      slicing: slicingView(row.state),
       error: row.error ?? null,
       created_at: new Date(row.created_at).toISOString(),
       updated_at: new Date(row.updated_at).toISOString(),
@@ -164,7 +153,7 @@ export async function readJob(deps: GatewayDeps, principal: Principal, workflowI
   } else {
     // Just submitted and not projected yet: answer from the aggregate itself, so a poll
     // right after the 202 never sees a 404.
-    const { state } = await storeOf(deps).load(id);
+    const { state } = await deps.jobs.load(id);
     if (state.status === "none") throw missing();
     view = viewOfState(id, state);
   }
@@ -210,11 +199,10 @@ async function cancelJob(deps: GatewayDeps, principal: Principal, workflowId: st
   const missing = () => notFound("job_not_found", `no job ${workflowId.slice(0, 64)}`);
   if (!uuidRegex.test(workflowId)) throw missing();
   const id = workflowId.toLowerCase();
-  const store = storeOf(deps);
-  const { state } = await store.load(id);
+  const { state } = await deps.jobs.load(id);
   // Another tenant's job is indistinguishable from no job.
   if (state.status === "none" || state.spec.ownerId !== principal.ownerId) throw missing();
-  const { state: after } = await store.execute(id, { type: "CancelJob", keyId: principal.keyId, now: deps.now().toISOString() });
+  const { state: after } = await deps.jobs.execute(id, { type: "CancelJob", keyId: principal.keyId, now: deps.now().toISOString() });
   if (after.status === "none") throw missing();
   return withOutput(deps, principal, viewOfState(id, after));
 }

@@ -2,7 +2,7 @@ import { sql, type Kysely } from "kysely";
 
 /**
  * The batch-jobs read model. `state` is the job aggregate folded by the projection
- * (services/projector/jobs-projection.ts); `status`, `steps` and `error` are the poll
+ * (domain/jobs/projection.ts); `status`, `steps` and `error` are the poll
  * view's columns derived from it.
  */
 export async function up(db: Kysely<any>): Promise<void> {

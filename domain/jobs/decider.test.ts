@@ -1,50 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { AppError } from "../../shared/errors";
-import type { JobEvent, JobSpec } from "../../schemas/jobs";
-import { decide, evolve, initialJobState, slicingView, stepChunkIndex, stepKind, stepsView, type ActiveJob, type JobCommand, type JobState } from "./job";
-
-const now = "2026-11-22T10:00:00.000Z";
-const spec: JobSpec = {
-  workflowId: "5b1f2a8e-7c1d-4d3e-9f00-000000000001",
-  requestId: "req-1",
-  ownerId: "tenant-a",
-  keyId: "key-a",
-  audioUrl: "https://audio.example/a.wav",
-  model: "stt-large-v3-turbo",
-  segmentSeconds: 10,
-  concurrency: 2,
-  review: false,
-  maxAudioSeconds: 900,
-};
-
-/** given(events).when(command).then(events) */
-function given(...events: JobEvent[]) {
-  const state = events.reduce<JobState>(evolve, initialJobState);
-  return {
-    state,
-    when: (command: JobCommand) => ({
-      then: (expected: JobEvent[]) => expect(decide(command, state)).toEqual(expected),
-      thenThrows: (code: string) => expect(() => decide(command, state)).toThrow(expect.objectContaining({ code })),
-      events: () => decide(command, state),
-    }),
-  };
-}
-
-const submitted: JobEvent = { type: "JobSubmitted", data: { ...spec, at: now } };
-const started = (step: string, attempt = 1): JobEvent => ({ type: "StepStarted", data: { step, attempt, at: now } });
-const fetched: JobEvent = {
-  type: "AudioFetched",
-  data: { bytes: 1000, sampleRate: 16000, samples: 40 * 16000, durationSeconds: 40, audioKey: "transcription/req-1/audio.pcm", at: now },
-};
-const sliced: JobEvent = {
-  type: "AudioSliced",
-  data: {
-    chunks: [0, 1, 2, 3].map((index) => ({ index, startSample: index * 160000, endSample: (index + 1) * 160000 })),
-    at: now,
-  },
-};
-const transcribed = (index: number): JobEvent => ({ type: "ChunkTranscribed", data: { index, segments: 2, fromCheckpoint: false, at: now } });
-const advance: JobCommand = { type: "Advance", now, reviewAvailable: true };
+import { decide, evolve, initialJobState, stepChunkIndex, stepKind, type JobCommand, type JobState } from "./decider";
+import type { JobEvent } from "./events";
+import { advance, fetched, given, now, sliced, spec, started, submitted, transcribed } from "./test-fixtures";
 
 describe("submitting", () => {
   it("a new request starts a job", () => {
@@ -189,21 +147,6 @@ describe("recording step results", () => {
   });
 });
 
-describe("the poll view", () => {
-  it("lists steps in pipeline order with status, attempt and times", () => {
-    const state = [submitted, started("fetch"), fetched, started("slice"), sliced, started("transcribe_chunk_1"), started("transcribe_chunk_0"), transcribed(0)].reduce<JobState>(evolve, initialJobState);
-    if (state.status === "none") throw new Error("no job");
-    expect(state.status).toBe("running");
-    expect(stepsView(state).map((s) => [s.name, s.status])).toEqual([
-      ["fetch", "complete"],
-      ["slice", "complete"],
-      ["transcribe_chunk_0", "complete"],
-      ["transcribe_chunk_1", "running"],
-    ]);
-    expect(stepsView(state)[0]).toMatchObject({ attempt: 1, started_at: now, ended_at: now, error: null });
-  });
-});
-
 describe("cancelling", () => {
   const cancel: JobCommand = { type: "CancelJob", keyId: "key-a", now };
   const terminated: JobEvent = { type: "JobTerminated", data: { keyId: "key-a", at: now } };
@@ -236,24 +179,6 @@ describe("slice cap in the aggregate", () => {
     const running = given(submitted, started("fetch"), fetched, started("slice"));
     running.when({ type: "RecordAudioSliced", chunks: plan(101), now }).thenThrows("too_many_slices");
     running.when({ type: "RecordAudioSliced", chunks: plan(100), now }).then([{ type: "AudioSliced", data: { chunks: plan(100), at: now } }]);
-  });
-
-  it("shows the requested and the used slice length in the view", () => {
-    const long: JobEvent = {
-      type: "AudioFetched",
-      data: { bytes: 1000, sampleRate: 16000, samples: 1800 * 16000, durationSeconds: 1800, audioKey: "transcription/req-1/audio.pcm", at: now },
-    };
-    const oneSecond: JobEvent = { type: "JobSubmitted", data: { ...spec, segmentSeconds: 1, at: now } };
-    expect(slicingView(given(oneSecond).state as ActiveJob)).toEqual({ requested_segment_seconds: 1, segment_seconds: null, max_chunks: 100, chunk_count: null });
-    const sliced100: JobEvent = { type: "AudioSliced", data: { chunks: plan(100), at: now } };
-    expect(slicingView(given(oneSecond, started("fetch"), long, started("slice"), sliced100).state as ActiveJob)).toEqual({
-      requested_segment_seconds: 1,
-      segment_seconds: 18,
-      max_chunks: 100,
-      chunk_count: 100,
-    });
-    // under the cap the requested length is the used one
-    expect(slicingView(given(submitted, started("fetch"), fetched).state as ActiveJob).segment_seconds).toBe(10);
   });
 });
 
@@ -381,29 +306,6 @@ describe("rules the process manager and the poll view lean on", () => {
     const all = [reviewing, ...base.slice(1), ...[0, 1, 2, 3].flatMap((i) => [started(`transcribe_chunk_${i}`), transcribed(i)]), started("aggregate"), { type: "TranscriptAggregated", data: { segments: 8, at: now } } as JobEvent];
     given(...all, started("review_chunk_0"), started("review_chunk_1")).when(advance).then([]);
     given(...all, started("review_chunk_0"), started("review_chunk_1"), { type: "ChunkReviewed", data: { index: 0, at: now } }).when(advance).then([started("review_chunk_2")]);
-  });
-
-  it("the poll view orders every kind of step, chunk steps by number (10 after 2)", () => {
-    const chunks = Array.from({ length: 11 }, (_, index) => ({ index, startSample: index * 16000, endSample: (index + 1) * 16000 }));
-    const s = [
-      submitted,
-      started("webhook"),
-      started("review"),
-      started("review_chunk_10"),
-      started("review_chunk_2"),
-      started("aggregate"),
-      started("transcribe_chunk_10"),
-      started("transcribe_chunk_2"),
-      started("slice"),
-      started("fetch"),
-      { type: "AudioSliced", data: { chunks, at: now } } as JobEvent,
-      { type: "StepAttemptFailed", data: { step: "review", attempt: 1, delivery: 1, error, final: true, at: "2026-11-22T10:09:00.000Z" } } as JobEvent,
-    ].reduce<JobState>(evolve, initialJobState);
-    if (s.status === "none") throw new Error("no job");
-    const view = stepsView(s);
-    expect(view.map((v) => v.name)).toEqual(["fetch", "slice", "transcribe_chunk_2", "transcribe_chunk_10", "aggregate", "review_chunk_2", "review_chunk_10", "review", "webhook"]);
-    expect(view.find((v) => v.name === "review")).toEqual({ name: "review", status: "errored", attempt: 1, started_at: now, ended_at: "2026-11-22T10:09:00.000Z", error });
-    expect(view.find((v) => v.name === "fetch")).toEqual({ name: "fetch", status: "running", attempt: 1, started_at: now, ended_at: null, error: null });
   });
 });
 

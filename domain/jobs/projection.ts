@@ -1,9 +1,10 @@
 import type { Transaction } from "kysely";
-import { jobEventEnvelope, type JobEvent } from "../../schemas/jobs";
 import type { Database } from "../../shared/db/index";
 import type { Topology } from "../../shared/nats";
 import type { Projection } from "../../shared/projection";
-import { evolve, initialJobState, stepsView, type JobState } from "../jobs/job";
+import { evolve, initialJobState, type JobState } from "./decider";
+import { jobEventEnvelope, type JobEvent } from "./events";
+import { stepsView } from "./views";
 
 /**
  * Job events → `jobs` rows (the polling read model). The row keeps the folded

@@ -1,0 +1,166 @@
+import { appendEvents } from "../../shared/event-store";
+import { AppError, isAppError } from "../../shared/errors";
+import type { Nats } from "../../shared/nats";
+import { decide, evolve, initialJobState, reviewChunkStep, transcribeStep, type JobCommand, type JobState } from "./decider";
+import { jobEventEnvelope, type JobEvent } from "./events";
+
+/**
+ * Loads job aggregates from JetStream and runs commands against them with optimistic
+ * concurrency. It is the only writer of `job.evt`: every fact about a job, the webhook's
+ * outcomes included, is decided on the job's state and appended here.
+ *
+ * Loading reads the job's subject with direct gets (`next_by_subj`), continuing from a
+ * small in-process cache of folded states, so the process manager (which looks at a
+ * job after every one of its events) pays for new events only, not for the whole
+ * history each time. The cache is only an accelerator: every load still reads
+ * forward to the end of the subject, so it is never stale.
+ */
+export interface JobStore {
+  load(workflowId: string): Promise<{ state: JobState; lastSeq: number }>;
+  /**
+   * Decides `command` on the current state and appends the events, expecting the
+   * subject not to have moved; on a concurrent append it reloads and decides again.
+   */
+  execute(workflowId: string, command: JobCommand | ((state: JobState) => JobCommand)): Promise<{ events: JobEvent[]; state: JobState }>;
+}
+
+interface Cached {
+  state: JobState;
+  lastSeq: number;
+}
+
+export function createJobStore(nats: Nats, options: { cacheSize?: number; maxConflicts?: number } = {}): JobStore {
+  const stream = nats.topology.streams.jobs.name;
+  const cache = new Map<string, Cached>();
+  const cacheSize = options.cacheSize ?? 2000;
+  const maxConflicts = options.maxConflicts ?? 20;
+
+  const remember = (id: string, value: Cached) => {
+    cache.delete(id);
+    cache.set(id, value);
+    if (cache.size > cacheSize) cache.delete(cache.keys().next().value!);
+  };
+
+  const load = async (workflowId: string): Promise<Cached> => {
+    const subject = nats.topology.subjects.jobEvent(workflowId);
+    let { state, lastSeq } = cache.get(workflowId) ?? { state: initialJobState, lastSeq: 0 };
+    try {
+      while (true) {
+        const m = await nats.jsm.direct.getMessage(stream, { seq: lastSeq + 1, next_by_subj: subject });
+        if (!m) break;
+        const envelope = jobEventEnvelope.parse(m.json());
+        state = evolve(state, envelope);
+        lastSeq = m.seq;
+      }
+    } catch (err) {
+      if (isAppError(err)) throw err;
+      throw new AppError("unavailable", "event_store_unavailable", `could not read job ${workflowId}`, { cause: err });
+    }
+    const value = { state, lastSeq };
+    remember(workflowId, value);
+    return value;
+  };
+
+  return {
+    load,
+    async execute(workflowId, command) {
+      const subject = nats.topology.subjects.jobEvent(workflowId);
+      for (let attempt = 1; ; attempt++) {
+        const { state, lastSeq } = await load(workflowId);
+        const cmd = typeof command === "function" ? command(state) : command;
+        const events = decide(cmd, state);
+        if (events.length === 0) return { events, state };
+        try {
+          const { seqs, duplicates } = await appendEvents(nats.js, jobEventEnvelope, subject, withEventIds(workflowId, state, events), {
+            expected: lastSeq === 0 ? "none" : lastSeq,
+          });
+          if (duplicates > 0) {
+            // A fact with this id is in the log already, so the state decided on was
+            // behind it (JetStream answers a duplicate id before it checks the expected
+            // sequence): read the job again from the start and decide afresh.
+            cache.delete(workflowId);
+            if (attempt < maxConflicts) continue;
+            return { events: [], state: (await load(workflowId)).state };
+          }
+          const next = events.reduce(evolve, state);
+          remember(workflowId, { state: next, lastSeq: seqs.at(-1) ?? lastSeq });
+          return { events, state: next };
+        } catch (err) {
+          if (isAppError(err) && err.code === "concurrent_modification" && attempt < maxConflicts) {
+            // Another writer got there first: back off a little (with jitter) and decide again.
+            await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * attempt)));
+            continue;
+          }
+          throw err;
+        }
+      }
+    },
+  };
+}
+
+/**
+ * The event ids (`Nats-Msg-Id`, and the envelope's `eventId`) of events decided on
+ * `state`, the one rule for `job.evt`. An id names the fact on the job's timeline, so
+ * the same fact decided twice (a redelivered command, two replicas racing) carries the
+ * same id and the stream keeps it once within its duplicate window (10 min); the
+ * expected sequence guards every append beyond that.
+ *
+ * - `<id>:submitted`, `<id>:resumed:<attempt>`, `<id>:completed`, `<id>:terminated`,
+ *   `<id>:failed:<resumes>` (a resumed job may fail again)
+ * - `<id>:<step>:<attempt>:started`; a step's result `<id>:<step>:<attempt>:done`
+ *   (AudioFetched, AudioSliced, ChunkTranscribed, TranscriptAggregated, ChunkReviewed,
+ *   TranscriptReviewed), the attempt being the one it completes
+ * - `<id>:<step>:<attempt>:<delivery>` for a failed attempt, `<id>:webhook:delivered`
+ *   (the ids the webhook service gave these before it went through the store)
+ *
+ * Never `<id>:<step>:<attempt>`: that is the step command's id (process-manager.ts) in
+ * the same stream, and JetStream deduplicates per stream.
+ */
+export function jobEventId(workflowId: string, state: JobState, event: JobEvent): string {
+  const job = state.status === "none" ? undefined : state;
+  const done = (step: string) => `${workflowId}:${step}:${job?.steps[step]?.attempt ?? job?.attempts[step] ?? 1}:done`;
+  switch (event.type) {
+    case "JobSubmitted":
+      return `${workflowId}:submitted`;
+    case "JobResumed":
+      return `${workflowId}:resumed:${event.data.attempt}`;
+    case "StepStarted":
+      return `${workflowId}:${event.data.step}:${event.data.attempt}:started`;
+    case "StepAttemptFailed":
+      return `${workflowId}:${event.data.step}:${event.data.attempt}:${event.data.delivery}`;
+    case "AudioFetched":
+      return done("fetch");
+    case "AudioSliced":
+      return done("slice");
+    case "ChunkTranscribed":
+      return done(transcribeStep(event.data.index));
+    case "TranscriptAggregated":
+      return done("aggregate");
+    case "ChunkReviewed":
+      return done(reviewChunkStep(event.data.index));
+    case "TranscriptReviewed":
+      return done("review");
+    case "WebhookDelivered":
+      return `${workflowId}:webhook:delivered`;
+    case "JobCompleted":
+      return `${workflowId}:completed`;
+    case "JobFailed":
+      return `${workflowId}:failed:${job?.resumes ?? 0}`;
+    case "JobTerminated":
+      return `${workflowId}:terminated`;
+    default: {
+      const never: never = event;
+      throw new Error(`unknown event ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** The events to append, each with its id, named on the state as it is when that event comes. */
+function withEventIds(workflowId: string, state: JobState, events: JobEvent[]) {
+  let current = state;
+  return events.map((e) => {
+    const msgId = jobEventId(workflowId, current, e);
+    current = evolve(current, e);
+    return { type: e.type, data: e.data, msgId, metadata: { correlationId: workflowId } };
+  });
+}
