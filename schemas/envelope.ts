@@ -5,7 +5,7 @@ import { z } from "zod";
  * Domain schemas define a discriminated union of `{type, data}` pairs; the store
  * validates the whole envelope on write and on read.
  */
-export const eventMetadata = z.object({
+const eventMetadata = z.object({
   eventId: z.string(),
   occurredAt: z.string(),
   /** Id of the command or event that caused this one. */

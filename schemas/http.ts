@@ -8,7 +8,7 @@ import { safeString } from "./safe-string";
  * the same zod with `.openapi()` metadata; these schemas validate requests and
  * generate /openapi.json.
  */
-export const limits = z.object(limitsSchema.shape).openapi("Limits");
+const limits = z.object(limitsSchema.shape).openapi("Limits");
 
 export const openAiError = z
   .object({
@@ -43,7 +43,7 @@ export const issueKeyBody = z
       .describe("This key's own overrides of its plan's limits, e.g. {\"maxRequestsPerMinute\": 5000}; the rest come from the plan."),
   })
   .openapi("IssueKeyRequest");
-export type IssueKeyBody = z.infer<typeof issueKeyBody>;
+type IssueKeyBody = z.infer<typeof issueKeyBody>;
 
 export const keyRecord = z
   .object({

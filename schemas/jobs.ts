@@ -25,13 +25,13 @@ const httpUrl = (field: string) =>
     }, `${field} must be an http:// or https:// URL`);
 
 /** request_id doubles as an object-store prefix, so it is limited to a safe alphabet. */
-export const requestIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+const requestIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
 /**
  * Bounds of `metadata`: it travels in the JobSubmitted event, is stored as `jsonb` in the
  * read model and is forwarded to the review stage and the webhook (docs/jobs.md).
  */
-export const metadataLimits: FreeJsonLimits = { maxBytes: 64 * 1024, maxDepth: 16, maxKeyChars: 256 };
+const metadataLimits: FreeJsonLimits = { maxBytes: 64 * 1024, maxDepth: 16, maxKeyChars: 256 };
 
 /**
  * Every string of the body becomes part of the JobSubmitted event, so each one is a
@@ -55,7 +55,7 @@ export const submitJobBody = z.object({
   smart_format: z.boolean({ error: "smart_format must be a boolean" }).optional(),
   metadata: safeJsonObject(metadataLimits, { error: "metadata must be an object" }).optional(),
 });
-export type SubmitJobBody = z.infer<typeof submitJobBody>;
+type SubmitJobBody = z.infer<typeof submitJobBody>;
 
 export const submitJobResponse = z.object({
   request_id: z.string(),
@@ -101,7 +101,7 @@ export type JobError = z.infer<typeof jobError>;
 export const stepName = z.string().regex(/^(fetch|slice|aggregate|review|webhook|(transcribe|review)_chunk_\d+)$/);
 
 /** The command a step consumer receives: which job, which step, which dispatch. */
-export const stepKinds = ["fetch", "slice", "transcribe", "aggregate", "review", "webhook"] as const;
+const stepKinds = ["fetch", "slice", "transcribe", "aggregate", "review", "webhook"] as const;
 export type StepKind = (typeof stepKinds)[number];
 export const stepCommand = z.object({
   workflowId: z.string().uuid(),
@@ -112,7 +112,7 @@ export type StepCommand = z.infer<typeof stepCommand>;
 
 // ---------------------------------------------------------------- artifacts (2.7)
 
-export const jobSegment = z.object({
+const jobSegment = z.object({
   id: z.number().int().nonnegative(),
   start_time: z.number(),
   end_time: z.number(),
@@ -219,11 +219,11 @@ export const artifactKeys = {
 
 // ---------------------------------------------------------------- poll view (2.4)
 
-export const jobStatus = z.enum(["queued", "running", "complete", "errored", "terminated", "paused", "waiting"]);
+const jobStatus = z.enum(["queued", "running", "complete", "errored", "terminated", "paused", "waiting"]);
 export type JobStatus = z.infer<typeof jobStatus>;
 
-export const stepStatus = z.enum(["running", "retrying", "complete", "errored"]);
-export const jobStepView = z.object({
+const stepStatus = z.enum(["running", "retrying", "complete", "errored"]);
+const jobStepView = z.object({
   name: z.string(),
   status: stepStatus,
   attempt: z.number().int(),
@@ -237,7 +237,7 @@ export type JobStepView = z.infer<typeof jobStepView>;
  * How the job is sliced. A job makes at most `max_chunks` slices, so the slice length
  * used is max(requested, duration / max_chunks): known once the audio is fetched.
  */
-export const jobSlicingView = z.object({
+const jobSlicingView = z.object({
   requested_segment_seconds: z.number(),
   /** The slice length used; null until the audio's duration is known. */
   segment_seconds: z.number().nullable(),
@@ -261,7 +261,7 @@ export const jobView = z.object({
 export type JobView = z.infer<typeof jobView>;
 
 /** The webhook body (documented in docs/jobs.md). */
-export const webhookPayload = z.object({
+const webhookPayload = z.object({
   type: z.literal("transcription.job.completed"),
   workflow_id: z.string(),
   request_id: z.string(),

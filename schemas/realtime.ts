@@ -60,12 +60,12 @@ const clientEventId = safeString(128).optional();
  * in ms of new speech. Added to the version-1 events as optional fields: readers that
  * do not know them are unaffected.
  */
-export const partialIntervalMs = z.number().int().min(100).max(5000);
+const partialIntervalMs = z.number().int().min(100).max(5000);
 export const DEFAULT_PARTIAL_INTERVAL_MS = 300;
 /** The server VAD keeps up to this much audio after the last voiced frame: `audio_end_ms` = that frame's end + at most this. */
 export const VAD_TRAILING_MS = 200;
 /** A session's streaming settings, as session.created / session.updated show them. */
-export const streamingSettings = z.object({
+const streamingSettings = z.object({
   /** Utterances are decoded while spoken (partials, final at commit); false: commit → transcribe only. */
   streaming: z.boolean(),
   partial_interval_ms: partialIntervalMs,
@@ -73,7 +73,7 @@ export const streamingSettings = z.object({
   /** Punctuation, capitals and numerals in deltas and `completed` (default true; docs/realtime.md "Formatting"). */
   smart_format: z.boolean(),
 });
-export type StreamingSettings = z.infer<typeof streamingSettings>;
+type StreamingSettings = z.infer<typeof streamingSettings>;
 
 const sessionUpdate = z.object({
   type: z.literal("session.update"),
@@ -135,17 +135,17 @@ export type SessionCreated = z.infer<typeof sessionCreated>;
 
 const itemBase = { event_id: z.string(), item_id: z.string() };
 
-export const speechStarted = z.object({
+const speechStarted = z.object({
   type: z.literal("input_audio_buffer.speech_started"),
   ...itemBase,
   audio_start_ms: z.number().int().nonnegative(),
 });
-export const speechStopped = z.object({
+const speechStopped = z.object({
   type: z.literal("input_audio_buffer.speech_stopped"),
   ...itemBase,
   audio_end_ms: z.number().int().nonnegative(),
 });
-export const committed = z.object({
+const committed = z.object({
   type: z.literal("input_audio_buffer.committed"),
   ...itemBase,
   previous_item_id: z.string().nullable(),
@@ -154,9 +154,9 @@ export const committed = z.object({
   /** "vad" (silence after speech), "commit" (client), "max_length" or "close". */
   reason: z.enum(["vad", "commit", "max_length", "close"]),
 });
-export const cleared = z.object({ type: z.literal("input_audio_buffer.cleared"), event_id: z.string() });
+const cleared = z.object({ type: z.literal("input_audio_buffer.cleared"), event_id: z.string() });
 
-export const transcriptionDelta = z.object({
+const transcriptionDelta = z.object({
   type: z.literal("conversation.item.input_audio_transcription.delta"),
   ...itemBase,
   content_index: z.literal(0),
@@ -167,13 +167,13 @@ export const transcriptionDelta = z.object({
  * hypothesis of the open item, replacing the previous interim (like Deepgram's
  * `is_final: false`). Unstable; `delta` (append-only) and `completed` are authoritative.
  */
-export const transcriptionInterim = z.object({
+const transcriptionInterim = z.object({
   type: z.literal("conversation.item.input_audio_transcription.interim"),
   ...itemBase,
   content_index: z.literal(0),
   transcript: z.string(),
 });
-export const transcriptionCompleted = z.object({
+const transcriptionCompleted = z.object({
   type: z.literal("conversation.item.input_audio_transcription.completed"),
   ...itemBase,
   content_index: z.literal(0),
@@ -192,13 +192,13 @@ export const transcriptionCompleted = z.object({
   /** Milliseconds the utterance waited for a transcription slot (stored command → router call). */
   queue_ms: z.number().int().nonnegative(),
 });
-export const transcriptionFailed = z.object({
+const transcriptionFailed = z.object({
   type: z.literal("conversation.item.input_audio_transcription.failed"),
   ...itemBase,
   content_index: z.literal(0),
   error: z.object({ type: z.string(), code: z.string(), message: z.string() }),
 });
-export const errorEvent = z.object({
+const errorEvent = z.object({
   type: z.literal("error"),
   event_id: z.string(),
   error: z.object({
@@ -219,7 +219,7 @@ const transcriptionSettings = {
   smart_format: z.boolean().optional(),
 };
 
-export const sessionUpdated = z.object({
+const sessionUpdated = z.object({
   type: z.literal("session.updated"),
   event_id: z.string(),
   session: z.object({
@@ -247,7 +247,7 @@ export type ServerEvent = z.infer<typeof serverEvent>;
 export type ServerEventOf<T extends ServerEvent["type"]> = Extract<ServerEvent, { type: T }>;
 
 /** Body of a refused upgrade (spec 3.3 / 7.2), the OpenAI-style envelope of the transcription routes. */
-export const upgradeRefusal = z.object({
+const upgradeRefusal = z.object({
   error: z.object({ message: z.string(), type: z.string(), code: z.string() }),
 });
 

@@ -58,7 +58,7 @@ const segmentCommon = {
   responseFormat: z.string(),
 };
 
-export const segmentTranscribed = z.object({
+const segmentTranscribed = z.object({
   type: z.literal("SegmentTranscribed"),
   data: z.object({
     ...segmentCommon,
@@ -70,7 +70,7 @@ export const segmentTranscribed = z.object({
   }),
 });
 
-export const segmentFailed = z.object({
+const segmentFailed = z.object({
   type: z.literal("SegmentFailed"),
   data: z.object({
     ...segmentCommon,
@@ -80,7 +80,7 @@ export const segmentFailed = z.object({
   }),
 });
 
-export const segmentEvent = z.discriminatedUnion("type", [segmentTranscribed, segmentFailed]);
+const segmentEvent = z.discriminatedUnion("type", [segmentTranscribed, segmentFailed]);
 export type SegmentEvent = z.infer<typeof segmentEvent>;
 export const segmentEnvelope = envelopeOf(segmentEvent);
 

@@ -6,7 +6,8 @@
 #      no import circle);
 #   2. size: no source file over 400 lines in services/, domain/ or shared/ (unit tests
 #      beside the code and the C worker, shared/pocketsphinx/ps-worker.c,
-#      aside).
+#      aside);
+#   3. dead code: no unused file, export, exported type or dependency (knip, knip.json).
 # The environment-read rule (only shared/config.ts reads process.env) is a test:
 # test/architecture.test.ts.
 set -euo pipefail
@@ -32,5 +33,10 @@ if ((${#long[@]})); then
   status=1
 fi
 
-((status == 0)) && echo "architecture: imports and file sizes within the rules"
+if ! node_modules/.bin/knip --no-progress; then
+  echo "knip: unused files, exports or dependencies above (remove them, or export only what is imported)" >&2
+  status=1
+fi
+
+((status == 0)) && echo "architecture: imports, file sizes and dead code within the rules"
 exit "$status"

@@ -32,9 +32,8 @@ export const plans = {
   },
 } as const satisfies Record<string, Limits>;
 
-export type PlanName = keyof typeof plans;
+type PlanName = keyof typeof plans;
 
-export const defaultPlanCatalog: PlanCatalog = plans;
 
 /**
  * The catalog of a process: the built-in plans, with those of PLANS_FILE (JSON:
@@ -42,7 +41,7 @@ export const defaultPlanCatalog: PlanCatalog = plans;
  * start; a bad file stops the process with the problem named.
  */
 export function loadPlanCatalog(file: string | undefined): PlanCatalog {
-  if (!file) return defaultPlanCatalog;
+  if (!file) return plans;
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(file, "utf8"));
@@ -54,5 +53,5 @@ export function loadPlanCatalog(file: string | undefined): PlanCatalog {
     const issue = parsed.error.issues[0]!;
     throw new Error(`PLANS_FILE ${file}: ${issue.path.join(".") || "file"}: ${issue.message}`);
   }
-  return Object.freeze({ ...defaultPlanCatalog, ...parsed.data.plans });
+  return Object.freeze({ ...plans, ...parsed.data.plans });
 }

@@ -21,9 +21,9 @@ import { MAX_CHUNKS } from "./slicing";
  * the bound holds however many transcriber replicas run.
  */
 
-export type StepStatus = "running" | "retrying" | "complete" | "errored";
+type StepStatus = "running" | "retrying" | "complete" | "errored";
 
-export interface StepState {
+interface StepState {
   status: StepStatus;
   attempt: number;
   startedAt: string;

@@ -10,7 +10,7 @@ import { jobError, stepName } from "../../schemas/jobs";
  */
 
 /** A job's options as fixed at submission (after defaults and bounds). */
-export const jobSpec = z.object({
+const jobSpec = z.object({
   workflowId: z.string().uuid(),
   requestId: z.string(),
   ownerId: z.string(),
@@ -32,7 +32,7 @@ export const jobSpec = z.object({
 export type JobSpec = z.infer<typeof jobSpec>;
 
 /** One slice of the job's audio: absolute samples [startSample, endSample) of the decoded 16 kHz PCM. */
-export const chunkPlan = z.object({
+const chunkPlan = z.object({
   index: z.number().int().nonnegative(),
   startSample: z.number().int().nonnegative(),
   endSample: z.number().int().nonnegative(),
@@ -41,7 +41,7 @@ export type ChunkPlan = z.infer<typeof chunkPlan>;
 
 const at = z.string();
 
-export const jobEvent = z.discriminatedUnion("type", [
+const jobEvent = z.discriminatedUnion("type", [
   z.object({ type: z.literal("JobSubmitted"), data: jobSpec.extend({ at }) }),
   /** A resubmission of an errored job: unfinished steps start again, finished ones stay. */
   z.object({ type: z.literal("JobResumed"), data: z.object({ attempt: z.number().int().positive(), at }) }),

@@ -37,9 +37,9 @@ export interface BoundaryWindow {
   endSample: number;
 }
 
-export const FRAME_SECONDS = 0.02;
-export const QUIET_STRETCH_SECONDS = 0.2;
-export const TAIL_MERGE_SECONDS = 0.5;
+const FRAME_SECONDS = 0.02;
+const QUIET_STRETCH_SECONDS = 0.2;
+const TAIL_MERGE_SECONDS = 0.5;
 
 /** The most slices one job is cut into (schemas/jobs.ts `jobDefaults.maxChunks`). */
 export const MAX_CHUNKS: number = jobDefaults.maxChunks;
@@ -52,7 +52,7 @@ export function effectiveSegmentSeconds(durationSeconds: number, segmentSeconds:
   return Math.max(segmentSeconds, durationSeconds / MAX_CHUNKS);
 }
 
-export function searchWindowSeconds(segmentSeconds: number): number {
+function searchWindowSeconds(segmentSeconds: number): number {
   return Math.min(2, segmentSeconds / 4);
 }
 

@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from
 import type { Limits, PlanCatalog } from "../../schemas/plans";
 import type { Db } from "../../shared/db/index";
 import { AppError, unauthorized } from "../../shared/errors";
-import { defaultPlanCatalog } from "../../shared/plans";
+import { plans as builtInPlans } from "../../shared/plans";
 import { resolveLimits } from "../usage/limits";
 import { readKeyByHash, readKeyForAuth, type KeyRow } from "./queries";
 
@@ -23,8 +23,8 @@ export interface Principal {
   via: "api_key" | "session_token";
 }
 
-export const KEY_PREFIX = "sk-";
-export const KEY_MIN_LENGTH = 16;
+const KEY_PREFIX = "sk-";
+const KEY_MIN_LENGTH = 16;
 export const SESSION_TOKEN_PREFIX = "rt_";
 export const SESSION_TOKEN_TTL_SECONDS = 60;
 
@@ -33,7 +33,7 @@ export function sha256Hex(value: string): string {
 }
 
 /** Constant-time string equality (lengths are hidden by hashing both sides first). */
-export function safeEqual(a: string, b: string): boolean {
+function safeEqual(a: string, b: string): boolean {
   const ha = createHash("sha256").update(a).digest();
   const hb = createHash("sha256").update(b).digest();
   return timingSafeEqual(ha, hb) && a.length === b.length;
@@ -58,7 +58,7 @@ export function newKeyId(): string {
 }
 
 /** Format rules of spec 2.1: prefix `sk-`, at least 16 characters, 13 after the prefix. */
-export function isWellFormedKey(value: string): boolean {
+function isWellFormedKey(value: string): boolean {
   return value.startsWith(KEY_PREFIX) && value.length >= KEY_MIN_LENGTH && /^[\x21-\x7e]+$/.test(value);
 }
 
@@ -101,7 +101,7 @@ export function assertKeyRow(row: KeyRow | undefined, hash: string): asserts row
 }
 
 /** Authenticates an `sk-` key from an Authorization header value. */
-export async function authenticateApiKey(db: Db, authorization: string | undefined | null, now: Date, plans: PlanCatalog = defaultPlanCatalog): Promise<Principal> {
+export async function authenticateApiKey(db: Db, authorization: string | undefined | null, now: Date, plans: PlanCatalog = builtInPlans): Promise<Principal> {
   const hash = bearerKeyHash(authorization);
   const row = await readKeyByHash(db, hash);
   assertKeyRow(row, hash);
@@ -109,7 +109,7 @@ export async function authenticateApiKey(db: Db, authorization: string | undefin
 }
 
 /** Looks up a key by id (session tokens); same status rules as a Bearer key. */
-export async function principalForKeyId(db: Db, keyId: string, now: Date, plans: PlanCatalog = defaultPlanCatalog): Promise<Principal> {
+async function principalForKeyId(db: Db, keyId: string, now: Date, plans: PlanCatalog = builtInPlans): Promise<Principal> {
   const row = await readKeyForAuth(db, keyId);
   if (!row) throw unauthorized("invalid_session_token", "The session token's key no longer exists.");
   return principalFromRow(row, now, "session_token", plans);
@@ -174,7 +174,7 @@ function readSessionToken(secret: string | undefined, token: string, now: Date):
  * revoked or expired since issue is refused. Does not spend the token (see
  * redeemSessionToken, which the realtime upgrade uses).
  */
-export async function verifySessionToken(db: Db, secret: string | undefined, token: string, now: Date, plans: PlanCatalog = defaultPlanCatalog): Promise<Principal> {
+export async function verifySessionToken(db: Db, secret: string | undefined, token: string, now: Date, plans: PlanCatalog = builtInPlans): Promise<Principal> {
   const claims = readSessionToken(secret, token, now);
   return principalForKeyId(db, claims.kid, now, plans);
 }
@@ -199,7 +199,7 @@ export async function redeemSessionToken(
   token: string,
   now: Date,
   spend: SpendSessionToken,
-  plans: PlanCatalog = defaultPlanCatalog,
+  plans: PlanCatalog = builtInPlans,
 ): Promise<Principal> {
   const claims = readSessionToken(secret, token, now);
   const principal = await principalForKeyId(db, claims.kid, now, plans);

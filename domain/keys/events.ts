@@ -7,7 +7,7 @@ import { limitOverridesSchema, type LimitOverrides } from "../../schemas/plans";
  * through the key store (store.ts). The admin API's bodies and records are in
  * schemas/http.ts.
  */
-export const keyIssued = z.object({
+const keyIssued = z.object({
   type: z.literal("KeyIssued"),
   data: z.object({
     keyId: z.string(),
@@ -24,16 +24,16 @@ export const keyIssued = z.object({
     limits: limitOverridesSchema.optional(),
   }),
 });
-export const keyRevoked = z.object({
+const keyRevoked = z.object({
   type: z.literal("KeyRevoked"),
   data: z.object({ keyId: z.string(), revokedAt: z.string() }),
 });
 /** Recorded at most about once a minute per key, for `lastUsedAt`. */
-export const keyUsed = z.object({
+const keyUsed = z.object({
   type: z.literal("KeyUsed"),
   data: z.object({ keyId: z.string(), usedAt: z.string() }),
 });
-export const keyEvent = z.discriminatedUnion("type", [keyIssued, keyRevoked, keyUsed]);
+const keyEvent = z.discriminatedUnion("type", [keyIssued, keyRevoked, keyUsed]);
 export type KeyEvent = z.infer<typeof keyEvent>;
 export const keyEventEnvelope = envelopeOf(keyEvent);
 

@@ -54,7 +54,7 @@ export interface KeyCache {
   stop(): Promise<void>;
 }
 
-export interface KeyCacheOptions {
+interface KeyCacheOptions {
   nats: Nats;
   db: Db;
   plans: PlanCatalog;
@@ -80,7 +80,7 @@ const MAX_ENTRIES = 100_000;
 const MAX_UNKNOWN = 10_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function startKeyCache(options: KeyCacheOptions): Promise<KeyCache> {
+async function startKeyCache(options: KeyCacheOptions): Promise<KeyCache> {
   const { nats, db, plans, logger } = options;
   const ttlMs = options.ttlMs ?? 30_000;
   const negativeTtlMs = options.negativeTtlMs ?? 5_000;

@@ -200,6 +200,6 @@ function serverEvent(e: ServerEvent, key: SessionEventKey): Effect {
  * replica that handles the same audio again (redelivery, takeover) names it the same
  * and its events deduplicate; ids of one session never repeat.
  */
-export function itemId(sessionId: string, ms: number): string {
+function itemId(sessionId: string, ms: number): string {
   return `item_${sessionId.slice(5, 17)}_${String(ms).padStart(8, "0")}`;
 }

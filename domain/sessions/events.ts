@@ -21,7 +21,7 @@ export const sessionOpened = z.object({
     channels: z.number().int(),
   }),
 });
-export const sessionClosed = z.object({
+const sessionClosed = z.object({
   type: z.literal("rt.session.closed"),
   data: z.object({
     session_id: z.string(),
@@ -33,13 +33,13 @@ export const sessionClosed = z.object({
 });
 
 /** The VAD has handled a graceful end: every utterance of the session is committed. */
-export const sessionFlushed = z.object({
+const sessionFlushed = z.object({
   type: z.literal("rt.session.flushed"),
   data: z.object({ session_id: z.string() }),
 });
-export const serverEventRecorded = z.object({ type: z.literal("rt.server_event"), data: serverEvent });
+const serverEventRecorded = z.object({ type: z.literal("rt.server_event"), data: serverEvent });
 
-export const rtEvent = z.discriminatedUnion("type", [sessionOpened, sessionClosed, sessionFlushed, serverEventRecorded]);
+const rtEvent = z.discriminatedUnion("type", [sessionOpened, sessionClosed, sessionFlushed, serverEventRecorded]);
 export type RtEvent = z.infer<typeof rtEvent>;
 export type SessionOpened = z.infer<typeof sessionOpened>["data"];
 export type SessionClosed = z.infer<typeof sessionClosed>["data"];

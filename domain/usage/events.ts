@@ -6,10 +6,10 @@ import { envelopeOf } from "../../schemas/envelope";
  * audio seconds consumed and requests counted. The usage projection folds these into
  * per-key billing windows that admission reads.
  */
-export const usagePlane = z.enum(["realtime", "segment", "batch"]);
-export type UsagePlane = z.infer<typeof usagePlane>;
+const usagePlane = z.enum(["realtime", "segment", "batch"]);
+type UsagePlane = z.infer<typeof usagePlane>;
 
-export const usageRecorded = z.object({
+const usageRecorded = z.object({
   type: z.literal("UsageRecorded"),
   data: z.object({
     keyId: z.string(),
@@ -22,7 +22,7 @@ export const usageRecorded = z.object({
     occurredAt: z.string(),
   }),
 });
-export const usageEvent = z.discriminatedUnion("type", [usageRecorded]);
+const usageEvent = z.discriminatedUnion("type", [usageRecorded]);
 export type UsageEvent = z.infer<typeof usageEvent>;
 export const usageEventEnvelope = envelopeOf(usageEvent);
 

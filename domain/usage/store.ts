@@ -7,7 +7,7 @@ import { decideUsage } from "./decider";
 import { usageEventEnvelope, type UsageCommand, type UsageEvent } from "./events";
 
 /** What a subject consumed; `at` is when. */
-export type UsageRecord = Omit<UsageCommand["data"], "at"> & { at: Date };
+type UsageRecord = Omit<UsageCommand["data"], "at"> & { at: Date };
 
 /**
  * Usage of every plane: the only write path to the usage stream (`usage.evt.<keyId>`),

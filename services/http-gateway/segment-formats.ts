@@ -45,12 +45,12 @@ function clock(seconds: number, separator: "," | "."): string {
   return `${pad(h)}:${pad(m)}:${pad(s)}${separator}${pad(ms % 1000, 3)}`;
 }
 
-export function toSrt(result: VerboseTranscription): string {
+function toSrt(result: VerboseTranscription): string {
   return result.segments
     .map((s, i) => `${i + 1}\n${clock(s.start, ",")} --> ${clock(s.end, ",")}\n${s.text.trim()}\n\n`)
     .join("");
 }
 
-export function toVtt(result: VerboseTranscription): string {
+function toVtt(result: VerboseTranscription): string {
   return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${s.text.trim()}\n\n`).join("");
 }

@@ -44,7 +44,7 @@ export function buildResult(job: ActiveJob, chunks: ChunkArtifact[]): JobResult 
   };
 }
 
-export async function readChunkArtifacts(job: ActiveJob, objects: ObjectStore): Promise<ChunkArtifact[]> {
+async function readChunkArtifacts(job: ActiveJob, objects: ObjectStore): Promise<ChunkArtifact[]> {
   const out: ChunkArtifact[] = [];
   for (const chunk of job.chunks ?? []) {
     const parsed = chunkArtifact.safeParse(await getJson(objects, artifactKeys.chunk(job.spec, chunk.index)));

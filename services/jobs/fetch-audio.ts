@@ -43,7 +43,7 @@ export interface FetchAudioOptions {
   signal?: AbortSignal;
 }
 
-export const SAMPLE_RATE = 16_000;
+const SAMPLE_RATE = 16_000;
 
 /** Content types that are certainly not audio: pages, documents, API answers. */
 const notAudio = /^(text\/|application\/(json|xml|xhtml\+xml|javascript|pdf|zip|x-www-form-urlencoded)|image\/)/i;
@@ -96,7 +96,7 @@ export async function fetchAudio(job: ActiveJob, options: FetchAudioOptions): Pr
  * it, under prlimit's CPU, heap and file-size limits. Throws `undecodable_audio`, or
  * `unsupported_audio` for a file that needs more CPU than any real one.
  */
-export async function decodeFileToPcm(
+async function decodeFileToPcm(
   input: string,
   output: string,
   options: { maxSeconds?: number; timeoutMs: number; signal?: AbortSignal },

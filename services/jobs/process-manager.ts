@@ -52,7 +52,7 @@ export interface ProcessManagerOptions {
   usage: Pick<UsageStore, "record" | "consumeBudget">;
 }
 
-export const PROCESS_MANAGER_DURABLE = "jobs-process-manager";
+const PROCESS_MANAGER_DURABLE = "jobs-process-manager";
 
 export async function startProcessManager(options: ProcessManagerOptions) {
   const { nats, store, logger } = options;

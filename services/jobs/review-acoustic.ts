@@ -20,13 +20,13 @@ import { APPLY_CONFIDENCE, candidateSpans, normalizeWord, resolveOverlaps, type 
  * when idle, so the jobs-reviewer needs no transcription worker to be reachable.
  */
 
-export interface AlignRequest {
+interface AlignRequest {
   fromSample: number;
   toSample: number;
   words: string[];
 }
 
-export interface Alignment {
+interface Alignment {
   /** Acoustic score of the forced path: a log-likelihood in the decoder's scaled units (log base 1.0001). */
   ascr: number;
   frames: number;
@@ -190,7 +190,7 @@ function tokensOf(raw: string): string[] | undefined {
  * with the words as transcribed. A candidate whose segment has a word the aligner
  * cannot take (a formatted number) or a term without pronunciation stays unchecked.
  */
-export async function acousticEvidence(
+async function acousticEvidence(
   candidates: Annotation[],
   segments: TimedSegment[],
   audio: SliceAudio,
@@ -241,9 +241,9 @@ export async function acousticEvidence(
 // ---------------------------------------------------------------- the decision
 
 /** Spans from this sound similarity up are checked against the audio. */
-export const CANDIDATE_SOUND = 0.6;
+const CANDIDATE_SOUND = 0.6;
 /** At most this many candidates a slice are checked (best sound first): bounds the aligner's work. */
-export const MAX_CHECKED = 60;
+const MAX_CHECKED = 60;
 /**
  * A term is applied when its segment's acoustic score with the term is at least this
  * much above (here: at most this much below) the score with the words as transcribed,
@@ -259,7 +259,7 @@ export const APPLY_GAIN = -250;
 /** How fast confidence moves with the gain: 0.8 at APPLY_GAIN, 0.97 at +400 from it, 0.35 at −400. */
 const GAIN_SCALE = 200;
 /** Annotations recorded in review_chunk_{i}.json from this confidence up. */
-export const RECORD_CONFIDENCE = 0.3;
+const RECORD_CONFIDENCE = 0.3;
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
 

@@ -24,7 +24,7 @@ import { doubleMetaphone } from "double-metaphone";
  */
 
 /** Default floor of candidateSpans and annotateSegments (sound similarity). */
-export const REPORT_CONFIDENCE = 0.7;
+const REPORT_CONFIDENCE = 0.7;
 /** Stage 2 applies annotations from here up; below it the reviewer changes nothing. */
 export const APPLY_CONFIDENCE = 0.8;
 /** Bounds the work: at most this many terms, each at most MAX_TERM_WORDS words. */
@@ -141,7 +141,7 @@ const EDGE_COST = 0.3;
  * EDGE_COST each: a recognizer moves word boundaries, so the first and last heard words
  * often carry a sound of their neighbours ("until this blows" for "an ill disposed").
  */
-export function phonemeDistance(a: string[], b: string[], lead = 0, trail = 0): number {
+function phonemeDistance(a: string[], b: string[], lead = 0, trail = 0): number {
   let prev = new Array<number>(b.length + 1);
   prev[0] = 0;
   for (let j = 1; j <= b.length; j++) prev[j] = prev[j - 1]! + indel(b[j - 1]!);
@@ -158,7 +158,7 @@ export function phonemeDistance(a: string[], b: string[], lead = 0, trail = 0): 
   return best;
 }
 
-export function levenshtein(a: string, b: string): number {
+function levenshtein(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const cur = [i];
@@ -195,7 +195,7 @@ function pronunciations(words: string[], pronounce: Pronounce): Pronunciation[] 
  * real word heard for another one-word term (the engine had both in its lexicon and
  * chose the heard one) needs near-identical sound: SINGLE_WORD_PENALTY is taken off.
  */
-export function soundsLike(heard: string[], term: string[], pronounce: Pronounce): { score: number; reason: string } {
+function soundsLike(heard: string[], term: string[], pronounce: Pronounce): { score: number; reason: string } {
   const heardLetters = letters(heard);
   const termLetters = letters(term);
   const spelling = similarity(levenshtein(heardLetters, termLetters), heardLetters.length, termLetters.length);

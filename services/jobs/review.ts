@@ -43,14 +43,14 @@ export interface SliceReviewInput {
   /** The slice's audio, read only by a reviewer that listens (the embedded one). */
   audio?: () => Promise<SliceAudio | undefined>;
 }
-export interface TranscriptReviewInput {
+interface TranscriptReviewInput {
   metadata: Record<string, unknown>;
   prompt?: string;
   language: string;
   segments: JobSegment[];
   slices: ReviewChunkArtifact[];
 }
-export type SliceReview = Pick<ReviewChunkArtifact, "corrections" | "annotations" | "notes">;
+type SliceReview = Pick<ReviewChunkArtifact, "corrections" | "annotations" | "notes">;
 
 export interface Reviewer {
   kind: "embedded" | "llm";
@@ -80,7 +80,7 @@ const stage2Answer = z.object({
   notes: z.string().default(""),
 });
 
-export function chatCompletionsUrl(base: string): string {
+function chatCompletionsUrl(base: string): string {
   const trimmed = base.replace(/\/+$/, "");
   return trimmed.endsWith("/chat/completions") ? trimmed : `${trimmed}/chat/completions`;
 }

@@ -32,7 +32,7 @@ export async function sliceAudio(job: ActiveJob, objects: ObjectStore): Promise<
 }
 
 /** Permanent failures for stored audio the fetch step could not have written. */
-export function assertStoredAudioFits(job: ActiveJob, samples: number): void {
+function assertStoredAudioFits(job: ActiveJob, samples: number): void {
   const { sampleRate } = job.audio!;
   if (sampleRate !== SLICE_SAMPLE_RATE) {
     throw new AppError("unsupported", "unsupported_audio", `the stored audio is ${sampleRate} Hz; the job steps read 16 kHz PCM only`);

@@ -30,7 +30,7 @@ import type { StepCommand, StepKind } from "../../schemas/jobs";
 
 const nowIso = (ctx: ServiceContext) => ctx.now().toISOString();
 
-export async function startJobManager(ctx: ServiceContext): Promise<RunningService> {
+async function startJobManager(ctx: ServiceContext): Promise<RunningService> {
   const pm = await startProcessManager({
     nats: ctx.nats,
     store: ctx.jobs,
@@ -90,7 +90,7 @@ function stepService(
  * and decodes JOB_DECODE_CONCURRENCY at a time (fetch-slots.ts); a DELETE of the job
  * closes its download in flight (abortWhenJobEnds).
  */
-export async function startJobFetcher(ctx: ServiceContext): Promise<RunningService> {
+async function startJobFetcher(ctx: ServiceContext): Promise<RunningService> {
   const jobs = ctx.config.jobs;
   const share = createOwnerShare(jobs.fetchConcurrency);
   const decodes = createFairSlots(jobs.decodeConcurrency);
@@ -115,7 +115,7 @@ export async function startJobFetcher(ctx: ServiceContext): Promise<RunningServi
   )(ctx);
 }
 
-export const startJobSlicer = stepService("jobs-slicer", "slice", () => 4, (ctx, store) => async (job, command) => {
+const startJobSlicer = stepService("jobs-slicer", "slice", () => 4, (ctx, store) => async (job, command) => {
   const chunks = await sliceAudio(job, ctx.objects);
   await store.execute(command.workflowId, { type: "RecordAudioSliced", chunks, now: nowIso(ctx) });
 });
@@ -133,12 +133,12 @@ export const startJobTranscriber = stepService(
   },
 );
 
-export const startJobAggregator = stepService("jobs-aggregator", "aggregate", () => 4, (ctx, store) => async (job, command) => {
+const startJobAggregator = stepService("jobs-aggregator", "aggregate", () => 4, (ctx, store) => async (job, command) => {
   const result = await aggregateTranscript(job, ctx.objects);
   await store.execute(command.workflowId, { type: "RecordTranscriptAggregated", segments: result.segments.length, now: nowIso(ctx) });
 });
 
-export async function startJobReviewer(ctx: ServiceContext): Promise<RunningService> {
+async function startJobReviewer(ctx: ServiceContext): Promise<RunningService> {
   // The embedded reviewer's acoustic check: one ps-worker process of this replica's
   // own, started on the first check and stopped when idle (and with the service).
   const aligner = createAligner();

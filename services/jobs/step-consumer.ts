@@ -57,7 +57,7 @@ export interface RunningStepConsumer {
   stop(): Promise<void>;
 }
 
-export const durableFor = (kind: StepKind) => `jobs-${kind}`;
+const durableFor = (kind: StepKind) => `jobs-${kind}`;
 
 export async function startStepConsumer(options: StepConsumerOptions): Promise<RunningStepConsumer> {
   const { nats, store, logger, kind } = options;
@@ -243,7 +243,7 @@ function safeJson(msg: JsMsg): unknown {
 }
 
 /** The least delay a retryable error asks for with its Retry-After header (seconds), else 0. */
-export function retryAfterMs(e: AppError): number {
+function retryAfterMs(e: AppError): number {
   const seconds = Number(e.headers["Retry-After"]);
   return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 0;
 }

@@ -30,7 +30,7 @@ export class StepBusy extends AppError {
   }
 }
 
-export const leaseKey = (workflowId: string, step: string) => `job.${workflowId}.${step}`;
+const leaseKey = (workflowId: string, step: string) => `job.${workflowId}.${step}`;
 
 export function createStepLeases(kv: () => Promise<KV>, options: { ttlMs: number; now?: () => number }) {
   const now = options.now ?? Date.now;

@@ -38,7 +38,7 @@ const round3 = (x: number) => Math.round(x * 1000) / 1000;
  * rule (1.5 × real-time factor) would time out queued slices; the timeout here is only
  * there to notice a worker that died.
  */
-export const chunkTimeoutMs = (seconds: number, concurrency = 1) =>
+const chunkTimeoutMs = (seconds: number, concurrency = 1) =>
   Math.min(30 * 60_000, Math.max(120_000, Math.ceil(seconds * 2000 * Math.max(1, concurrency))));
 
 /**
@@ -47,7 +47,7 @@ export const chunkTimeoutMs = (seconds: number, concurrency = 1) =>
  * NATS to announce itself again (workers re-announce at once after a reconnect, and
  * every WORKER_HEARTBEAT_MS), so a job's attempts are not all spent inside one outage.
  */
-export const ROUTING_RETRY_AFTER_SECONDS = 10;
+const ROUTING_RETRY_AFTER_SECONDS = 10;
 
 export async function transcribeChunk(job: ActiveJob, index: number, deps: TranscribeChunkDeps): Promise<ChunkOutcome> {
   const chunk = job.chunks?.[index];

@@ -65,7 +65,7 @@ export function partitionOf(sessionId: string, partitions: number): number {
  * error"). Timeouts, no responders, a closed connection and 5xx answers are the
  * upstream being away: 1013 upstream_unavailable, try again later.
  */
-export function refusedByStream(err: unknown): boolean {
+function refusedByStream(err: unknown): boolean {
   return err instanceof JetStreamApiError && err.apiError().code < 500;
 }
 

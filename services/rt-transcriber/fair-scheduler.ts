@@ -27,7 +27,7 @@ export interface QueuedUtterance {
 /** `stopped`: the replica is stopping; the utterance is left to another one. */
 export type Grant = "local" | "fallback" | "expired" | "stopped";
 
-export interface BacklogStats {
+interface BacklogStats {
   queued: number;
   localInFlight: number;
   fallbackInFlight: number;
@@ -68,7 +68,7 @@ const SATURATED_AFTER_EXPIRY_MS = 2000;
  * Saturated: an utterance has already waited half the maximum, or one expired within
  * the last 2 s. New sessions would only add speech that waits out the limit.
  */
-export function isSaturated(oldestWaitMs: number, maxWaitMs: number, msSinceExpiry: number): boolean {
+function isSaturated(oldestWaitMs: number, maxWaitMs: number, msSinceExpiry: number): boolean {
   return oldestWaitMs >= maxWaitMs / 2 || msSinceExpiry < SATURATED_AFTER_EXPIRY_MS;
 }
 

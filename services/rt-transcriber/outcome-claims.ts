@@ -10,7 +10,7 @@ import { isCasConflict } from "../../shared/lease-entry";
  * JetStream drops the repeat), an expired one gets the same `failed` again (deduped
  * alike). So an item failed as overloaded never gets a `completed` after it.
  */
-export type OutcomeDecision = "transcribe" | "overloaded";
+type OutcomeDecision = "transcribe" | "overloaded";
 
 export interface OutcomeClaims {
   /** The decision that holds for the item: `wanted` if none was made before. */

@@ -103,7 +103,7 @@ export async function openPartitionConsumer(nats: Nats, stream: string, durable:
  * that was some partitions' decisions 30 s late. Gateways cut batches at
  * MAX_BATCH_MESSAGE_BYTES, so the partitions of one process together stay under 32 MiB.
  */
-export function pullMessagesPerPartition(partitions: number): number {
+function pullMessagesPerPartition(partitions: number): number {
   return Math.max(4, Math.floor((32 * 1024 * 1024) / Math.max(1, partitions) / (MAX_BATCH_MESSAGE_BYTES + 4096)));
 }
 

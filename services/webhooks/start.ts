@@ -22,7 +22,7 @@ import { webhookDeliveries } from "../../shared/metrics";
  * At-least-once: a receiver may see a delivery twice (e.g. a crash between its 2xx
  * and our record); `X-STT-Delivery` is stable per job so receivers can deduplicate.
  */
-export const WEBHOOK_DURABLE = "jobs-webhook";
+const WEBHOOK_DURABLE = "jobs-webhook";
 
 export async function startWebhooks(ctx: ServiceContext): Promise<RunningService> {
   const { nats, config, objects, jobs } = ctx;

@@ -6,7 +6,7 @@ import type { ColumnType, Generated } from "kysely";
  * Postgres read-model tables (snake_case). Projections own the rows; JetStream is the
  * source of truth, so any table here can be dropped and rebuilt by replay.
  */
-export interface ProjectionOffsetsTable {
+interface ProjectionOffsetsTable {
   name: string;
   last_seq: ColumnType<string | number, string | number, string | number>;
   updated_at: ColumnType<Date, Date | string, Date | string>;
@@ -28,7 +28,7 @@ export interface ApiKeysTable {
   limit_overrides: ColumnType<LimitOverrides | null, string | null | undefined, string | null>;
 }
 
-export interface UsageWindowsTable {
+interface UsageWindowsTable {
   key_id: string;
   owner_id: string;
   window_start: ColumnType<Date, Date | string, Date | string>;
@@ -64,7 +64,7 @@ export interface JobsTable {
 }
 
 /** An event a projection stepped over because it cannot be applied (shared/projection.ts). */
-export interface ProjectionDeadLettersTable {
+interface ProjectionDeadLettersTable {
   projection: string;
   /** Stream sequence of the event. */
   seq: ColumnType<string | number, string | number, string | number>;
@@ -82,4 +82,4 @@ export interface Database {
   jobs: JobsTable;
 }
 
-export type { Generated };
+;

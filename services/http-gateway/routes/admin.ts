@@ -24,7 +24,7 @@ const errors = {
 };
 const security = [{ adminToken: [] }];
 
-export function toKeyRecord(row: Omit<KeyRecordRow, "key_hash">, now: Date, plans: PlanCatalog): KeyRecord {
+function toKeyRecord(row: Omit<KeyRecordRow, "key_hash">, now: Date, plans: PlanCatalog): KeyRecord {
   const status = row.revoked_at ? "revoked" : row.expires_at && row.expires_at.getTime() <= now.getTime() ? "expired" : "active";
   return {
     id: row.id,

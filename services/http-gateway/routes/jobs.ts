@@ -43,7 +43,7 @@ import type { GatewayDeps } from "../deps";
  * would exhaust the free plan's 12 per minute); submissions are.
  */
 export const JOBS_PATH = "/v1/audio/transcriptions/jobs";
-export const jobPollPath = (workflowId: string) => `${JOBS_PATH}/${workflowId}`;
+const jobPollPath = (workflowId: string) => `${JOBS_PATH}/${workflowId}`;
 
 const uuidPattern = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
 const uuidRegex = new RegExp(`^${uuidPattern}$`);
@@ -61,14 +61,14 @@ async function workflowIdOfSubmission(store: JobStore, ownerId: string, requestI
 }
 
 /** Largest submission body: the job's options travel in one JetStream event. */
-export const MAX_SUBMISSION_BYTES = 256 * 1024;
+const MAX_SUBMISSION_BYTES = 256 * 1024;
 
 /**
  * Parses a raw body into a job submission: 400 `invalid_json` / `invalid_request`, or
  * `invalid_string` when a string (a `metadata` key or value included) holds something
  * Postgres cannot store, so it never reaches the event log.
  */
-export function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
+function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
   if (Buffer.byteLength(raw, "utf8") > MAX_SUBMISSION_BYTES) {
     throw new AppError("too_large", "request_too_large", `the request body is larger than ${MAX_SUBMISSION_BYTES} bytes`);
   }
@@ -131,7 +131,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
 }
 
 /** The poll view of one job, for its owner only. */
-export async function readJob(deps: GatewayDeps, principal: Principal, workflowId: string): Promise<JobView> {
+async function readJob(deps: GatewayDeps, principal: Principal, workflowId: string): Promise<JobView> {
   const missing = () => notFound("job_not_found", `no job ${workflowId.slice(0, 64)}`);
   if (!uuidRegex.test(workflowId)) throw missing();
   const id = workflowId.toLowerCase();

@@ -7,7 +7,7 @@ import { peekRate } from "../../../shared/rate-limit";
 import { requireAdmin, requireApiKey, type GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
 
-export const USAGE_PATH = "/v1/usage";
+const USAGE_PATH = "/v1/usage";
 const OWNER_USAGE_PATH = "/v1/external-transcription/usage";
 
 /**
