@@ -77,8 +77,8 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
           if (duplicates > 0) {
             // A fact with this id is in the log already, so the state decided on was
             // behind it (JetStream answers a duplicate id before it checks the expected
-            // sequence): read the job again from the start and decide afresh.
-            cache.delete(workflowId);
+            // sequence): read on from the cached state (the fact lies after it) and
+            // decide afresh, as for a conflict.
             if (attempt < maxConflicts) continue;
             return { events: [], state: (await load(workflowId)).state };
           }
