@@ -9,7 +9,6 @@
  * and off: word error rate, engine CPU seconds per audio second (from /proc, the
  * process's own user+system time), and the time `end` takes.
  */
-import { readFile } from "node:fs/promises";
 import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
 import { createStreamDecoderPool, type StreamResult, type StreamUtterance } from "../services/vad/stream-decoders";
 import { labelledClips } from "./support/clips";

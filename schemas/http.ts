@@ -43,7 +43,6 @@ export const issueKeyBody = z
       .describe("This key's own overrides of its plan's limits, e.g. {\"maxRequestsPerMinute\": 5000}; the rest come from the plan."),
   })
   .openapi("IssueKeyRequest");
-type IssueKeyBody = z.infer<typeof issueKeyBody>;
 
 export const keyRecord = z
   .object({

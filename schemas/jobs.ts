@@ -55,7 +55,6 @@ export const submitJobBody = z.object({
   smart_format: z.boolean({ error: "smart_format must be a boolean" }).optional(),
   metadata: safeJsonObject(metadataLimits, { error: "metadata must be an object" }).optional(),
 });
-type SubmitJobBody = z.infer<typeof submitJobBody>;
 
 export const submitJobResponse = z.object({
   request_id: z.string(),

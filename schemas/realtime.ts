@@ -73,7 +73,6 @@ const streamingSettings = z.object({
   /** Punctuation, capitals and numerals in deltas and `completed` (default true; docs/realtime.md "Formatting"). */
   smart_format: z.boolean(),
 });
-type StreamingSettings = z.infer<typeof streamingSettings>;
 
 const sessionUpdate = z.object({
   type: z.literal("session.update"),
@@ -245,11 +244,6 @@ export const serverEvent = z.discriminatedUnion("type", [
 ]);
 export type ServerEvent = z.infer<typeof serverEvent>;
 export type ServerEventOf<T extends ServerEvent["type"]> = Extract<ServerEvent, { type: T }>;
-
-/** Body of a refused upgrade (spec 3.3 / 7.2), the OpenAI-style envelope of the transcription routes. */
-const upgradeRefusal = z.object({
-  error: z.object({ message: z.string(), type: z.string(), code: z.string() }),
-});
 
 // ---------------------------------------------------------------- close codes (spec 7.3)
 

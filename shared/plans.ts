@@ -32,7 +32,6 @@ export const plans = {
   },
 } as const satisfies Record<string, Limits>;
 
-type PlanName = keyof typeof plans;
 
 
 /**

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
-import { connectRt, extraGateways, fixture, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
+import { connectRt, extraGateways, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
 import { rtSessionCloses } from "../shared/metrics";
 
 /**

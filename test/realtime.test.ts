@@ -10,15 +10,12 @@ import { connectRt, extraGateways, fixture, refusal, silence, streamPcm, wsUrl }
 import { fixturePath } from "./support/fixtures";
 
 let stack: Stack;
-let freeKey: string;
 let proKey: string;
 const gateways = extraGateways(() => stack);
-const gatewayWith = gateways.start;
 
 beforeAll(async () => {
   // PocketSphinx on a shared 2-core machine: give the router's per-attempt timeout room
   stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6" });
-  freeKey = (await stack.issueKey("free")).key;
   proKey = (await stack.issueKey("pro")).key;
 });
 afterAll(async () => {

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { INTERNAL_SAMPLE_RATE, SUPPORTED_SAMPLE_RATES } from "../../schemas/realtime";
+import { SUPPORTED_SAMPLE_RATES } from "../../schemas/realtime";
 import { bearerCredential, redeemSessionToken, refuseKeysInUrl, SESSION_TOKEN_PREFIX, type Principal } from "../../domain/keys/auth";
 import type { KeyCache } from "../../domain/keys/key-cache";
 import type { KeyStore } from "../../domain/keys/store";

@@ -1,7 +1,6 @@
 import type { AudioBudget } from "../../domain/usage/budget";
 import type { UsageStore } from "../../domain/usage/store";
 import type { Logger } from "../../shared/logger";
-import type { Nats } from "../../shared/nats";
 import type { Admission } from "./admit";
 
 /** Audio budget drawn per claim, and how far ahead of the audio the next claim starts. */

@@ -1,4 +1,3 @@
-import { sql } from "kysely";
 import { countJobsByStatus } from "../../domain/jobs/queries";
 import type { ServiceContext } from "../context";
 import { addScrapeCollector, consumerAckPending, consumerPending, jobsByStatus, projectionLag, workersCapacity, workersGauge, workersInFlight } from "../../shared/metrics";

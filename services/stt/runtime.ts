@@ -2,7 +2,7 @@ import { createKeyStore } from "../../domain/keys/store";
 import { createUsageStore } from "../../domain/usage/store";
 import { createSessionStore } from "../../domain/sessions/store";
 import { createJobStore } from "../../domain/jobs/store";
-import { loadConfig, type Config } from "../../shared/config";
+import type { Config } from "../../shared/config";
 import { createDb, migrateToLatest } from "../../shared/db/index";
 import { createLogger, type Logger } from "../../shared/logger";
 import { connectNats } from "../../shared/nats";

@@ -4,9 +4,9 @@ import { DEFAULT_PARTIAL_INTERVAL_MS, UTTERANCE_HEADER, type ServerEvent, type U
 import { traceHeaders } from "../../shared/telemetry";
 import { msToSamples } from "../../shared/audio/vad";
 import type { Nats } from "../../shared/nats";
-import { completeStreamedItem, streamedDelta, type EmittedWord } from "../../domain/transcript/item-transcript";
+import { completeStreamedItem, streamedDelta } from "../../domain/transcript/item-transcript";
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
-import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
+import type { StreamHypothesis } from "./stream-decoders";
 import { newlyStable, SETTLE_FRAMES } from "./streaming";
 import type { HandleEnv, OpenStream, SessionState } from "./session-state";
 

@@ -1,6 +1,6 @@
 import type { JobError, JobStatus, JobStepView } from "../../schemas/jobs";
 import type { LimitOverrides } from "../../schemas/plans";
-import type { ColumnType, Generated } from "kysely";
+import type { ColumnType } from "kysely";
 
 /**
  * Postgres read-model tables (snake_case). Projections own the rows; JetStream is the

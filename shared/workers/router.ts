@@ -11,7 +11,7 @@ import { transcribeWithOpenAI, type OpenAIEndpoint } from "./openai-client";
 import { localWorker, type LocalWorker } from "./local";
 import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
 import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
-import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types";
+import type { TranscribeRequest, WorkerRouter } from "./types";
 import { ConnectionLost, describeFailure, isNoResponders, isTimeout, TranscriptionFailed, TRANSIENT_WORKER_CODES } from "./attempt-failures";
 
 export { isTransientRoutingFailure } from "./attempt-failures";

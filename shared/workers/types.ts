@@ -29,7 +29,7 @@ export interface TranscribeRequest {
   fallbackOnly?: boolean;
 }
 
-export interface TranscribeResult {
+interface TranscribeResult {
   result: VerboseTranscription;
   /** Worker that produced the result. */
   workerId: string;

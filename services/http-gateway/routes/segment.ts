@@ -8,7 +8,6 @@ import { openAiError } from "../../../schemas/http";
 import { issueErrorCode } from "../../../schemas/safe-string";
 import { segmentFields, segmentForm } from "../../../schemas/segment";
 import { verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
-import type { Principal } from "../../../domain/keys/auth";
 import type { AudioBudget } from "../../../domain/usage/budget";
 import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
 import { createPcmMemory, PCM_BYTES_PER_SECOND, PcmMemoryRefusal, type PcmHold, type PcmMemory } from "../../../shared/audio/pcm-memory";
