@@ -47,7 +47,7 @@ async function transcribe(bytes: Uint8Array, fields: Record<string, string> = {}
 }
 
 describe("segment plane", () => {
-  it("formats espeak-ng sentences and the fixtures: the formatted score improves, the recognised words do not change, off formats nothing", { timeout: 120_000 }, async () => {
+  it("formats espeak-ng sentences and the fixtures: the formatted score improves, the recognised words do not change, off formats nothing", { timeout: 300_000 }, async () => {
     let onErrors = 0;
     let offErrors = 0;
     let exact = 0;
@@ -81,7 +81,7 @@ describe("segment plane", () => {
     expect(exact).toBeGreaterThanOrEqual(3);
   });
 
-  it("SRT and VTT cues start with a capital and end their sentences with punctuation; text and json formatted; off leaves them", { timeout: 60_000 }, async () => {
+  it("SRT and VTT cues start with a capital and end their sentences with punctuation; text and json formatted; off leaves them", { timeout: 240_000 }, async () => {
     for (const format of ["srt", "vtt"]) {
       const body = await (await transcribe(JFK, { response_format: format })).text();
       const cues = body.split(/\r?\n/).filter((l) => l && !/-->/.test(l) && !/^\d+$/.test(l) && l !== "WEBVTT");
@@ -133,7 +133,7 @@ describe("realtime plane", () => {
     return { completed, deltas };
   }
 
-  it("completed transcripts are sentences, the deltas still concatenate to them; smart_format false leaves them as recognised", { timeout: 90_000 }, async () => {
+  it("completed transcripts are sentences, the deltas still concatenate to them; smart_format false leaves them as recognised", { timeout: 240_000 }, async () => {
     const on = await session(true);
     expect(on.completed.length).toBeGreaterThan(0);
     for (const c of on.completed.filter((c: any) => c.transcript)) {
@@ -164,7 +164,7 @@ describe("batch plane", () => {
     return view.output!.result;
   }
 
-  it("results are formatted by default with the job's metadata terms, and not with smart_format false", { timeout: 120_000 }, async () => {
+  it("results are formatted by default with the job's metadata terms, and not with smart_format false", { timeout: 240_000 }, async () => {
     const on = await job({ metadata: { speaker: "John F. Kennedy", audience: "Americans" } });
     expect(on.text).toMatch(/^And /);
     expect(on.text).toMatch(/[.?!]$/);
