@@ -16,13 +16,27 @@ import { jobEventEnvelope, type JobEvent } from "./events";
  * forward to the end of the subject, so it is never stale.
  */
 export interface JobStore {
-  load(workflowId: string): Promise<{ state: JobState; lastSeq: number }>;
+  load(workflowId: string, options?: ReadAtLeast): Promise<{ state: JobState; lastSeq: number }>;
   /**
    * Decides `command` on the current state and appends the events, expecting the
    * subject not to have moved; on a concurrent append it reloads and decides again.
    */
-  execute(workflowId: string, command: JobCommand | ((state: JobState) => JobCommand)): Promise<{ events: JobEvent[]; state: JobState }>;
+  execute(workflowId: string, command: JobCommand | ((state: JobState) => JobCommand), options?: ReadAtLeast): Promise<{ events: JobEvent[]; state: JobState }>;
 }
+
+interface ReadAtLeast {
+  /**
+   * The stream sequence of an event of this job the caller has seen (the event a
+   * consumer is reacting to): the state must include it. Direct gets may be answered by
+   * a replica that has not applied it yet (a clustered stream, a node just killed); such
+   * a read is retried briefly, then refused as retryable, never decided on.
+   */
+  atLeastSeq?: number;
+}
+
+/** How often, and how long apart, a read behind `atLeastSeq` or a duplicate is retried before the caller is told to retry later. */
+const BEHIND_RETRIES = 8;
+const behindDelayMs = (attempt: number) => Math.min(500, 25 * 2 ** attempt) * (0.5 + Math.random() / 2);
 
 interface Cached {
   state: JobState;
@@ -41,7 +55,18 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
     if (cache.size > cacheSize) cache.delete(cache.keys().next().value!);
   };
 
-  const load = async (workflowId: string): Promise<Cached> => {
+  const load = async (workflowId: string, options: ReadAtLeast = {}): Promise<Cached> => {
+    for (let attempt = 1; ; attempt++) {
+      const value = await readForward(workflowId);
+      if (value.lastSeq >= (options.atLeastSeq ?? 0)) return value;
+      if (attempt >= BEHIND_RETRIES) {
+        throw new AppError("unavailable", "event_store_behind", `job ${workflowId} read up to ${value.lastSeq}, before the event at ${options.atLeastSeq} it was asked about`);
+      }
+      await new Promise((r) => setTimeout(r, behindDelayMs(attempt)));
+    }
+  };
+
+  const readForward = async (workflowId: string): Promise<Cached> => {
     const subject = nats.topology.subjects.jobEvent(workflowId);
     let { state, lastSeq } = cache.get(workflowId) ?? { state: initialJobState, lastSeq: 0 };
     try {
@@ -63,10 +88,10 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
 
   return {
     load,
-    async execute(workflowId, command) {
+    async execute(workflowId, command, options = {}) {
       const subject = nats.topology.subjects.jobEvent(workflowId);
       for (let attempt = 1; ; attempt++) {
-        const { state, lastSeq } = await load(workflowId);
+        const { state, lastSeq } = await load(workflowId, options);
         const cmd = typeof command === "function" ? command(state) : command;
         const events = decide(cmd, state);
         if (events.length === 0) return { events, state };
@@ -78,9 +103,14 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
             // A fact with this id is in the log already, so the state decided on was
             // behind it (JetStream answers a duplicate id before it checks the expected
             // sequence): read on from the cached state (the fact lies after it) and
-            // decide afresh, as for a conflict.
-            if (attempt < maxConflicts) continue;
-            return { events: [], state: (await load(workflowId)).state };
+            // decide afresh, as for a conflict, a little later: a read served by a replica
+            // behind the leader would otherwise decide the same fact again at once. Never
+            // given up on silently: the caller is told to retry.
+            if (attempt < BEHIND_RETRIES) {
+              await new Promise((r) => setTimeout(r, behindDelayMs(attempt)));
+              continue;
+            }
+            throw new AppError("unavailable", "event_store_behind", `job ${workflowId}: ${events[0]!.type} is in the log already but not in the state read`);
           }
           const next = events.reduce(evolve, state);
           remember(workflowId, { state: next, lastSeq: seqs.at(-1) ?? lastSeq });

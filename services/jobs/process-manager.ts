@@ -90,7 +90,7 @@ export async function startProcessManager(options: ProcessManagerOptions) {
       }
     }
     if (envelope.type === "JobCompleted") {
-      const { state } = await store.load(workflowId);
+      const { state } = await store.load(workflowId, { atLeastSeq: msg.info.streamSequence });
       if (state.status !== "none") {
         await options.usage.record({
           keyId: state.spec.keyId,
@@ -106,7 +106,8 @@ export async function startProcessManager(options: ProcessManagerOptions) {
         await options.usage.consumeBudget(state.spec.keyId, envelope.data.audioSeconds, new Date(envelope.data.at));
       }
     }
-    await store.execute(workflowId, { type: "Advance", now: options.now().toISOString(), reviewAvailable: options.reviewAvailable });
+    // decided on a state that includes this event (a replica's direct get may lag it)
+    await store.execute(workflowId, { type: "Advance", now: options.now().toISOString(), reviewAvailable: options.reviewAvailable }, { atLeastSeq: msg.info.streamSequence });
     return ack();
   };
 
