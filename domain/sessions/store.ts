@@ -1,5 +1,6 @@
 import type { ServerEvent } from "../../schemas/realtime";
 import { appendEvents, type AppendResult, type NewEvent } from "../../shared/event-store";
+import { safeJson } from "../../shared/json";
 import type { Nats } from "../../shared/nats";
 import { rtEventEnvelope, sessionOpened, type RtEvent, type SessionClosed, type SessionEventKey, type SessionOpened } from "./events";
 
@@ -122,7 +123,8 @@ export function createSessionStore(nats: Pick<Nats, "js" | "jsm" | "topology">):
       for (let i = 0; i < OPENED_SCAN; i++) {
         const m = await nats.jsm.direct.getMessage(stream, { seq: seq + 1, next_by_subj: subject(sessionId) });
         if (!m) return undefined;
-        const parsed = sessionOpened.safeParse(m.json());
+        // a record that is not JSON is stepped over like one that is not `opened`
+        const parsed = sessionOpened.safeParse(safeJson(m.string()));
         if (parsed.success) return parsed.data.data;
         seq = m.seq;
       }

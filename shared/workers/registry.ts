@@ -2,6 +2,7 @@ import type { KV } from "@nats-io/kv";
 import { workerAnnouncement, type WorkerAnnouncement } from "../../schemas/segment";
 import type { Logger } from "../logger";
 import type { Nats } from "../nats";
+import { safeJson } from "../json";
 
 /**
  * Live view of the worker registry bucket (topology.buckets.workers): one key per
@@ -163,12 +164,4 @@ export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number
       current?.stop();
     },
   };
-}
-
-function safeJson(s: string): unknown {
-  try {
-    return JSON.parse(s);
-  } catch {
-    return undefined;
-  }
 }
