@@ -34,4 +34,18 @@ describe("job store reads at least up to the event a consumer reacts to", () => 
     await expect(other.execute(workflowId, { type: "Advance", now, reviewAvailable: false }, { atLeastSeq: lastSeq + 1000 })).rejects.toMatchObject({ code: "event_store_behind" });
     expect((await other.load(workflowId)).lastSeq).toBe(lastSeq);
   });
+
+  it("given a job with several events, a fresh store reading through the stream leader folds the same state as direct gets do", async () => {
+    const store = createJobStore(nats);
+    const workflowId = randomUUID();
+    await store.execute(workflowId, { type: "SubmitJob", spec: { ...spec, workflowId }, now });
+    await store.execute(workflowId, { type: "Advance", now, reviewAvailable: false });
+    const direct = await createJobStore(nats).load(workflowId);
+    const leader = await createJobStore(nats).load(workflowId, { fromLeader: true });
+    expect(leader.lastSeq).toBe(direct.lastSeq);
+    expect(leader.state).toEqual(direct.state);
+    expect(leader.state.status).not.toBe("none");
+    // nothing of another job: a leader read past the job's last event finds no more
+    expect((await createJobStore(nats).load(randomUUID(), { fromLeader: true })).state.status).toBe("none");
+  });
 });

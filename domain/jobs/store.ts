@@ -32,6 +32,12 @@ interface ReadAtLeast {
    * a read is retried briefly, then refused as retryable, never decided on.
    */
   atLeastSeq?: number;
+  /**
+   * Read through the stream leader's message API, which always has every stored event,
+   * instead of direct gets (answered by any replica). For a caller that has reason to
+   * believe a direct read is stale (a step command for a step the read did not show).
+   */
+  fromLeader?: boolean;
 }
 
 /** How often, and how long apart, a read behind `atLeastSeq` or a duplicate is retried before the caller is told to retry later. */
@@ -57,7 +63,10 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
 
   const load = async (workflowId: string, options: ReadAtLeast = {}): Promise<Cached> => {
     for (let attempt = 1; ; attempt++) {
-      const value = await readForward(workflowId);
+      // A direct get first (cheap, any replica); a read found behind goes to the leader,
+      // whose log has every acknowledged event: a replica can stay behind for minutes
+      // after a node's loss (nats-server 2.9), and retrying it alone never caught up.
+      const value = await readForward(workflowId, options.fromLeader === true || attempt > 1);
       if (value.lastSeq >= (options.atLeastSeq ?? 0)) return value;
       if (attempt >= BEHIND_RETRIES) {
         throw new AppError("unavailable", "event_store_behind", `job ${workflowId} read up to ${value.lastSeq}, before the event at ${options.atLeastSeq} it was asked about`);
@@ -66,12 +75,16 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
     }
   };
 
-  const readForward = async (workflowId: string): Promise<Cached> => {
+  const readForward = async (workflowId: string, fromLeader: boolean): Promise<Cached> => {
     const subject = nats.topology.subjects.jobEvent(workflowId);
     let { state, lastSeq } = cache.get(workflowId) ?? { state: initialJobState, lastSeq: 0 };
+    // STREAM.MSG.GET takes `next_by_subj` as direct gets do (nats-server 2.9+); nats.js
+    // types it for direct gets only
+    const next = { seq: lastSeq + 1, next_by_subj: subject };
     try {
       while (true) {
-        const m = await nats.jsm.direct.getMessage(stream, { seq: lastSeq + 1, next_by_subj: subject });
+        next.seq = lastSeq + 1;
+        const m = fromLeader ? await nats.jsm.streams.getMessage(stream, next as unknown as { seq: number }) : await nats.jsm.direct.getMessage(stream, next);
         if (!m) break;
         const envelope = jobEventEnvelope.parse(m.json());
         state = evolve(state, envelope);
@@ -91,7 +104,8 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
     async execute(workflowId, command, options = {}) {
       const subject = nats.topology.subjects.jobEvent(workflowId);
       for (let attempt = 1; ; attempt++) {
-        const { state, lastSeq } = await load(workflowId, options);
+        // after a conflict or a duplicate the read was behind: read the leader's log
+        const { state, lastSeq } = await load(workflowId, attempt > 1 ? { ...options, fromLeader: true } : options);
         const cmd = typeof command === "function" ? command(state) : command;
         const events = decide(cmd, state);
         if (events.length === 0) return { events, state };

@@ -4,7 +4,7 @@ import { AppError, toAppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import { stepCommand, type StepCommand, type StepKind } from "../../schemas/jobs";
-import type { ActiveJob } from "../../domain/jobs/decider";
+import type { ActiveJob, JobState } from "../../domain/jobs/decider";
 import type { JobStore } from "../../domain/jobs/store";
 import { createStepLeases, StepBusy } from "./step-lease";
 import { jobStepDuration, jobSteps } from "../../shared/metrics";
@@ -83,11 +83,16 @@ export async function startStepConsumer(options: StepConsumerOptions): Promise<R
    * The command's step, when it is still wanted: job alive, step current and not done.
    * `behind`: the job as read does not know the step or this attempt yet. The command
    * is only published after its StepStarted is stored, so the read was stale (a direct
-   * get answered by a replica that lags, as after a cluster node's loss): look again
-   * later rather than drop the command.
+   * get answered by a replica that lags, as after a cluster node's loss): such a look
+   * is made again at once through the stream leader, and later again if even that
+   * lags, rather than drop the command.
    */
   const wanted = async (command: StepCommand): Promise<{ job?: ActiveJob; unknown?: boolean; behind?: boolean }> => {
-    const { state } = await store.load(command.workflowId);
+    const direct = look(command, (await store.load(command.workflowId)).state);
+    // a read behind the command: the leader's log has its StepStarted
+    return direct.behind || direct.unknown ? look(command, (await store.load(command.workflowId, { fromLeader: true })).state) : direct;
+  };
+  const look = (command: StepCommand, state: JobState): { job?: ActiveJob; unknown?: boolean; behind?: boolean } => {
     if (state.status === "none") return { unknown: true };
     const step = state.steps[command.step];
     if (state.status === "errored" && kind !== "webhook") return {};

@@ -45,7 +45,8 @@ export async function startWebhooks(ctx: ServiceContext): Promise<RunningService
     const parsed = stepCommand.safeParse((() => { try { return msg.json(); } catch { return undefined; } })());
     if (!parsed.success || parsed.data.step !== "webhook") return terminate("malformed webhook command");
     const { workflowId, attempt } = parsed.data;
-    const { state } = await jobs.load(workflowId);
+    // once per job: read the leader's log (a lagging replica's "no such job" would drop the delivery)
+    const { state } = await jobs.load(workflowId, { fromLeader: true });
     if (state.status === "none" || !state.spec.webhookUrl) return terminate("job has no webhook");
     if (state.steps.webhook?.status === "complete") return ack();
     const { spec } = state;
