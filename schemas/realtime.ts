@@ -346,3 +346,20 @@ export const transcriberBacklog = z.object({
   at: z.number(),
 });
 export type TranscriberBacklog = z.infer<typeof transcriberBacklog>;
+
+// ---------------------------------------------------------------- core NATS: rt.load
+
+/**
+ * A VAD replica's load, published about every 500 ms on core subject `<prefix>.rt.load`
+ * (shared/realtime-backlog.ts): how late it reads audio (a batch handled − the batch
+ * stored, worst over the interval) and its event-loop delay (p99 over the interval).
+ * Gateways admit new sessions only while these stay low (domain/sessions/admission.ts).
+ */
+export const vadLoad = z.object({
+  replica: z.string(),
+  lag_ms: z.number().nonnegative(),
+  loop_delay_ms: z.number().nonnegative(),
+  /** ms since epoch of this report. */
+  at: z.number(),
+});
+export type VadLoad = z.infer<typeof vadLoad>;

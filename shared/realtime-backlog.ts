@@ -1,20 +1,56 @@
 import type { Subscription } from "@nats-io/transport-node";
-import { transcriberBacklog, type TranscriberBacklog } from "../schemas/realtime";
+import type { z } from "zod";
+import { transcriberBacklog, vadLoad, type TranscriberBacklog, type VadLoad } from "../schemas/realtime";
 import type { Nats } from "./nats";
 
 /**
- * The rt-transcribers' backlog reports (schemas/realtime.ts `transcriberBacklog`) on
- * core NATS: at most once a replica's interval, lost when nobody listens, which is
- * fine: a report older than `BACKLOG_FRESH_MS` no longer counts, so a replica that
- * died stops refusing upgrades within that time.
+ * The realtime plane's load reports on core NATS: the rt-transcribers' backlog
+ * (schemas/realtime.ts `transcriberBacklog`, `<prefix>.rt.backlog`) and the VADs' lag
+ * and loop delay (`vadLoad`, `<prefix>.rt.load`). At most once a replica's interval,
+ * lost when nobody listens, which is fine: a report older than `REPORT_FRESH_MS` no
+ * longer counts, so a replica that died stops refusing upgrades within that time.
  */
 export const BACKLOG_EVERY_MS = 500;
-const BACKLOG_FRESH_MS = 3000;
+const REPORT_FRESH_MS = 3000;
 
 const backlogSubject = (nats: Nats) => `${nats.topology.prefix}.rt.backlog`;
+const loadSubject = (nats: Nats) => `${nats.topology.prefix}.rt.load`;
 
 export function publishBacklog(nats: Nats, report: TranscriberBacklog): void {
-  nats.nc.publish(backlogSubject(nats), JSON.stringify(report));
+  publishReport(nats, backlogSubject(nats), report);
+}
+
+export function publishVadLoad(nats: Nats, report: VadLoad): void {
+  publishReport(nats, loadSubject(nats), report);
+}
+
+function publishReport(nats: Nats, subject: string, report: object): void {
+  try {
+    nats.nc.publish(subject, JSON.stringify(report));
+  } catch {
+    // the connection is closed or draining: a lost report is what freshness is for
+  }
+}
+
+/** The fresh reports of a subject, the latest one per replica. */
+function watchReports<T extends { replica: string; at: number }>(nats: Nats, subject: string, schema: z.ZodType<T>, now: () => number) {
+  const latest = new Map<string, T>();
+  const sub: Subscription = nats.nc.subscribe(subject, {
+    callback: (_err, msg) => {
+      try {
+        const parsed = schema.safeParse(msg.json());
+        if (parsed.success) latest.set(parsed.data.replica, parsed.data);
+      } catch {
+        // not JSON: ignore
+      }
+    },
+  });
+  const reports = () => {
+    const t = now();
+    for (const [k, r] of latest) if (t - r.at > REPORT_FRESH_MS) latest.delete(k);
+    return [...latest.values()];
+  };
+  return { reports, stop: () => sub.unsubscribe() };
 }
 
 export interface BacklogView {
@@ -26,26 +62,25 @@ export interface BacklogView {
 }
 
 export function watchBacklog(nats: Nats, now: () => number = Date.now): BacklogView {
-  const latest = new Map<string, TranscriberBacklog>();
-  const sub: Subscription = nats.nc.subscribe(backlogSubject(nats), {
-    callback: (_err, msg) => {
-      try {
-        const parsed = transcriberBacklog.safeParse(msg.json());
-        if (parsed.success) latest.set(parsed.data.replica, parsed.data);
-      } catch {
-        // not JSON: ignore
-      }
-    },
-  });
-  const reports = () => {
-    const t = now();
-    for (const [k, r] of latest) if (t - r.at > BACKLOG_FRESH_MS) latest.delete(k);
-    return [...latest.values()];
-  };
+  const feed = watchReports(nats, backlogSubject(nats), transcriberBacklog, now);
+  return { reports: feed.reports, saturated: () => feed.reports().find((r) => r.saturated), stop: feed.stop };
+}
+
+export interface VadLoadView {
+  /** The worst of the fresh VAD reports (lag and loop delay each), or null when none is fresh. */
+  worst(): { lagMs: number; loopDelayMs: number } | null;
+  stop(): void;
+}
+
+export function watchVadLoad(nats: Nats, now: () => number = Date.now): VadLoadView {
+  const feed = watchReports(nats, loadSubject(nats), vadLoad, now);
   return {
-    reports,
-    saturated: () => reports().find((r) => r.saturated),
-    stop: () => sub.unsubscribe(),
+    worst() {
+      const reports = feed.reports();
+      if (reports.length === 0) return null;
+      return { lagMs: Math.max(...reports.map((r) => r.lag_ms)), loopDelayMs: Math.max(...reports.map((r) => r.loop_delay_ms)) };
+    },
+    stop: feed.stop,
   };
 }
 

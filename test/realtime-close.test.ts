@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
-import { connectRt, extraGateways, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
-import { rtSessionCloses } from "../shared/metrics";
+import { connectRt, extraGateways, refusal, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
+import { rtAdmissionsRefused, rtSessionCloses, rtSessionsShed } from "../shared/metrics";
+import { publishVadLoad } from "../shared/realtime-backlog";
 
 /**
  * Every close of spec 7.3 that a client can cause, each triggered for real and asserted
@@ -40,6 +41,11 @@ async function expectOpenAfterWhatWasSent(c: RtClient) {
 /** Sessions this process's gateways closed with `code` so far. */
 async function closesWith(code: number): Promise<number> {
   return (await rtSessionCloses.get()).values.find((v) => v.labels.code === String(code))?.value ?? 0;
+}
+
+/** A labelled counter's value in this process's registry (0 before its first count). */
+async function metricValue(counter: typeof rtSessionsShed, labels: Record<string, string>): Promise<number> {
+  return (await counter.get()).values.find((v) => Object.entries(labels).every(([k, x]) => (v.labels as Record<string, unknown>)[k] === x))?.value ?? 0;
 }
 
 
@@ -131,13 +137,63 @@ describe("close codes (spec 7.3)", () => {
     expect(await second.closed).toEqual({ code: 1008, reason: "audio_quota_exhausted" });
   });
 
-  it("1013 upstream_backpressure when JetStream acks do not drain within the bound", async () => {
-    const base = await gatewayWith({}, { maxPendingAcks: 2, backpressureGraceMs: 0 });
-    const c = await connectRt(wsUrl(base), auth());
-    await c.next("session.created");
-    // a 1 MiB frame (32 s) goes out at once as four 256 KiB batches: more in flight than allowed
-    c.sendAudio(new Uint8Array(1024 * 1024));
-    expect(await c.closed).toEqual({ code: 1013, reason: "upstream_backpressure" });
+  it("1013 upstream_backpressure: while the plane is far behind, the gateway gives back its newest session only, and refuses new ones 503 with Retry-After until it catches up", async () => {
+    const admission = { ...stack.config.realtime.admission, maxVadLagMs: 150, shedLagMs: 1000, shedEveryMs: 60_000 };
+    const base = await gatewayWith({}, { admission });
+    const older = await connectRt(wsUrl(base), auth());
+    await older.next("session.created");
+    const newest = await connectRt(wsUrl(base), auth());
+    await newest.next("session.created");
+    const shedBefore = await metricValue(rtSessionsShed, { reason: "vad_behind" });
+
+    // A VAD replica reports reading the audio 1.5 s late (core NATS, as vad-consumer.ts
+    // does every 500 ms): over this gateway's shed bound, and every gateway's admission bound.
+    const report = () => publishVadLoad(stack.nats, { replica: "vad_test_far_behind", lag_ms: 1500, loop_delay_ms: 3, at: Date.now() });
+    report();
+    const reporting = setInterval(report, 200);
+    try {
+      expect(await newest.closed).toEqual({ code: 1013, reason: "upstream_backpressure" });
+      // one at a time (one per RT_SHED_EVERY_MS): the session admitted earlier carries on
+      await expectOpenAfterWhatWasSent(older);
+      expect(await metricValue(rtSessionsShed, { reason: "vad_behind" })).toBe(shedBefore + 1);
+
+      const refused = await refusal(wsUrl(base), auth());
+      expect(refused.status).toBe(503);
+      expect(refused.body.error.code).toBe("upstream_unavailable");
+      expect(refused.body.error.message).toMatch(/capacity/);
+      expect(Number(refused.headers["retry-after"])).toBe(5);
+    } finally {
+      clearInterval(reporting);
+    }
+    // the report goes stale (3 s): admitted again
+    for (const deadline = Date.now() + 30_000; ; ) {
+      const c = await connectRt(wsUrl(base), auth()).catch(() => undefined);
+      if (c) {
+        await c.next("session.created");
+        c.ws.close(1000);
+        break;
+      }
+      if (Date.now() > deadline) throw new Error("never admitted again after the VAD's report went stale");
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    await expectOpenAfterWhatWasSent(older);
+    older.ws.close(1000);
+  });
+
+  it("503 upstream_unavailable with Retry-After, and no session.created, for an upgrade past the admission burst", async () => {
+    const admission = { ...stack.config.realtime.admission, burst: 1, settleMs: 30_000 };
+    const base = await gatewayWith({}, { admission });
+    const first = await connectRt(wsUrl(base), auth());
+    await first.next("session.created");
+    const refusedBefore = await metricValue(rtAdmissionsRefused, { reason: "admission_burst" });
+    const refused = await refusal(wsUrl(base), auth());
+    expect(refused.status).toBe(503);
+    expect(refused.headers["content-type"]).toMatch(/application\/json/);
+    expect(refused.body.error).toMatchObject({ code: "upstream_unavailable", type: expect.any(String) });
+    expect(Number(refused.headers["retry-after"])).toBe(30);
+    expect(await metricValue(rtAdmissionsRefused, { reason: "admission_burst" })).toBe(refusedBefore + 1);
+    await expectOpenAfterWhatWasSent(first);
+    first.ws.close(1000);
   });
 
   it("1013 client_backpressure when the client stops reading its events", async () => {

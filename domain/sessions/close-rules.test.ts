@@ -89,10 +89,10 @@ describe("audio limits and the key's budget", () => {
 });
 
 describe("upstream and client backpressure", () => {
-  it("a partition over its acks in flight longer than the grace closes 1013 upstream_backpressure, or upstream_unavailable while NATS is down", () => {
-    given().when({ kind: "audio_published", overloadedMs: 2000, natsHealthy: true }).then("keep");
-    given().when({ kind: "audio_published", overloadedMs: 2001, natsHealthy: true }).then(CLOSE.upstreamBackpressure);
+  it("a partition over its acks in flight longer than the grace closes 1013 upstream_unavailable while NATS is down, and nothing while it is up (the gateway sheds its newest session instead)", () => {
+    given().when({ kind: "audio_published", overloadedMs: 2000, natsHealthy: false }).then("keep");
     given().when({ kind: "audio_published", overloadedMs: 2001, natsHealthy: false }).then(CLOSE.upstreamUnavailable);
+    given().when({ kind: "audio_published", overloadedMs: 60_000, natsHealthy: true }).then("keep");
   });
 
   it("a failed batch closes 1013 upstream_unavailable; refused by the stream, 1011 client_error unless NATS is down", () => {
@@ -115,6 +115,7 @@ describe("events that close at once", () => {
     expect(closeFor("key_revoked")).toBe(CLOSE.keyRevoked);
     expect(closeFor("gateway_stopping")).toBe(CLOSE.upstreamUnavailable);
     expect(closeFor("handler_failed")).toBe(CLOSE.clientError);
+    expect(closeFor("load_shed")).toBe(CLOSE.upstreamBackpressure);
   });
 });
 
@@ -156,22 +157,21 @@ describe("the sweep", () => {
     given({ maxSessionSeconds: 1, idleTimeoutSeconds: 1 }).when(swept({ lastAudioAt: T0 })).then(CLOSE.sessionDurationLimit);
   });
 
-  it("a client that does not read closes 1013 client_backpressure, then a slow upstream 1013 upstream_backpressure", () => {
+  it("a client that does not read closes 1013 client_backpressure; a slow upstream closes only while NATS is down", () => {
     given().when(swept({ bufferedBytes: 4 * 1024 * 1024 })).then("keep");
     given().when(swept({ bufferedBytes: 4 * 1024 * 1024 + 1, overloadedMs: 5000 })).then(CLOSE.clientBackpressure);
-    given().when(swept({ overloadedMs: 2000 })).then("keep");
-    given().when(swept({ overloadedMs: 2001 })).then(CLOSE.upstreamBackpressure);
+    given().when(swept({ overloadedMs: 60_000 })).then("keep");
+    given().when(swept({ overloadedMs: 2000, natsHealthy: false })).then("keep");
     given().when(swept({ overloadedMs: 2001, natsHealthy: false })).then(CLOSE.upstreamUnavailable);
   });
 });
 
 describe("upstreamCloseReason: one NATS outage, one close", () => {
   it("while NATS is down every upstream trouble is upstream_unavailable", () => {
-    for (const cause of ["backpressure", "publish_failed", "publish_refused"] as const) expect(upstreamCloseReason(cause, false), cause).toBe(CLOSE.upstreamUnavailable);
+    for (const cause of ["publish_failed", "publish_refused"] as const) expect(upstreamCloseReason(cause, false), cause).toBe(CLOSE.upstreamUnavailable);
   });
 
   it("with NATS up each cause keeps its own reason", () => {
-    expect(upstreamCloseReason("backpressure", true)).toBe(CLOSE.upstreamBackpressure);
     expect(upstreamCloseReason("publish_failed", true)).toBe(CLOSE.upstreamUnavailable);
     expect(upstreamCloseReason("publish_refused", true)).toBe(CLOSE.clientError);
   });

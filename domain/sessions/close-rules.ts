@@ -16,7 +16,8 @@ import { CLOSE, type CloseReason } from "../../schemas/realtime";
  * | no audio for idle_timeout_seconds | 4408 idle_timeout |
  * | the key revoked | 1008 key_revoked |
  * | the client not reading (a send dropped, or more unsent than RT_MAX_CLIENT_BUFFER_BYTES) | 1013 client_backpressure |
- * | the partition's batches over RT_MAX_PENDING_ACKS for RT_BACKPRESSURE_GRACE_MS | 1013 upstream_backpressure (upstream_unavailable while NATS is down) |
+ * | the partition's batches over RT_MAX_PENDING_ACKS for RT_BACKPRESSURE_GRACE_MS while NATS is down | 1013 upstream_unavailable |
+ * | the gateway's newest session while the plane is far behind (admission.ts, one per RT_SHED_EVERY_MS) | 1013 upstream_backpressure |
  * | an audio batch that failed | 1013 upstream_unavailable; 1011 client_error when the stream refused it (and NATS is up) |
  * | workers' breaker open, or NATS down for NATS_OUTAGE_CLOSE_MS | 1013 upstream_unavailable |
  * | the gateway stopping | 1013 upstream_unavailable |
@@ -94,7 +95,7 @@ export function decideClose(check: SessionCheck, limits: SessionLimits): Verdict
     case "opened":
       return check.remainingAudioSeconds <= 0 ? closeWith(CLOSE.audioQuotaExhausted) : keep;
     case "audio_published":
-      return check.overloadedMs > limits.backpressureGraceMs ? closeWith(upstreamCloseReason("backpressure", check.natsHealthy)) : keep;
+      return backpressureVerdict(check, limits);
     case "event_sent":
       return check.result === 2 || check.bufferedBytes > limits.maxClientBufferBytes ? closeWith(CLOSE.clientBackpressure) : keep;
     case "publish_failed":
@@ -111,7 +112,7 @@ export function decideClose(check: SessionCheck, limits: SessionLimits): Verdict
 }
 
 /** Causes that close a session at once, whatever its state. */
-export type CloseCause = "key_revoked" | "gateway_stopping" | "handler_failed";
+export type CloseCause = "key_revoked" | "gateway_stopping" | "handler_failed" | "load_shed";
 
 export function closeFor(cause: CloseCause): CloseReason {
   switch (cause) {
@@ -122,6 +123,9 @@ export function closeFor(cause: CloseCause): CloseReason {
       return CLOSE.upstreamUnavailable;
     case "handler_failed":
       return CLOSE.clientError;
+    case "load_shed":
+      // the gateway's newest session, while the plane is far behind (admission.ts)
+      return CLOSE.upstreamBackpressure;
     default: {
       const never: never = cause;
       return never;
@@ -141,8 +145,19 @@ function sweepVerdict(check: Extract<SessionCheck, { kind: "swept" }>, limits: S
   if (check.now - check.startedAt > limits.maxSessionSeconds * 1000) return closeWith(CLOSE.sessionDurationLimit);
   if (check.now - check.lastAudioAt > limits.idleTimeoutSeconds * 1000) return closeWith(CLOSE.idleTimeout);
   if (check.bufferedBytes > limits.maxClientBufferBytes) return closeWith(CLOSE.clientBackpressure);
-  if (check.overloadedMs > limits.backpressureGraceMs) return closeWith(upstreamCloseReason("backpressure", check.natsHealthy));
-  return keep;
+  return backpressureVerdict(check, limits);
+}
+
+/**
+ * Audio acks piling up past the grace: while NATS is down that is the outage, and the
+ * session closes 1013 upstream_unavailable. With NATS up, JetStream is slow, and that
+ * is no reason to close this session: the gateway gives back its newest sessions one
+ * at a time instead (admission.ts `decideShed`, close cause `load_shed`), so a plane
+ * past capacity never closes every session at once. A stream that stops acking
+ * altogether fails the publishes after their timeout, which closes their sessions.
+ */
+function backpressureVerdict(check: { overloadedMs: number; natsHealthy: boolean }, limits: SessionLimits): Verdict {
+  return check.overloadedMs > limits.backpressureGraceMs && !check.natsHealthy ? closeWith(CLOSE.upstreamUnavailable) : keep;
 }
 
 /**
@@ -150,23 +165,12 @@ function sweepVerdict(check: Extract<SessionCheck, { kind: "swept" }>, limits: S
  * re-declaring after a reconnect), acks that stop draining and publishes that fail are
  * the outage itself, so they close 1013 upstream_unavailable like the gateway's sweep
  * does for every session once the outage has lasted NATS_OUTAGE_CLOSE_MS; with NATS
- * up they keep their own reasons (upstream_backpressure: JetStream is slow;
- * client_error: the stream refused the audio).
+ * up they keep their own reasons (client_error: the stream refused the audio; JetStream
+ * merely slow closes nothing here: `backpressureVerdict`).
  */
-export function upstreamCloseReason(cause: "backpressure" | "publish_failed" | "publish_refused", natsHealthy: boolean): CloseReason {
+export function upstreamCloseReason(cause: "publish_failed" | "publish_refused", natsHealthy: boolean): CloseReason {
   if (!natsHealthy) return CLOSE.upstreamUnavailable;
-  switch (cause) {
-    case "backpressure":
-      return CLOSE.upstreamBackpressure;
-    case "publish_failed":
-      return CLOSE.upstreamUnavailable;
-    case "publish_refused":
-      return CLOSE.clientError;
-    default: {
-      const never: never = cause;
-      return never;
-    }
-  }
+  return cause === "publish_refused" ? CLOSE.clientError : CLOSE.upstreamUnavailable;
 }
 
 /**

@@ -12,7 +12,8 @@ import { AppError, unauthorized, validationError } from "../../shared/errors";
 import type { Nats } from "../../shared/nats";
 import type { Logger } from "../../shared/logger";
 import { consumeRate } from "../../shared/rate-limit";
-import { sharedBacklogView } from "../../shared/realtime-backlog";
+import type { RefusalReason } from "../../domain/sessions/admission";
+import type { Headroom } from "./headroom";
 import type { WorkerRouter } from "../../shared/workers/types";
 import type { GatewayFlag } from "./gateway-flag";
 import type { Leases } from "./leases";
@@ -20,7 +21,7 @@ import { spendTokensInLeases } from "./spent-tokens";
 
 /**
  * The upgrade decision (spec 3.3, 5.3, 7.2, 8): gateway switch, authentication, upstream
- * breaker, engine backlog (a saturated rt-transcriber: shared/realtime-backlog.ts), handshake rate and concurrent-connection quota, audio parameters. Returns
+ * breaker, headroom (a saturated rt-transcriber, a busy gateway or VAD, a burst of admissions: headroom.ts), handshake rate and concurrent-connection quota, audio parameters. Returns
  * what the session needs, or throws the AppError the refusal is written from. The
  * concurrency lease is taken last, so nothing else can fail after it (except an abort,
  * which the caller turns into a release).
@@ -61,9 +62,22 @@ export interface AdmitDeps {
   /** The live audio budget. */
   usage: Pick<UsageStore, "budget">;
   limitsFor: (principal: Principal) => Limits;
+  /** The plane's headroom (headroom.ts), and the sessions open on this gateway. */
+  headroom: Pick<Headroom, "claim">;
+  openSessions: () => number;
   now: () => Date;
   logger: Logger;
 }
+
+/** The 503's message per refusal (the code is upstream_unavailable, with Retry-After). */
+const REFUSALS: Record<RefusalReason, string> = {
+  engine_saturated: "Transcription capacity is saturated (utterances are waiting for an engine); retry later.",
+  session_cap: "This gateway holds as many realtime sessions as it is configured for (RT_MAX_SESSIONS); retry later.",
+  gateway_busy: "The realtime plane is at capacity (the gateway is busy); retry later.",
+  vad_behind: "The realtime plane is at capacity (voice activity detection is behind); retry later.",
+  audio_backlog: "The realtime plane is at capacity (audio is waiting to be stored); retry later.",
+  admission_burst: "Too many realtime sessions are starting at once; retry in a moment.",
+};
 
 function newSessionId(): string {
   return `sess_${randomBytes(12).toString("hex")}`;
@@ -129,13 +143,11 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
       headers: { "Retry-After": String(retryAfter) },
     });
   }
-  const backlog = sharedBacklogView(deps.nats).saturated();
-  if (backlog) {
-    // The engines are not keeping up: a new session's speech would wait out
-    // RT_MAX_TRANSCRIPT_WAIT_MS and fail engine_overloaded (docs/realtime.md).
-    throw new AppError("unavailable", "upstream_unavailable", "Transcription capacity is saturated (utterances are waiting for an engine); retry later.", {
-      headers: { "Retry-After": String(Math.max(1, Math.ceil(backlog.max_wait_ms / 1000))) },
-    });
+  // Headroom (domain/sessions/admission.ts): the sessions already admitted keep their
+  // latency; the one the plane cannot serve now is refused before session.created.
+  const verdict = deps.headroom.claim(deps.openSessions());
+  if (!verdict.admit) {
+    throw new AppError("unavailable", "upstream_unavailable", REFUSALS[verdict.reason], { headers: { "Retry-After": String(verdict.retryAfterSeconds) } });
   }
   const params = parseAudioParams(req.query, deps.config.realtime.defaultSampleRate);
   const limits = deps.limitsFor(principal);

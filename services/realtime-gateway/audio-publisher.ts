@@ -40,6 +40,8 @@ export interface AudioBatcher {
   session(options: { sessionId: string; partition: number; onFailure(err: unknown): void }): AudioPublisher;
   /** Publishes what every partition has pending. */
   flushAll(): void;
+  /** Milliseconds the worst partition's batches in flight have been over the bound (0 when none is). */
+  overloadedForMs(now: number): number;
   stop(): Promise<void>;
 }
 
@@ -195,6 +197,11 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
       };
     },
     flushAll,
+    overloadedForMs(at) {
+      let worst = 0;
+      for (const part of partitions.values()) if (part.overSince !== null) worst = Math.max(worst, at - part.overSince + 1);
+      return worst;
+    },
     async stop() {
       clearInterval(timer);
       flushAll();

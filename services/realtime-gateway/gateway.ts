@@ -23,6 +23,7 @@ import { bridgeToFetch, type FetchHandler } from "./http-bridge";
 import { bindWithin, listenErrorCode } from "../../shared/listen";
 import { createLeases } from "./leases";
 import { openSession, type Session } from "./session";
+import { createHeadroom } from "./headroom";
 
 /**
  * The realtime gateway: one uWebSockets.js listener serving the WebSocket
@@ -105,6 +106,13 @@ function endQuietly(ws: WebSocket<SocketData>, { code, reason }: { code: number;
   }
 }
 
+/** The session opened last that is not already closing (a Set iterates in insertion order). */
+function newestOpen(sessions: Set<Session>): Session | undefined {
+  let newest: Session | undefined;
+  for (const s of sessions) if (!s.closeReason) newest = s;
+  return newest;
+}
+
 const websocketRequired = () =>
   new AppError("validation", "websocket_required", `${REALTIME_PATH} is a WebSocket endpoint: send an HTTP/1.1 upgrade request (Connection: Upgrade, Upgrade: websocket).`, {
     status: 426,
@@ -142,6 +150,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     maxPendingAcks: rt.maxPendingAcks,
     now: nowMs,
   });
+
+  const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), logger: log });
 
   const openSocketSession = (ws: WebSocket<SocketData>, data: SocketData) => {
     const session = openSession(
@@ -213,7 +223,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       // dropped other, already open WebSockets (1006, server FIN; up to half of 150
       // back-to-back upgrades); uncorked, none in 600. The price is a native
       // "writes must be made from within a corked callback" warning on stderr per upgrade.
-      admit({ ...ctx, flag, leases, keyCache, limitsFor, now }, request).then(
+      admit({ ...ctx, flag, leases, keyCache, limitsFor, headroom, openSessions: () => sessions.size, now }, request).then(
         (admission) => {
           if (aborted) {
             void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
@@ -324,6 +334,9 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     const natsDownForMs = nh.ok ? null : Date.now() - (nh.since ?? Date.now());
     const upstream = upstreamAvailable(natsDownForMs, router ? { available: router.available(), retryAfterSeconds: router.retryAfterSeconds() } : null);
     for (const s of sessions) s.tick(t, upstream);
+    // Past capacity despite admission (load grew after it): give back the newest
+    // session, one at a time, never the ones admitted while there was headroom.
+    if (upstream && nh.ok && headroom.shedNow(sessions.size, t)) newestOpen(sessions)?.shed();
   }, SWEEP_MS);
 
   log.info("realtime gateway listening", { host, port });
@@ -342,6 +355,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       if (stopped) return;
       stopped = true;
       clearInterval(sweep);
+      headroom.stop();
       uWS.us_listen_socket_close(listenSocket);
       const stopping = closeFor("gateway_stopping");
       for (const ws of [...sockets]) ws.end(stopping.code, stopping.reason);

@@ -216,6 +216,10 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     revoke() {
       close(closeFor("key_revoked"));
     },
+    /** The plane is far behind and this is the gateway's newest session: 1013 upstream_backpressure now. */
+    shed() {
+      close(closeFor("load_shed"));
+    },
     /** Called by the gateway's sweep (every 250 ms); `upstreamAvailable` false (workers' breaker open, NATS down too long) closes 1013. */
     tick(now: number, upstreamAvailable: boolean) {
       metrics.flush();

@@ -14,6 +14,8 @@ import type { StreamDecoderPool } from "./stream-decoders";
 import { handleEntry, type MessageMeta } from "./handle-entry";
 import { restoreSession, saveSettings, type HandleEnv, type SessionState } from "./session-state";
 import { dropStream } from "./stream-items";
+import { BACKLOG_EVERY_MS, publishVadLoad } from "../../shared/realtime-backlog";
+import { loopDelayWindow } from "../../shared/loop-delay";
 
 /**
  * The server VAD: one durable pull consumer per partition of RT_AUDIO
@@ -142,6 +144,16 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const memberId = options.memberId ?? `vad_${hostname()}_${randomBytes(4).toString("hex")}`;
   const env: HandleEnv = { engine, sessions, defaults, nats, store: options.sessions, kv, pool: options.decoders ?? null, log: logger };
 
+  // The replica's load, for the gateways' admission (domain/sessions/admission.ts): the
+  // worst lag behind the audio and the loop delay, per report interval.
+  let worstLagMs = 0;
+  const loop = loopDelayWindow();
+  const loadTimer = setInterval(() => {
+    publishVadLoad(nats, { replica: memberId, lag_ms: Math.max(0, worstLagMs), loop_delay_ms: loop.take(), at: Date.now() });
+    worstLagMs = 0;
+  }, BACKLOG_EVERY_MS);
+  loadTimer.unref();
+
   const consumePartition = async (p: number) => {
     const durable = `vad_p${p}`;
     await openPartitionConsumer(nats, top.streams.rtAudio.name, durable, top.subjects.rtAudioPartition(p));
@@ -169,6 +181,8 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     const done = (async () => {
       for await (const msg of messages) {
         if (!acking) continue; // lost to another replica: what is buffered is theirs now
+        // how late this audio is read (a redelivery after a takeover is late by design)
+        if (!msg.info.redelivered) worstLagMs = Math.max(worstLagMs, Date.now() - msg.info.timestampNanos / 1e6);
         const publishes: Promise<unknown>[] = [];
         try {
           for (const { meta, data } of readMessage(msg)) {
@@ -247,6 +261,8 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     partitions: () => assignment.owned(),
     async stop() {
       clearInterval(sweep);
+      clearInterval(loadTimer);
+      loop.stop();
       await assignment.stop();
       for (const s of sessions.values()) {
         dropStream(s);

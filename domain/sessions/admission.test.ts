@@ -1,0 +1,77 @@
+import { describe, expect, it } from "vitest";
+import { decideAdmission, decideShed, type AdmissionThresholds, type PlaneSignals } from "./admission";
+
+const thresholds: AdmissionThresholds = {
+  maxLoopDelayMs: 100,
+  maxVadLagMs: 150,
+  burst: 50,
+  settleMs: 1000,
+  maxSessions: 0,
+  shedLagMs: 2000,
+  shedAcksMs: 1000,
+  shedEveryMs: 1000,
+};
+const calm: PlaneSignals = {
+  gatewayLoopDelayMs: 12,
+  vad: { lagMs: 20, loopDelayMs: 11 },
+  acksOverloadedMs: 0,
+  engineSaturatedRetryAfterS: null,
+  openSessions: 300,
+  admittedRecently: 10,
+};
+
+/** given(signals).when(thresholds).then(verdict). */
+const given = (over: Partial<PlaneSignals>) => ({
+  then(expected: ReturnType<typeof decideAdmission>, t: Partial<AdmissionThresholds> = {}) {
+    expect(decideAdmission({ ...calm, ...over }, { ...thresholds, ...t })).toEqual(expected);
+  },
+});
+
+describe("admission: a new session only while the plane keeps up", () => {
+  it("given a calm plane, admits", () => given({}).then({ admit: true }));
+  it("given no VAD report at all (none running yet), judges on the rest", () => given({ vad: null }).then({ admit: true }));
+  it("given the gateway's loop delay over its bound, refuses gateway_busy for 5 s", () =>
+    given({ gatewayLoopDelayMs: 101 }).then({ admit: false, reason: "gateway_busy", retryAfterSeconds: 5 }));
+  it("given the loop delay at its bound, still admits", () => given({ gatewayLoopDelayMs: 100, vad: { lagMs: 150, loopDelayMs: 100 } }).then({ admit: true }));
+  it("given a VAD reading the audio late, refuses vad_behind", () =>
+    given({ vad: { lagMs: 151, loopDelayMs: 5 } }).then({ admit: false, reason: "vad_behind", retryAfterSeconds: 5 }));
+  it("given a VAD whose own loop is slow, refuses vad_behind", () =>
+    given({ vad: { lagMs: 10, loopDelayMs: 101 } }).then({ admit: false, reason: "vad_behind", retryAfterSeconds: 5 }));
+  it("given audio acks over their bound, refuses audio_backlog", () =>
+    given({ acksOverloadedMs: 1 }).then({ admit: false, reason: "audio_backlog", retryAfterSeconds: 5 }));
+  it("given a burst of admissions not yet measured, refuses admission_burst for the settle time", () => {
+    given({ admittedRecently: 50 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 49 }).then({ admit: true });
+    given({ admittedRecently: 100 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 3 }, { burst: 100, settleMs: 2500 });
+  });
+  it("given a session cap, refuses at it and not below; no cap when 0", () => {
+    given({ openSessions: 400 }).then({ admit: false, reason: "session_cap", retryAfterSeconds: 5 }, { maxSessions: 400 });
+    given({ openSessions: 399 }).then({ admit: true }, { maxSessions: 400 });
+    given({ openSessions: 100_000 }).then({ admit: true });
+  });
+  it("given a saturated engine, refuses engine_saturated with its wait as Retry-After, before any other cause", () =>
+    given({ engineSaturatedRetryAfterS: 4.2, gatewayLoopDelayMs: 500 }).then({ admit: false, reason: "engine_saturated", retryAfterSeconds: 5 }));
+});
+
+describe("shedding: the newest session, one at a time, only while the plane is far behind", () => {
+  const T = 1_800_000_000_000;
+  const shed = (over: Partial<PlaneSignals>, lastShedAt: number | null = null, now = T) => decideShed({ ...calm, ...over }, thresholds, now, lastShedAt);
+
+  it("given a plane that is merely over the admission bounds, sheds nothing", () => {
+    expect(shed({ gatewayLoopDelayMs: 500, vad: { lagMs: 900, loopDelayMs: 300 }, acksOverloadedMs: 900 })).toBeNull();
+  });
+  it("given a VAD far behind, sheds vad_behind", () => {
+    expect(shed({ vad: { lagMs: 2001, loopDelayMs: 0 } })).toBe("vad_behind");
+    expect(shed({ vad: { lagMs: 0, loopDelayMs: 2001 } })).toBe("vad_behind");
+  });
+  it("given the gateway's loop far behind, sheds gateway_busy", () => expect(shed({ gatewayLoopDelayMs: 2001 })).toBe("gateway_busy"));
+  it("given acks over their bound past shedAcksMs, sheds audio_backlog", () => {
+    expect(shed({ acksOverloadedMs: 1001 })).toBe("audio_backlog");
+    expect(shed({ acksOverloadedMs: 1000 })).toBeNull();
+  });
+  it("given a shed less than shedEveryMs ago, waits; at shedEveryMs sheds the next", () => {
+    expect(shed({ gatewayLoopDelayMs: 3000 }, T - 999)).toBeNull();
+    expect(shed({ gatewayLoopDelayMs: 3000 }, T - 1000)).toBe("gateway_busy");
+  });
+  it("given no open session, sheds nothing", () => expect(shed({ gatewayLoopDelayMs: 3000, openSessions: 0 })).toBeNull());
+});

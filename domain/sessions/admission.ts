@@ -1,0 +1,82 @@
+/**
+ * Whether a gateway takes one more realtime session, and when it must give one back:
+ * pure decisions on the plane's measured load (services/realtime-gateway/headroom.ts
+ * gathers the signals; docs/realtime.md, "Admission and shedding"). No clock, no
+ * socket, no NATS in here.
+ *
+ * The rule users of a real-time service expect: sessions already admitted keep their
+ * latency, and the ones the plane cannot serve are refused at the door (HTTP 503 with
+ * Retry-After, before `session.created`). So admission stops well before the plane is
+ * behind, on leading signals (event-loop delay, the VAD's lag behind the audio, audio
+ * acks piling up), and it admits at most `burst` sessions per `settleMs` whose load
+ * cannot have shown in those signals yet: a client that opens a thousand sessions at
+ * once would otherwise be admitted whole before the first of them is measured.
+ *
+ * Shedding is the safety net for load that grows after admission (sessions that start
+ * talking at once, a replica lost): while the plane is far behind it gives back the
+ * newest session, one per `shedEveryMs`, never all of them.
+ */
+export interface PlaneSignals {
+  /** The gateway process's event-loop delay, p99 over the last window (ms). */
+  gatewayLoopDelayMs: number;
+  /** The worst fresh VAD report: how far behind the audio it reads, and its own loop delay (ms); null when no VAD reports. */
+  vad: { lagMs: number; loopDelayMs: number } | null;
+  /** How long the gateway's audio batches in flight have been over RT_MAX_PENDING_ACKS on its worst partition (0: under). */
+  acksOverloadedMs: number;
+  /** A fresh rt-transcriber report says utterances are waiting past their limit (its max wait, s), or null. */
+  engineSaturatedRetryAfterS: number | null;
+  /** Sessions open on this gateway. */
+  openSessions: number;
+  /** Sessions this gateway admitted within the last `settleMs`. */
+  admittedRecently: number;
+}
+
+export interface AdmissionThresholds {
+  /** Refuse while the gateway's loop delay p99 is over this (ms). */
+  maxLoopDelayMs: number;
+  /** Refuse while a VAD reads the audio later than this after it was stored, or its loop delay is over maxLoopDelayMs (ms). */
+  maxVadLagMs: number;
+  /** At most this many admissions per settleMs. */
+  burst: number;
+  settleMs: number;
+  /** Hard cap on a gateway's open sessions (0: none). */
+  maxSessions: number;
+  /** Shed while the VAD lag or a loop delay is over this (ms) … */
+  shedLagMs: number;
+  /** … or the acks have been over their bound this long (ms); one session per shedEveryMs. */
+  shedAcksMs: number;
+  shedEveryMs: number;
+}
+
+export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "audio_backlog" | "admission_burst";
+
+export type AdmissionVerdict = { admit: true } | { admit: false; reason: RefusalReason; retryAfterSeconds: number };
+
+/** Retry-After for a refusal on load: long enough for the plane to show the sessions it just took. */
+const LOAD_RETRY_S = 5;
+
+export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): AdmissionVerdict {
+  const refuse = (reason: RefusalReason, retryAfterSeconds: number): AdmissionVerdict => ({ admit: false, reason, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)) });
+  if (s.engineSaturatedRetryAfterS !== null) return refuse("engine_saturated", s.engineSaturatedRetryAfterS);
+  if (t.maxSessions > 0 && s.openSessions >= t.maxSessions) return refuse("session_cap", LOAD_RETRY_S);
+  if (s.gatewayLoopDelayMs > t.maxLoopDelayMs) return refuse("gateway_busy", LOAD_RETRY_S);
+  if (s.vad && (s.vad.lagMs > t.maxVadLagMs || s.vad.loopDelayMs > t.maxLoopDelayMs)) return refuse("vad_behind", LOAD_RETRY_S);
+  if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S);
+  if (s.admittedRecently >= t.burst) return refuse("admission_burst", t.settleMs / 1000);
+  return { admit: true };
+}
+
+export type ShedReason = "vad_behind" | "gateway_busy" | "audio_backlog";
+
+/**
+ * Whether to give back a session now (the gateway closes its newest one 1013
+ * upstream_backpressure). `lastShedAt`: when this gateway last shed (null: never).
+ */
+export function decideShed(s: Pick<PlaneSignals, "gatewayLoopDelayMs" | "vad" | "acksOverloadedMs" | "openSessions">, t: AdmissionThresholds, now: number, lastShedAt: number | null): ShedReason | null {
+  if (s.openSessions === 0) return null;
+  if (lastShedAt !== null && now - lastShedAt < t.shedEveryMs) return null;
+  if (s.vad && Math.max(s.vad.lagMs, s.vad.loopDelayMs) > t.shedLagMs) return "vad_behind";
+  if (s.gatewayLoopDelayMs > t.shedLagMs) return "gateway_busy";
+  if (s.acksOverloadedMs > t.shedAcksMs) return "audio_backlog";
+  return null;
+}

@@ -1,0 +1,108 @@
+import { decideAdmission, decideShed, type AdmissionThresholds, type AdmissionVerdict, type PlaneSignals, type ShedReason } from "../../domain/sessions/admission";
+import type { Logger } from "../../shared/logger";
+import { loopDelayWindow } from "../../shared/loop-delay";
+import { rtAdmissionsRefused, rtSessionsShed } from "../../shared/metrics";
+import type { Nats } from "../../shared/nats";
+import { BACKLOG_EVERY_MS, sharedBacklogView, watchVadLoad } from "../../shared/realtime-backlog";
+
+/**
+ * A gateway's view of the realtime plane's headroom, for admission and shedding
+ * (domain/sessions/admission.ts decides; this gathers the signals and keeps count):
+ * its own event-loop delay (sampled every 500 ms), the VADs' load reports and the
+ * rt-transcribers' backlog reports (core NATS, shared/realtime-backlog.ts), how long its
+ * audio batches have been over their acks bound, and the sessions it admitted lately.
+ *
+ * Refusals and sheds are counted in metrics (`stt_realtime_admissions_refused_total`,
+ * `stt_realtime_sessions_shed_total`, by reason) and logged at most once per reason
+ * every 5 s with the signals that decided them.
+ */
+export interface Headroom {
+  /** Whether one more session may be admitted now; an admission is counted at once (concurrent upgrades see each other). */
+  claim(openSessions: number): AdmissionVerdict;
+  /** Called by the gateway's sweep: a reason to give back the newest session now, or null. */
+  shedNow(openSessions: number, now: number): ShedReason | null;
+  stop(): void;
+}
+
+export interface HeadroomOptions {
+  nats: Nats;
+  thresholds: AdmissionThresholds;
+  /** How long the gateway's audio batches in flight have been over their bound, worst partition (ms; 0: under). */
+  acksOverloadedMs(now: number): number;
+  logger: Logger;
+  now?: () => number;
+}
+
+const LOG_EVERY_MS = 5000;
+
+export function createHeadroom(options: HeadroomOptions): Headroom {
+  const { thresholds: t, logger } = options;
+  const now = options.now ?? Date.now;
+  const vad = watchVadLoad(options.nats, now);
+  const backlog = sharedBacklogView(options.nats);
+  const loop = loopDelayWindow();
+  let loopDelayMs = 0;
+  const sampler = setInterval(() => {
+    loopDelayMs = loop.take();
+  }, BACKLOG_EVERY_MS);
+  sampler.unref();
+  /** When recent admissions happened, oldest first (pruned past settleMs). */
+  const admittedAt: number[] = [];
+  let lastShedAt: number | null = null;
+  const lastLogged = new Map<string, { at: number; count: number }>();
+
+  const signals = (openSessions: number, at: number): PlaneSignals => {
+    while (admittedAt.length > 0 && at - admittedAt[0]! >= t.settleMs) admittedAt.shift();
+    const saturated = backlog.saturated();
+    return {
+      gatewayLoopDelayMs: loopDelayMs,
+      vad: vad.worst(),
+      acksOverloadedMs: options.acksOverloadedMs(at),
+      engineSaturatedRetryAfterS: saturated ? saturated.max_wait_ms / 1000 : null,
+      openSessions,
+      admittedRecently: admittedAt.length,
+    };
+  };
+
+  /** One log line per reason every LOG_EVERY_MS, with how many it stands for. */
+  const note = (what: "refused" | "shed", reason: string, s: PlaneSignals, at: number) => {
+    const key = `${what}:${reason}`;
+    const seen = lastLogged.get(key) ?? { at: 0, count: 0 };
+    seen.count++;
+    lastLogged.set(key, seen);
+    if (at - seen.at < LOG_EVERY_MS) return;
+    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently };
+    if (what === "refused") logger.warn("refusing realtime sessions: the plane has no headroom", fields);
+    else logger.warn("shedding the newest realtime session: the plane is far behind", fields);
+    lastLogged.set(key, { at, count: 0 });
+  };
+
+  return {
+    claim(openSessions) {
+      const at = now();
+      const s = signals(openSessions, at);
+      const verdict = decideAdmission(s, t);
+      if (verdict.admit) admittedAt.push(at);
+      else {
+        rtAdmissionsRefused.inc({ reason: verdict.reason });
+        note("refused", verdict.reason, s, at);
+      }
+      return verdict;
+    },
+    shedNow(openSessions, at) {
+      const s = signals(openSessions, at);
+      const reason = decideShed(s, t, at, lastShedAt);
+      if (reason) {
+        lastShedAt = at;
+        rtSessionsShed.inc({ reason });
+        note("shed", reason, s, at);
+      }
+      return reason;
+    },
+    stop() {
+      clearInterval(sampler);
+      loop.stop();
+      vad.stop();
+    },
+  };
+}
