@@ -43,17 +43,17 @@
  * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { pct, serveCommand, stopServer, waitForServer } from "./support/server";
-import { cpuSeconds } from "./support/proc";
+import { pct, serveCommand, startZeroEngine, stopServer, waitForServer } from "./support/server";
+import { cpuSeconds, natsCpuSeconds } from "./support/proc";
+import { createSendLog, decisionOffset } from "./support/vad-decision";
+import { speechLoop } from "./support/clips";
 import { randomBytes } from "node:crypto";
 import { availableParallelism } from "node:os";
-import { createWriteStream, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createWriteStream, readFileSync, rmSync } from "node:fs";
 import WebSocket from "ws";
 import { connectNats, destroyTopology } from "../shared/nats";
 import { loadConfig } from "../shared/config";
 import { createDb, dropSchema } from "../shared/db/index";
-import { pcm16MonoFromWav } from "../shared/audio/wav";
-import { fixturePath } from "../test/support/fixtures";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -64,14 +64,6 @@ const psProcesses = args.get("ps-processes") ?? "1";
 const audioSource = args.get("audio") ?? "jfk";
 const zeroEngine = args.get("engine") === "zero";
 const provider = zeroEngine ? await startZeroEngine() : null;
-
-/** The zero-cost engine (bench/support/zero-engine.ts) in its own process. */
-async function startZeroEngine(): Promise<{ url: string; proc: ChildProcess }> {
-  const proc = spawn(process.execPath, ["--import", "tsx", "bench/support/zero-engine.ts"], { stdio: ["ignore", "pipe", "inherit"] });
-  const line = await new Promise<string>((resolve) => proc.stdout!.once("data", (d: Buffer) => resolve(d.toString())));
-  process.once("exit", () => proc.kill());
-  return { url: (JSON.parse(line) as { url: string }).url, proc };
-}
 
 const id = randomBytes(4).toString("hex");
 const prefix = `b${id}`;
@@ -145,20 +137,6 @@ function procStat(pids: number[]) {
   return { rssMb: each.reduce((a, e) => a + e.rssMb, 0), cpuSeconds: each.reduce((a, e) => a + e.cpuSeconds, 0), each };
 }
 
-/** CPU seconds of every nats-server process on the machine (the bench's bus). */
-function natsCpuSeconds(): number {
-  let total = 0;
-  for (const pid of readdirSync("/proc").filter((x) => /^\d+$/.test(x))) {
-    try {
-      if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() !== "nats-server") continue;
-      total += cpuSeconds(Number(pid));
-    } catch {
-      // the process ended while being read
-    }
-  }
-  return total;
-}
-
 interface SessionRun {
   ws: WebSocket;
   sessionId?: string;
@@ -171,21 +149,8 @@ interface SessionRun {
   closedAt?: number;
   closed: Promise<void>;
   frames?: number;
-  /** (bytes sent so far, time) after each frame: when a timeline position left the client. */
-  sendLog: [number, number][];
-}
-
-/** performance.now() at which the byte at `offset` of the session's audio was sent. */
-function sentAt(s: SessionRun, offset: number): number | undefined {
-  let lo = 0;
-  let hi = s.sendLog.length - 1;
-  if (hi < 0 || s.sendLog[hi]![0] < offset) return undefined;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (s.sendLog[mid]![0] >= offset) hi = mid;
-    else lo = mid + 1;
-  }
-  return s.sendLog[lo]![1];
+  /** When each timeline position left the client. */
+  sendLog: ReturnType<typeof createSendLog>;
 }
 
 async function main() {
@@ -248,7 +213,7 @@ async function main() {
           // share of the client's CPU, which shares the two cores with the server.
           generateMask: () => {},
         });
-        const s: SessionRun = { ws, sentBytes: 0, offset: Math.floor(Math.random() * (loopBytes.length / frameBytes)) * frameBytes, events: [], closed: undefined as never, sendLog: [] };
+        const s: SessionRun = { ws, sentBytes: 0, offset: Math.floor(Math.random() * (loopBytes.length / frameBytes)) * frameBytes, events: [], closed: undefined as never, sendLog: createSendLog() };
         s.closed = new Promise<void>((resolve) => {
           ws.on("close", (code, reason) => {
             s.close = { code, reason: reason.toString() };
@@ -330,7 +295,7 @@ async function main() {
               s.ws.send(frame);
               s.sentBytes += frame.length;
               s.frames = (s.frames ?? 0) + 1;
-              s.sendLog.push([s.sentBytes, performance.now()]);
+              s.sendLog.record(s.sentBytes, performance.now());
             }
           }
           if (!atFull && now - start >= rampMs) atFull = { at: now, stat: procStat(pids), client: process.cpuUsage(), nats: natsCpuSeconds() };
@@ -406,8 +371,8 @@ async function main() {
         for (const e of s.events) {
           if (e.type === "input_audio_buffer.speech_stopped" && e.audio_end_ms !== undefined) {
             // the VAD can decide once silence_duration_ms (500) of silence after the last
-            // voiced frame has arrived; audio_end_ms is that frame's end + 200 ms
-            const sent = sentAt(s, (e.audio_end_ms - 200 + 500) * 32);
+            // voiced frame has arrived
+            const sent = s.sendLog.sentAt(decisionOffset(e.audio_end_ms, 500));
             if (sent !== undefined) decision.push(e.t - sent);
             if (sent !== undefined && sent >= full.at) decisionFull.push(e.t - sent);
           }
@@ -507,24 +472,6 @@ async function main() {
     await db.destroy();
     rmSync(`/tmp/stt-bench-${id}`, { recursive: true, force: true });
   }
-}
-
-/** The looped speech every session streams (starting at a random offset). */
-function speechLoop(source: string): Int16Array {
-  const pieces: Int16Array[] = [];
-  if (source === "librivox") {
-    const dir = "/usr/share/pocketsphinx/test/data/librivox";
-    for (const n of ["0870", "0880", "0890", "0920", "0930"]) {
-      pieces.push(pcm16MonoFromWav(readFileSync(`${dir}/sense_and_sensibility_01_austen_64kb-${n}.wav`))!, new Int16Array(12_800));
-    }
-  } else pieces.push(pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!, new Int16Array(24_000));
-  const loop = new Int16Array(pieces.reduce((n, p) => n + p.length, 0));
-  let off = 0;
-  for (const p of pieces) {
-    loop.set(p, off);
-    off += p.length;
-  }
-  return loop;
 }
 
 main().then(

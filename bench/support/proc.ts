@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 /** CPU seconds (user + system) a process has used so far, from /proc. */
 export function cpuSeconds(pid: number): number {
@@ -10,4 +10,40 @@ export function cpuSeconds(pid: number): number {
 export function childPids(): number[] {
   const out = readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, "utf8").trim();
   return out ? out.split(" ").map(Number) : [];
+}
+
+/** CPU seconds of every nats-server process on the machine (the benches' bus). */
+export function natsCpuSeconds(): number {
+  let total = 0;
+  for (const pid of readdirSync("/proc").filter((x) => /^\d+$/.test(x))) {
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() !== "nats-server") continue;
+      total += cpuSeconds(Number(pid));
+    } catch {
+      // the process ended while being read
+    }
+  }
+  return total;
+}
+
+/** `root` and every process below it (by the parent pid in /proc/<pid>/stat), root first. */
+export function processTree(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const ppid = Number(readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // the process ended while being read
+    }
+  }
+  const out = [root];
+  for (let i = 0; i < out.length; i++) out.push(...(children.get(out[i]!) ?? []));
+  return out;
+}
+
+/** Resident memory of a process in MB, from /proc/<pid>/status. */
+export function rssMb(pid: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
 }

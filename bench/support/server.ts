@@ -1,4 +1,4 @@
-import { execFileSync, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 
 /**
  * The command that starts `stt serve` as bin/stt does (jemalloc through
@@ -43,3 +43,11 @@ export async function stopServer(proc: ChildProcess): Promise<void> {
 
 /** The p-th percentile (nearest rank) of xs; NaN when empty. */
 export const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]! : NaN);
+
+/** The zero-cost engine (bench/support/zero-engine.ts) in its own process, stopped when this one exits. */
+export async function startZeroEngine(): Promise<{ url: string; proc: ChildProcess }> {
+  const proc = spawn(process.execPath, ["--import", "tsx", "bench/support/zero-engine.ts"], { stdio: ["ignore", "pipe", "inherit"] });
+  const line = await new Promise<string>((resolve) => proc.stdout!.once("data", (d: Buffer) => resolve(d.toString())));
+  process.once("exit", () => proc.kill());
+  return { url: (JSON.parse(line) as { url: string }).url, proc };
+}
