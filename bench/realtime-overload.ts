@@ -7,7 +7,7 @@
  *
  *   npx tsx bench/realtime-overload.ts [--sessions 1,1000,2000] [--seconds 60]
  *        [--frame-ms 40] [--batch 50] [--env STT_LAYOUT=auto,LOG_LEVEL=warn]
- *        [--key-limits '{"maxConcurrentConnections": 10}']
+ *        [--key-limits '{"maxConcurrentConnections": 10}'] [--retry-within 0]
  *
  * Each round offers its sessions 50 at a time, each batch as soon as every upgrade of
  * the one before has been answered (accepted or refused), no ramp. An admitted session
@@ -24,6 +24,10 @@
  * and the same minus the baseline's p50, the worst session's own p99, the CPU of the
  * server's processes (all of them under the supervisor, summed), of nats-server and of
  * this client over the round, and the server's RSS growth per admitted session.
+ *
+ * `--retry-within S`: a refused user offers its session again after the refusal's
+ * Retry-After, while the round is younger than S seconds (as clients that honour
+ * Retry-After do); 0 (the default): one try each.
  *
  * `--env` passes variables to the server (a comma starts a new one only before NAME=,
  * so a value may hold commas). The server's log goes to /tmp/stt-overload-<id>.log.
@@ -44,6 +48,8 @@ const rounds = (args.get("sessions") ?? "1,1000,2000").split(",").map(Number);
 const seconds = Number(args.get("seconds") ?? 60);
 const frameMs = Number(args.get("frame-ms") ?? 40);
 const batch = Number(args.get("batch") ?? 50);
+// --retry-within S: a refused user tries again after Retry-After while the round is younger than S seconds
+const retryWithinS = Number(args.get("retry-within") ?? 0);
 const extraEnv = Object.fromEntries(
   (args.get("env") ?? "")
     .split(/,(?=[A-Za-z_][A-Za-z0-9_]*=)/)
@@ -113,7 +119,7 @@ async function main() {
     const results: RoundFigures[] = [];
     for (const n of rounds) {
       const restartsBefore = server.restarts();
-      const r = await measureRound({ n, seconds, frameMs, batch, frames, url: `ws://127.0.0.1:${server.port}/v1/audio/transcriptions/stream`, authorization: `Bearer ${key}`, serverPid: server.pid });
+      const r = await measureRound({ n, seconds, frameMs, batch, frames, url: `ws://127.0.0.1:${server.port}/v1/audio/transcriptions/stream`, authorization: `Bearer ${key}`, serverPid: server.pid, retryWithinS });
       results.push(r);
       printRound(r, results[0]!, server.restarts() - restartsBefore);
       // the closes' after-work (flushes, projections) settles before the next round
@@ -149,7 +155,7 @@ function printRound(r: RoundFigures, baseline: RoundFigures, restarts: number): 
   const p99 = pct(r.decisions, 99);
   const base50 = pct(baseline.decisions, 50);
   console.log(`\nround: ${r.offered} sessions offered in ${Math.ceil(r.offered / batch)} batch(es) over ${(r.offerMs / 1000).toFixed(1)} s; upgrade answered p50/p99 ${ms(pct(r.answerMs, 50))}/${ms(pct(r.answerMs, 99))}`);
-  console.log(`  admitted ${r.admitted}, refused ${r.refusedCount}, no answer ${r.unanswered}${r.failed.size ? `, failed: ${list(r.failed)}` : ""}`);
+  console.log(`  admitted ${r.admitted}, refused ${r.refusedCount}, no answer ${r.unanswered}${r.failed.size ? `, failed: ${list(r.failed)}` : ""}${retryWithinS ? `; ${r.retries} retries after Retry-After within ${retryWithinS} s, ${r.admittedOnRetry} admitted on one` : ""}`);
   console.log(`  refused: ${r.refused.size ? [...r.refused].map(([k, v]) => `${k} ×${v.count}${v.retryAfter.length ? ` (Retry-After ${Math.min(...v.retryAfter)}–${Math.max(...v.retryAfter)} s)` : " (no Retry-After)"}`).join(", ") : "none"}`);
   console.log(`  closed by the server before the client's end: ${list(r.earlyCloses)}; after session.close: ${list(r.endCloses)}${r.noClose ? `; no close within 60 s of session.close: ${r.noClose}` : ""}`);
   if (r.serverErrors.size) console.log(`  error events: ${list(r.serverErrors)}`);

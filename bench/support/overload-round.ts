@@ -17,6 +17,11 @@ export interface RoundOptions {
   authorization: string;
   /** The supervisor: the server is it and every process under it. */
   serverPid: number;
+  /**
+   * A refused user tries again after its Retry-After, as long as this many seconds have
+   * not passed since the round began (0: one try each, as the issue's client).
+   */
+  retryWithinS: number;
 }
 
 export interface RoundFigures {
@@ -29,6 +34,9 @@ export interface RoundFigures {
   /** `<status> <error code>` → how many, and the Retry-After seconds seen. */
   refused: Map<string, { count: number; retryAfter: number[] }>;
   refusedCount: number;
+  /** Retries made after a refusal's Retry-After, and the sessions admitted on one. */
+  retries: number;
+  admittedOnRetry: number;
   offerMs: number;
   answerMs: number[];
   /** Admitted sessions the server (or the connection) closed before the client sent session.close, by `<code> <reason>`. */
@@ -113,6 +121,8 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
     failed: new Map(),
     refused: new Map(),
     refusedCount: 0,
+    retries: 0,
+    admittedOnRetry: 0,
     offerMs: 0,
     answerMs: [],
     earlyCloses: new Map(),
@@ -143,6 +153,7 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
 
   let offering = true;
   let awaitingAnswer = 0;
+  let retriesDue = 0;
   let offerEnd = Infinity;
   let streamingDone!: () => void;
   const streamed = new Promise<void>((resolve) => (streamingDone = resolve));
@@ -171,10 +182,10 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
         streaming.pop();
       }
     }
-    if (!offering && streaming.length === 0 && (awaitingAnswer === 0 || now > offerEnd + UNANSWERED_AFTER_MS)) streamingDone();
+    if (!offering && retriesDue === 0 && streaming.length === 0 && (awaitingAnswer === 0 || now > offerEnd + UNANSWERED_AFTER_MS)) streamingDone();
   }, TICK_MS);
 
-  const offer = (): Session => {
+  const offer = (attempt = 1): Session => {
     const ws = new WebSocket(o.url, {
       headers: { authorization: o.authorization },
       // A zero masking key (RFC 6455 lets the client pick any) makes masking a no-op in
@@ -192,6 +203,7 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
       ws.once("open", () => {
         s.openedAt = performance.now();
         f.admitted++;
+        if (attempt > 1) f.admittedOnRetry++;
         streaming.push(s);
         answer();
       });
@@ -212,6 +224,14 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
           const retry = Number(res.headers["retry-after"]);
           if (res.headers["retry-after"] !== undefined && Number.isFinite(retry)) entry.retryAfter.push(retry);
           f.refused.set(s.refused, entry);
+          if (Number.isFinite(retry) && performance.now() + retry * 1000 - start < o.retryWithinS * 1000) {
+            retriesDue++;
+            setTimeout(() => {
+              retriesDue--;
+              f.retries++;
+              offer(attempt + 1);
+            }, retry * 1000);
+          }
           answer();
           // the answer is read: let the socket go (ws then reports an error and a close, ignored)
           ws.terminate();
