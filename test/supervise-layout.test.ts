@@ -169,7 +169,8 @@ describe.skipIf(groups.length < 2)("stt supervise, STT_LAYOUT=auto", () => {
     expect(ups().filter((u) => u.port !== undefined), "the edge was not restarted").toHaveLength(1);
     expect(gone(edge[0]!.pid)).toBe(false);
     expect(output).toContain('"msg":"supervised process exited: restarting"');
-    // and the new engine serves: the router leaves the dead one out and finds the new one
+    // the edge is ready again, and the new engine serves: the router leaves the dead one out and finds the new one
+    await waitFor(async () => (await status(`${base}/readyz`)) === 200, { timeoutMs: 60_000, what: "/readyz 200 after the restart" }).catch(fail);
     const after = await waitFor(async () => {
       const r = await segment();
       return r.status === 200 ? r : undefined;

@@ -36,9 +36,12 @@ async function main(argv: string[]): Promise<number> {
   // NATS or Postgres is still being reached is not lost.
   let stopAll = async () => {};
   if (command === "serve") installProcessGuard({ logger: bootLogger, stop: () => stopAll(), stopTimeoutMs: boot.shutdown.timeoutMs, stopOnSignals: true });
+  // `stt supervise`'s groups of services, checked before anything starts
+  const cores = availableParallelism();
+  const groups = command === "supervise" && arg !== "--" ? layoutFor(cores, boot.supervise.layout, selectServices(boot.services, serviceDefs.map((d) => d.name))) : undefined;
   // `stt serve` alone, or `stt supervise` for all its children (which then find
   // NATS_URL, DATABASE_URL and the secrets set, so they start and generate nothing)
-  const resolvesDefaults = command === "serve" || (command === "supervise" && arg !== "--");
+  const resolvesDefaults = command === "serve" || groups !== undefined;
   const set = readEmbeddedDefaultsSet();
   const embedded = resolvesDefaults ? await startEmbedded(set, boot.dataDir, bootLogger) : undefined;
   const secrets = resolvesDefaults ? embeddedSecrets(set, boot.dataDir, bootLogger) : {};
@@ -72,7 +75,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case "supervise": {
       const backoff = { logger: bootLogger, initialDelayMs: boot.supervise.initialDelayMs, maxCrashes: boot.supervise.maxCrashes };
-      if (arg === "--") {
+      if (!groups) {
         const command = argv.slice(2);
         if (command.length === 0) {
           process.stderr.write(`${usage}\n`);
@@ -84,9 +87,8 @@ async function main(argv: string[]): Promise<number> {
       // (the embedded ones started above) and the secrets, so the children agree by
       // construction; the rest of the environment they inherit as it is.
       const shared = { NATS_URL: config.nats.url, DATABASE_URL: config.db.url, ...secrets };
-      const groups = layoutFor(availableParallelism(), config.supervise.layout, selectServices(config.services, serviceDefs.map((d) => d.name)));
       const children = layoutChildren(groups, shared, config.http.metricsPort);
-      bootLogger.info("stt supervise: starting", { layout: config.supervise.layout, cores: availableParallelism(), groups: children.map((c) => c.name) });
+      bootLogger.info("stt supervise: starting", { layout: config.supervise.layout, cores, groups: children.map((c) => c.name) });
       const serve = [process.execPath, ...process.execArgv, process.argv[1]!, "serve"];
       try {
         return await supervise({ ...backoff, children: children.map((c) => ({ ...c, command: serve })) });
