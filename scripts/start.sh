@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs the whole service with embedded defaults on one base URL (default
-# http://127.0.0.1:8080): installs/starts what is missing, then `stt serve`.
+# http://127.0.0.1:8080): installs/starts what is missing, then `stt supervise`, which
+# runs the services as `stt serve` processes by STT_LAYOUT (docs/operations.md,
+# "Process layout").
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/setup.sh"
 cd "$ROOT"
-# `stt supervise` restarts the service if it ever stops on a fatal error. Safe to run
+# `stt supervise` restarts each of them if it ever stops on a fatal error. Safe to run
 # again after a crash or `kill -9`: a leftover `stt serve` stops by itself within
 # SHUTDOWN_TIMEOUT_MS, and the new one waits for its port rather than share it
 # (docs/operations.md, "Stopping and restarting").

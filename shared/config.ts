@@ -27,6 +27,8 @@ const envSchema = z.object({
   // `stt supervise`: restart backoff and when to give up
   SUPERVISE_INITIAL_DELAY_MS: int.min(0).default(1000),
   SUPERVISE_MAX_CRASHES: int.min(1).default(10),
+  // `stt supervise`: how the services are spread over `stt serve` processes (services/stt/layout.ts)
+  STT_LAYOUT: z.string().default("auto"),
   // `stt serve`: how long a stop may drain before the process exits anyway
   SHUTDOWN_TIMEOUT_MS: int.min(0).default(10_000),
 
@@ -178,7 +180,7 @@ function build(env: Env) {
     logLevel: env.LOG_LEVEL,
     services: env.STT_SERVICES.split(",").map((s) => s.trim()).filter(Boolean),
     dataDir: env.DATA_DIR,
-    supervise: { initialDelayMs: env.SUPERVISE_INITIAL_DELAY_MS, maxCrashes: env.SUPERVISE_MAX_CRASHES },
+    supervise: { initialDelayMs: env.SUPERVISE_INITIAL_DELAY_MS, maxCrashes: env.SUPERVISE_MAX_CRASHES, layout: env.STT_LAYOUT },
     shutdown: { timeoutMs: env.SHUTDOWN_TIMEOUT_MS },
     http: { host: env.HOST, port: env.PORT, publicBaseUrl: env.PUBLIC_BASE_URL, metricsPort: env.METRICS_PORT, reusePort: env.STT_REUSE_PORT },
     nats: { url: env.NATS_URL, prefix: env.NATS_PREFIX, replicas: env.NATS_REPLICAS, unhealthyLivenessMs: env.NATS_UNHEALTHY_LIVENESS_MS },
@@ -310,6 +312,15 @@ export function readEmbeddedDefaultsSet(env: Record<string, string | undefined> 
   const out: EmbeddedDefaultsSet = {};
   for (const name of EMBEDDED_DEFAULTS) if (env[name]) out[name] = env[name];
   return out;
+}
+
+/**
+ * The environment of a child process: this process's, with `overrides` on top. For
+ * `stt supervise`, whose `stt serve` children inherit every setting and get what it
+ * resolved once (addresses, secrets, their group of services) added.
+ */
+export function childEnvironment(overrides: Record<string, string> = {}, env: Record<string, string | undefined> = process.env): Record<string, string | undefined> {
+  return { ...env, ...overrides };
 }
 
 /**

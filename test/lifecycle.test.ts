@@ -251,7 +251,8 @@ describe("bounded stop", () => {
       const nats = await startPrivateNatsServer();
       const proxy = await freezableProxy({ host: "127.0.0.1", port: Number(new URL(nats.url).port) });
       const boundMs = 3000;
-      const supervisor = supervise(ownEnv({ NATS_URL: `nats://127.0.0.1:${proxy.port}`, STT_SERVICES: "all", POCKETSPHINX_PROCESSES: "1", SHUTDOWN_TIMEOUT_MS: String(boundMs), PORT: "0" }));
+      // one `stt serve` with every service (test/supervise-layout.test.ts runs the layout of several)
+      const supervisor = supervise(ownEnv({ NATS_URL: `nats://127.0.0.1:${proxy.port}`, STT_SERVICES: "all", STT_LAYOUT: "single", POCKETSPHINX_PROCESSES: "1", SHUTDOWN_TIMEOUT_MS: String(boundMs), PORT: "0" }));
       let pid = 0;
       try {
         const up = await supervisor.up();

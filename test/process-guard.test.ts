@@ -121,3 +121,35 @@ describe("stt supervise", () => {
     expect(readFileSync(runs, "utf8").trim().split("\n")).toHaveLength(1);
   });
 });
+
+describe("stt supervise, several children (one per group of STT_LAYOUT)", () => {
+  it("a child that keeps crashing stops the others and the supervisor exits with its code", async () => {
+    const [crashing, waiting] = [join(dir, "runs-many-crash"), join(dir, "runs-many-wait")];
+    const { code, output } = await run(["test/support/supervise-children.ts", `rejection:${crashing}`, `wait:${waiting}`]);
+    expect(code, output).toBe(FATAL_EXIT_CODE);
+    expect(readFileSync(crashing, "utf8").trim().split("\n")).toHaveLength(3);
+    // the healthy one ran once, and was stopped (SIGTERM), not killed
+    expect(readFileSync(waiting, "utf8").trim().split("\n")).toHaveLength(1);
+    expect(output).toContain("keeps crashing: giving up");
+    expect(output).toContain("stopped cleanly");
+    expect(JSON.parse(output.split("\n").find((l) => l.includes("keeps crashing"))!)).toMatchObject({ group: "rejection" });
+  });
+
+  it("a child that ends cleanly is not restarted and the others keep running until they end", async () => {
+    const [ending, waiting] = [join(dir, "runs-many-ok"), join(dir, "runs-many-wait-2")];
+    const proc = spawn(process.execPath, ["--import", "tsx", "test/support/supervise-children.ts", `ok:${ending}`, `wait:${waiting}`], { stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    proc.stdout.on("data", (d) => (output += d));
+    proc.stderr.on("data", (d) => (output += d));
+    const exited = new Promise<number | null>((r) => proc.once("exit", (c) => r(c)));
+    const deadline = Date.now() + 30_000;
+    while (!(output.includes("ended cleanly: not restarting it") && output.includes("ready\n")) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(output).toContain("ended cleanly: not restarting it");
+    expect(proc.exitCode).toBeNull();
+    proc.kill("SIGTERM");
+    expect(await exited, output).toBe(0);
+    expect(readFileSync(ending, "utf8").trim().split("\n")).toHaveLength(1);
+    expect(readFileSync(waiting, "utf8").trim().split("\n")).toHaveLength(1);
+    expect(output).toContain("stopped cleanly");
+  });
+});

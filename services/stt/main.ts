@@ -10,11 +10,15 @@ import { startRuntime } from "./runtime";
 import { startTelemetry, stopTelemetry } from "../../shared/telemetry";
 import { installProcessGuard, settlesWithin } from "../../shared/process-guard";
 import { supervise } from "./supervise";
+import { layoutChildren, layoutFor, selectServices } from "./layout";
+import { serviceDefs } from "./services";
+import { availableParallelism } from "node:os";
 
 /**
  * `stt` — the one CLI.
  *   stt serve              run the services of STT_SERVICES (default: all, one process)
- *   stt supervise [-- cmd] run `stt serve` (or cmd) and restart it when it crashes
+ *   stt supervise [-- cmd] run the services as `stt serve` processes (STT_LAYOUT), or cmd,
+ *                          and restart each one that crashes
  *   stt migrate            declare the JetStream streams and run the Postgres migrations
  *   stt rebuild <name|all> drop a read model and rebuild it from the log
  */
@@ -32,9 +36,15 @@ async function main(argv: string[]): Promise<number> {
   // NATS or Postgres is still being reached is not lost.
   let stopAll = async () => {};
   if (command === "serve") installProcessGuard({ logger: bootLogger, stop: () => stopAll(), stopTimeoutMs: boot.shutdown.timeoutMs, stopOnSignals: true });
+  // `stt supervise`'s groups of services, checked before anything starts
+  const cores = availableParallelism();
+  const groups = command === "supervise" && arg !== "--" ? layoutFor(cores, boot.supervise.layout, selectServices(boot.services, serviceDefs.map((d) => d.name))) : undefined;
+  // `stt serve` alone, or `stt supervise` for all its children (which then find
+  // NATS_URL, DATABASE_URL and the secrets set, so they start and generate nothing)
+  const resolvesDefaults = command === "serve" || groups !== undefined;
   const set = readEmbeddedDefaultsSet();
-  const embedded = command === "serve" ? await startEmbedded(set, boot.dataDir, bootLogger) : undefined;
-  const secrets = command === "serve" ? embeddedSecrets(set, boot.dataDir, bootLogger) : {};
+  const embedded = resolvesDefaults ? await startEmbedded(set, boot.dataDir, bootLogger) : undefined;
+  const secrets = resolvesDefaults ? embeddedSecrets(set, boot.dataDir, bootLogger) : {};
   const config = loadConfig(undefined, {
     ...secrets,
     NATS_URL: embedded?.natsUrl ?? set.NATS_URL,
@@ -58,18 +68,33 @@ async function main(argv: string[]): Promise<number> {
         await embedded?.stop();
         await stopTelemetry();
       };
-      logger.info("stt is up", { services: [...runtime.ctx.running], port: runtime.ctx.slots.port, base_url: `http://127.0.0.1:${runtime.ctx.slots.port}`, metrics_port: runtime.ctx.slots.metricsPort, pid: process.pid });
+      const { port, metricsPort } = runtime.ctx.slots;
+      logger.info("stt is up", { services: [...runtime.ctx.running], ...(port === undefined ? {} : { port, base_url: `http://127.0.0.1:${port}` }), metrics_port: metricsPort, pid: process.pid });
       // runs until the guard stops the process
       return new Promise<number>(() => undefined);
     }
     case "supervise": {
-      const rest = argv.slice(1);
-      const command = rest[0] === "--" ? rest.slice(1) : [process.execPath, ...process.execArgv, process.argv[1]!, "serve"];
-      if (command.length === 0) {
-        process.stderr.write(`${usage}\n`);
-        return 2;
+      const backoff = { logger: bootLogger, initialDelayMs: boot.supervise.initialDelayMs, maxCrashes: boot.supervise.maxCrashes };
+      if (!groups) {
+        const command = argv.slice(2);
+        if (command.length === 0) {
+          process.stderr.write(`${usage}\n`);
+          return 2;
+        }
+        return supervise({ ...backoff, children: [{ name: command.join(" "), command }] });
       }
-      return supervise({ command, logger: bootLogger, initialDelayMs: boot.supervise.initialDelayMs, maxCrashes: boot.supervise.maxCrashes });
+      // Resolved once here and handed to every child: the addresses of NATS and Postgres
+      // (the embedded ones started above) and the secrets, so the children agree by
+      // construction; the rest of the environment they inherit as it is.
+      const shared = { NATS_URL: config.nats.url, DATABASE_URL: config.db.url, ...secrets };
+      const children = layoutChildren(groups, shared, config.http.metricsPort);
+      bootLogger.info("stt supervise: starting", { layout: config.supervise.layout, cores, groups: children.map((c) => c.name) });
+      const serve = [process.execPath, ...process.execArgv, process.argv[1]!, "serve"];
+      try {
+        return await supervise({ ...backoff, children: children.map((c) => ({ ...c, command: serve })) });
+      } finally {
+        await embedded?.stop();
+      }
     }
     case "migrate": {
       const nats = await connectNats({ url: config.nats.url, prefix: config.nats.prefix, replicas: config.nats.replicas });

@@ -12,6 +12,7 @@ import { createWorkerRouter } from "../../shared/workers/router";
 import type { RunningService, ServiceContext } from "../context";
 import { allProjections } from "../projector/projections";
 import { serviceDefs } from "./services";
+import { selectServices } from "./layout";
 import { registerRuntimeMetrics } from "./runtime-metrics";
 import { serveMetrics } from "../../shared/metrics";
 import type { Server } from "node:http";
@@ -32,9 +33,7 @@ export interface Runtime {
 }
 
 export async function startRuntime(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<Runtime> {
-  const wanted = config.services.includes("all") ? serviceDefs.map((s) => s.name) : config.services;
-  const unknown = wanted.filter((n) => !serviceDefs.some((s) => s.name === n));
-  if (unknown.length) throw new Error(`unknown service(s) in STT_SERVICES: ${unknown.join(", ")}; known: ${serviceDefs.map((s) => s.name).join(", ")}`);
+  const wanted = selectServices(config.services, serviceDefs.map((s) => s.name));
 
   const nats = await connectNats({ url: config.nats.url, prefix: config.nats.prefix, replicas: config.nats.replicas, name: `stt:${wanted.join(",")}` });
   // connectNats installed them; which took (also stt_nats_patch_active)

@@ -1,5 +1,6 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
+import { childEnvironment } from "../../shared/config";
 import type { Logger } from "../../shared/logger";
 
 /**
@@ -9,33 +10,44 @@ import type { Logger } from "../../shared/logger";
  */
 const UWS_CORK_WARNING = /^Warning: uWS\.HttpResponse writes must be made from within a corked callback/;
 
-export interface SuperviseOptions {
-  /** The command to keep running: argv[0] and its arguments. */
+/** One process to keep running. */
+interface SupervisedChild {
+  /** For the supervisor's own log lines (a layout's group: its services, comma-separated). */
+  name: string;
+  /** argv[0] and its arguments. */
   command: string[];
+  /** Added to the supervisor's environment. */
+  env?: Record<string, string>;
+}
+
+export interface SuperviseOptions {
+  children: SupervisedChild[];
   logger: Logger;
   /** First restart delay; doubles per crash up to maxDelayMs, reset after a healthy run. */
   initialDelayMs?: number;
   maxDelayMs?: number;
   /** A run that lasted this long counts as healthy (resets the delay and the crash count). */
   healthyAfterMs?: number;
-  /** Give up (exit non-zero) after this many crashes in a row. */
+  /** Give up (stop the others, exit non-zero) after this many crashes in a row of one child. */
   maxCrashes?: number;
 }
 
 /**
- * `stt supervise`: runs `stt serve` as a child and starts a fresh one whenever it
- * exits on its own with a non-zero code or a signal (a fatal error, a native crash,
- * the kernel's OOM killer), with exponential backoff. A child that ends with code 0
- * (it was told to stop) ends the supervisor too. SIGINT and SIGTERM are passed to the
- * child, and the supervisor exits once it has stopped. After `maxCrashes` crashes in
- * a row without a healthy run in between it gives up with the child's code, so an
- * orchestrator above it sees the failure instead of a restart loop.
+ * `stt supervise`: runs each child (`stt serve` of one group of STT_LAYOUT) and starts a
+ * fresh one of a child whenever it exits on its own with a non-zero code or a signal (a
+ * fatal error, a native crash, the kernel's OOM killer), with exponential backoff. Each
+ * child has its own backoff and crash count: one restarting leaves the others running.
+ * A child that ends with code 0 (it was told to stop) is not started again. SIGINT and
+ * SIGTERM go to every child, and the supervisor returns once all have stopped. After
+ * `maxCrashes` crashes in a row of one child without a healthy run in between it stops
+ * the others and returns that child's code, so an orchestrator above it sees the
+ * failure instead of a restart loop (and never a service with a part missing).
  *
  * For a machine without an orchestrator (`scripts/start.sh`); under systemd, Docker or
  * Kubernetes run `stt serve` directly and let their restart policy do this.
  *
- * The child's stderr passes through line by line, except uWS's native per-upgrade cork
- * warning, which goes to the log at debug level.
+ * A child's stdout is its own (inherited); its stderr passes through line by line,
+ * except uWS's native per-upgrade cork warning, which goes to the log at debug level.
  */
 export async function supervise(options: SuperviseOptions): Promise<number> {
   const { logger } = options;
@@ -44,36 +56,32 @@ export async function supervise(options: SuperviseOptions): Promise<number> {
   const healthyAfter = options.healthyAfterMs ?? 60_000;
   const maxCrashes = options.maxCrashes ?? 10;
   let stopping = false;
-  let current: ReturnType<typeof spawn> | undefined;
-  const forward = (signal: NodeJS.Signals) => {
+  let gaveUp: number | undefined;
+  const running = new Set<ChildProcess>();
+  // the backoff waits in progress: a stop ends them at once
+  const waits = new Set<() => void>();
+  const stopAll = (signal: NodeJS.Signals) => {
     stopping = true;
-    current?.kill(signal);
+    for (const child of running) child.kill(signal);
+    for (const wake of waits) wake();
   };
+  const forward = (signal: NodeJS.Signals) => stopAll(signal);
   process.on("SIGINT", forward);
   process.on("SIGTERM", forward);
-  let crashes = 0;
-  let delay = initialDelay;
-  try {
+
+  const keepRunning = async (child: SupervisedChild): Promise<number> => {
+    const log = options.children.length > 1 ? logger.child({ group: child.name }) : logger;
+    let crashes = 0;
+    let delay = initialDelay;
     for (;;) {
+      if (stopping) return 0;
       const started = Date.now();
-      const [cmd, ...args] = options.command;
-      // Its own process group, so a terminal's Ctrl-C reaches the child once (through
-      // us), and an IPC channel, so the child stops itself if the supervisor dies.
-      // stderr through us: the native per-upgrade uWS warning goes to the log at debug
-      // level, every other line to our stderr unchanged
-      current = spawn(cmd!, args, { stdio: ["inherit", "inherit", "pipe", "ipc"], detached: true });
-      createInterface({ input: current.stderr!, crlfDelay: Infinity }).on("line", (line) => {
-        if (UWS_CORK_WARNING.test(line)) logger.debug("uWS upgrade outside a corked callback (deliberate, harmless; docs/realtime.md)");
-        else process.stderr.write(`${line}\n`);
-      });
-      const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-        current!.once("error", (err) => {
-          logger.error("supervised process could not start", { error: err.message });
-          resolve({ code: 127, signal: null });
-        });
-        current!.once("exit", (c, s) => resolve({ code: c, signal: s }));
-      });
-      if (stopping || code === 0) return code ?? 0;
+      const { code, signal } = await runOnce(child, log, running);
+      if (stopping) return code ?? 0;
+      if (code === 0) {
+        if (options.children.length > 1) log.warn("supervised process ended cleanly: not restarting it; the others keep running");
+        return 0;
+      }
       const ranMs = Date.now() - started;
       if (ranMs >= healthyAfter) {
         crashes = 0;
@@ -82,16 +90,57 @@ export async function supervise(options: SuperviseOptions): Promise<number> {
       crashes++;
       const exitCode = code ?? 1;
       if (crashes >= maxCrashes) {
-        logger.error("supervised process keeps crashing: giving up", { crashes, code, signal });
+        log.error("supervised process keeps crashing: giving up", { crashes, code, signal });
+        gaveUp ??= exitCode;
+        stopAll("SIGTERM");
         return exitCode;
       }
-      logger.warn("supervised process exited: restarting", { code, signal, ran_ms: ranMs, restart_in_ms: delay, crashes });
-      await new Promise((r) => setTimeout(r, delay));
+      log.warn("supervised process exited: restarting", { code, signal, ran_ms: ranMs, restart_in_ms: delay, crashes });
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          waits.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, delay);
+        waits.add(wake);
+      });
       if (stopping) return exitCode;
       delay = Math.min(delay * 2, maxDelay);
     }
+  };
+
+  try {
+    const codes = await Promise.all(options.children.map(keepRunning));
+    return gaveUp ?? codes.find((c) => c !== 0) ?? 0;
   } finally {
     process.off("SIGINT", forward);
     process.off("SIGTERM", forward);
   }
+}
+
+/** Starts `child` once and resolves when it exits; `running` holds it meanwhile (for signals). */
+function runOnce(child: SupervisedChild, logger: Logger, running: Set<ChildProcess>): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  const [cmd, ...args] = child.command;
+  // Its own process group, so a terminal's Ctrl-C reaches the child once (through us),
+  // and an IPC channel, so the child stops itself if the supervisor dies. stderr through
+  // us: the native per-upgrade uWS warning goes to the log at debug level, every other
+  // line to our stderr unchanged.
+  const proc = spawn(cmd!, args, { stdio: ["inherit", "inherit", "pipe", "ipc"], detached: true, env: childEnvironment(child.env) });
+  running.add(proc);
+  createInterface({ input: proc.stderr!, crlfDelay: Infinity }).on("line", (line) => {
+    if (UWS_CORK_WARNING.test(line)) logger.debug("uWS upgrade outside a corked callback (deliberate, harmless; docs/realtime.md)");
+    else process.stderr.write(`${line}\n`);
+  });
+  return new Promise((resolve) => {
+    proc.once("error", (err) => {
+      running.delete(proc);
+      logger.error("supervised process could not start", { error: err.message });
+      resolve({ code: 127, signal: null });
+    });
+    proc.once("exit", (code, signal) => {
+      running.delete(proc);
+      resolve({ code, signal });
+    });
+  });
 }

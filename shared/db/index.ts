@@ -34,9 +34,19 @@ export function createDb(options: Config["db"]): Db {
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
 
-/** Creates the schema if needed and runs every pending migration. */
+/**
+ * Creates the schema if needed and runs every pending migration. Safe when several
+ * processes start at once (`stt supervise` starts its children together): Postgres's
+ * `create schema if not exists` can still fail with a unique violation when another
+ * session creates it at the same moment, so that failure counts as success once the
+ * schema is there; the migrations themselves run under kysely's lock (an advisory lock
+ * on Postgres), one process after the other.
+ */
 export async function migrateToLatest(db: Db, schema: string): Promise<void> {
-  await sql`create schema if not exists ${sql.id(schema)}`.execute(db);
+  await sql`create schema if not exists ${sql.id(schema)}`.execute(db).catch(async (err) => {
+    const found = await sql<{ n: number }>`select 1 as n from pg_namespace where nspname = ${schema}`.execute(db);
+    if (found.rows.length === 0) throw err;
+  });
   const migrator = new Migrator({ db, provider, migrationTableSchema: schema });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === "Error");
