@@ -148,10 +148,11 @@ const envSchema = z.object({
   /** Admission by headroom (domain/sessions/admission.ts, docs/realtime.md "Admission and shedding"). */
   RT_ADMIT_MAX_LOOP_DELAY_MS: int.min(1).default(100),
   RT_ADMIT_MAX_VAD_LAG_MS: int.min(1).default(150),
+  RT_ADMIT_MAX_DECISION_MS: int.min(1).default(120),
   RT_ADMIT_BURST: int.min(1).default(50),
   RT_ADMIT_SETTLE_MS: int.min(0).default(1000),
   RT_MAX_SESSIONS: int.min(0).default(0),
-  RT_SHED_LAG_MS: int.min(1).default(2000),
+  RT_SHED_LAG_MS: int.min(1).default(1000),
   RT_SHED_EVERY_MS: int.min(100).default(1000),
   RT_DEMO_API_KEY: optionalString,
   /** Streaming PocketSphinx decoders per VAD process (0: no streaming, commit → transcribe only). */
@@ -272,6 +273,7 @@ function build(env: Env) {
       admission: {
         maxLoopDelayMs: env.RT_ADMIT_MAX_LOOP_DELAY_MS,
         maxVadLagMs: env.RT_ADMIT_MAX_VAD_LAG_MS,
+        maxDecisionMs: env.RT_ADMIT_MAX_DECISION_MS,
         burst: env.RT_ADMIT_BURST,
         settleMs: env.RT_ADMIT_SETTLE_MS,
         maxSessions: env.RT_MAX_SESSIONS,

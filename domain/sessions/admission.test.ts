@@ -4,6 +4,7 @@ import { decideAdmission, decideShed, type AdmissionThresholds, type PlaneSignal
 const thresholds: AdmissionThresholds = {
   maxLoopDelayMs: 100,
   maxVadLagMs: 150,
+  maxDecisionMs: 150,
   burst: 50,
   settleMs: 1000,
   maxSessions: 0,
@@ -14,6 +15,7 @@ const thresholds: AdmissionThresholds = {
 const calm: PlaneSignals = {
   gatewayLoopDelayMs: 12,
   vad: { lagMs: 20, loopDelayMs: 11 },
+  decisionP95Ms: 60,
   acksOverloadedMs: 0,
   engineSaturatedRetryAfterS: null,
   openSessions: 300,
@@ -32,17 +34,32 @@ describe("admission: a new session only while the plane keeps up", () => {
   it("given no VAD report at all (none running yet), judges on the rest", () => given({ vad: null }).then({ admit: true }));
   it("given the gateway's loop delay over its bound, refuses gateway_busy for 5 s", () =>
     given({ gatewayLoopDelayMs: 101 }).then({ admit: false, reason: "gateway_busy", retryAfterSeconds: 5 }));
-  it("given the loop delay at its bound, still admits", () => given({ gatewayLoopDelayMs: 100, vad: { lagMs: 150, loopDelayMs: 100 } }).then({ admit: true }));
+  it("given the loop delay at its bound, still admits", () => given({ gatewayLoopDelayMs: 100, vad: { lagMs: 150, loopDelayMs: 100 }, admittedRecently: 0 }).then({ admit: true }));
   it("given a VAD reading the audio late, refuses vad_behind", () =>
     given({ vad: { lagMs: 151, loopDelayMs: 5 } }).then({ admit: false, reason: "vad_behind", retryAfterSeconds: 5 }));
   it("given a VAD whose own loop is slow, refuses vad_behind", () =>
     given({ vad: { lagMs: 10, loopDelayMs: 101 } }).then({ admit: false, reason: "vad_behind", retryAfterSeconds: 5 }));
+  it("given the sessions' recent VAD decisions late (p95 over the bound), refuses decisions_late; at the bound, or too few decisions to say, admits", () => {
+    given({ decisionP95Ms: 151 }).then({ admit: false, reason: "decisions_late", retryAfterSeconds: 5 });
+    given({ decisionP95Ms: 150, admittedRecently: 0 }).then({ admit: true });
+    given({ decisionP95Ms: null }).then({ admit: true });
+  });
   it("given audio acks over their bound, refuses audio_backlog", () =>
     given({ acksOverloadedMs: 1 }).then({ admit: false, reason: "audio_backlog", retryAfterSeconds: 5 }));
   it("given a burst of admissions not yet measured, refuses admission_burst for the settle time", () => {
     given({ admittedRecently: 50 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
     given({ admittedRecently: 49 }).then({ admit: true });
     given({ admittedRecently: 100 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 3 }, { burst: 100, settleMs: 2500 });
+  });
+  it("given a plane near a bound (over 60% of it), admits a fifth of the burst per settle window", () => {
+    given({ admittedRecently: 9, decisionP95Ms: 91 }).then({ admit: true });
+    given({ admittedRecently: 10, decisionP95Ms: 91 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 10, decisionP95Ms: 90 }).then({ admit: true });
+    given({ admittedRecently: 10, gatewayLoopDelayMs: 61 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 10, vad: { lagMs: 91, loopDelayMs: 0 } }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 10, vad: { lagMs: 0, loopDelayMs: 61 } }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 0, decisionP95Ms: 140 }).then({ admit: true }, { burst: 3 });
+    given({ admittedRecently: 1, decisionP95Ms: 140 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 }, { burst: 3 });
   });
   it("given a session cap, refuses at it and not below; no cap when 0", () => {
     given({ openSessions: 400 }).then({ admit: false, reason: "session_cap", retryAfterSeconds: 5 }, { maxSessions: 400 });
@@ -58,13 +75,17 @@ describe("shedding: the newest session, one at a time, only while the plane is f
   const shed = (over: Partial<PlaneSignals>, lastShedAt: number | null = null, now = T) => decideShed({ ...calm, ...over }, thresholds, now, lastShedAt);
 
   it("given a plane that is merely over the admission bounds, sheds nothing", () => {
-    expect(shed({ gatewayLoopDelayMs: 500, vad: { lagMs: 900, loopDelayMs: 300 }, acksOverloadedMs: 900 })).toBeNull();
+    expect(shed({ gatewayLoopDelayMs: 500, vad: { lagMs: 900, loopDelayMs: 300 }, decisionP95Ms: 900, acksOverloadedMs: 900 })).toBeNull();
   });
   it("given a VAD far behind, sheds vad_behind", () => {
     expect(shed({ vad: { lagMs: 2001, loopDelayMs: 0 } })).toBe("vad_behind");
     expect(shed({ vad: { lagMs: 0, loopDelayMs: 2001 } })).toBe("vad_behind");
   });
   it("given the gateway's loop far behind, sheds gateway_busy", () => expect(shed({ gatewayLoopDelayMs: 2001 })).toBe("gateway_busy"));
+  it("given the sessions' decisions far behind, sheds decisions_late", () => {
+    expect(shed({ decisionP95Ms: 2001 })).toBe("decisions_late");
+    expect(shed({ decisionP95Ms: 2000 })).toBeNull();
+  });
   it("given acks over their bound past shedAcksMs, sheds audio_backlog", () => {
     expect(shed({ acksOverloadedMs: 1001 })).toBe("audio_backlog");
     expect(shed({ acksOverloadedMs: 1000 })).toBeNull();

@@ -8,7 +8,8 @@
  * latency, and the ones the plane cannot serve are refused at the door (HTTP 503 with
  * Retry-After, before `session.created`). So admission stops well before the plane is
  * behind, on leading signals (event-loop delay, the VAD's lag behind the audio, audio
- * acks piling up), and it admits at most `burst` sessions per `settleMs` whose load
+ * acks piling up) and on the figure users feel (the VAD decision latency the gateway
+ * measures for its sessions), and it admits at most `burst` sessions per `settleMs` whose load
  * cannot have shown in those signals yet: a client that opens a thousand sessions at
  * once would otherwise be admitted whole before the first of them is measured.
  *
@@ -21,6 +22,12 @@ export interface PlaneSignals {
   gatewayLoopDelayMs: number;
   /** The worst fresh VAD report: how far behind the audio it reads, and its own loop delay (ms); null when no VAD reports. */
   vad: { lagMs: number; loopDelayMs: number } | null;
+  /**
+   * The VAD decision latency of this gateway's sessions as it measures it (speech_stopped
+   * sent − the deciding audio due, the figure users feel), p95 over the recent
+   * decisions; null when too few were made lately to say.
+   */
+  decisionP95Ms: number | null;
   /** How long the gateway's audio batches in flight have been over RT_MAX_PENDING_ACKS on its worst partition (0: under). */
   acksOverloadedMs: number;
   /** A fresh rt-transcriber report says utterances are waiting past their limit (its max wait, s), or null. */
@@ -36,6 +43,8 @@ export interface AdmissionThresholds {
   maxLoopDelayMs: number;
   /** Refuse while a VAD reads the audio later than this after it was stored, or its loop delay is over maxLoopDelayMs (ms). */
   maxVadLagMs: number;
+  /** Refuse while the recent VAD decisions' p95 is over this (ms). */
+  maxDecisionMs: number;
   /** At most this many admissions per settleMs. */
   burst: number;
   settleMs: number;
@@ -48,7 +57,7 @@ export interface AdmissionThresholds {
   shedEveryMs: number;
 }
 
-export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "audio_backlog" | "admission_burst";
+export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "audio_backlog" | "admission_burst";
 
 export type AdmissionVerdict = { admit: true } | { admit: false; reason: RefusalReason; retryAfterSeconds: number };
 
@@ -61,22 +70,42 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
   if (t.maxSessions > 0 && s.openSessions >= t.maxSessions) return refuse("session_cap", LOAD_RETRY_S);
   if (s.gatewayLoopDelayMs > t.maxLoopDelayMs) return refuse("gateway_busy", LOAD_RETRY_S);
   if (s.vad && (s.vad.lagMs > t.maxVadLagMs || s.vad.loopDelayMs > t.maxLoopDelayMs)) return refuse("vad_behind", LOAD_RETRY_S);
+  if (s.decisionP95Ms !== null && s.decisionP95Ms > t.maxDecisionMs) return refuse("decisions_late", LOAD_RETRY_S);
   if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S);
-  if (s.admittedRecently >= t.burst) return refuse("admission_burst", t.settleMs / 1000);
+  if (s.admittedRecently >= burstNow(s, t)) return refuse("admission_burst", t.settleMs / 1000);
   return { admit: true };
 }
 
-export type ShedReason = "vad_behind" | "gateway_busy" | "audio_backlog";
+/** Past this share of a bound the plane is near its limit, and admits a fifth of the burst per settle window. */
+const NEAR_LIMIT = 0.6;
+
+/**
+ * The burst allowed now: the whole of it on a quiet plane; near the limit a fifth, so
+ * the last sessions before it are added slowly enough for the signals to show each step
+ * (they lag a second or two, and latency turns sharply at the knee: measured on 2 cores,
+ * the decisions' p95 stayed 110–125 ms from 250 to 480 sessions and grew without bound
+ * at 650).
+ */
+function burstNow(s: PlaneSignals, t: AdmissionThresholds): number {
+  const near =
+    s.gatewayLoopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs ||
+    (s.vad !== null && (s.vad.lagMs > NEAR_LIMIT * t.maxVadLagMs || s.vad.loopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs)) ||
+    (s.decisionP95Ms !== null && s.decisionP95Ms > NEAR_LIMIT * t.maxDecisionMs);
+  return near ? Math.max(1, Math.floor(t.burst / 5)) : t.burst;
+}
+
+export type ShedReason = "vad_behind" | "gateway_busy" | "decisions_late" | "audio_backlog";
 
 /**
  * Whether to give back a session now (the gateway closes its newest one 1013
  * upstream_backpressure). `lastShedAt`: when this gateway last shed (null: never).
  */
-export function decideShed(s: Pick<PlaneSignals, "gatewayLoopDelayMs" | "vad" | "acksOverloadedMs" | "openSessions">, t: AdmissionThresholds, now: number, lastShedAt: number | null): ShedReason | null {
+export function decideShed(s: Pick<PlaneSignals, "gatewayLoopDelayMs" | "vad" | "decisionP95Ms" | "acksOverloadedMs" | "openSessions">, t: AdmissionThresholds, now: number, lastShedAt: number | null): ShedReason | null {
   if (s.openSessions === 0) return null;
   if (lastShedAt !== null && now - lastShedAt < t.shedEveryMs) return null;
   if (s.vad && Math.max(s.vad.lagMs, s.vad.loopDelayMs) > t.shedLagMs) return "vad_behind";
   if (s.gatewayLoopDelayMs > t.shedLagMs) return "gateway_busy";
+  if (s.decisionP95Ms !== null && s.decisionP95Ms > t.shedLagMs) return "decisions_late";
   if (s.acksOverloadedMs > t.shedAcksMs) return "audio_backlog";
   return null;
 }

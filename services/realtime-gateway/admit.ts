@@ -75,6 +75,7 @@ const REFUSALS: Record<RefusalReason, string> = {
   session_cap: "This gateway holds as many realtime sessions as it is configured for (RT_MAX_SESSIONS); retry later.",
   gateway_busy: "The realtime plane is at capacity (the gateway is busy); retry later.",
   vad_behind: "The realtime plane is at capacity (voice activity detection is behind); retry later.",
+  decisions_late: "The realtime plane is at capacity (voice activity decisions are running late); retry later.",
   audio_backlog: "The realtime plane is at capacity (audio is waiting to be stored); retry later.",
   admission_burst: "Too many realtime sessions are starting at once; retry in a moment.",
 };

@@ -176,6 +176,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         streaming: rt.streaming,
         now: nowMs,
         onClosed: (s) => sessions.delete(s),
+        onDecision: (ms) => headroom.decided(ms),
       },
     );
     data.session = session;

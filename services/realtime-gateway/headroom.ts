@@ -8,7 +8,8 @@ import { BACKLOG_EVERY_MS, sharedBacklogView, watchVadLoad } from "../../shared/
 /**
  * A gateway's view of the realtime plane's headroom, for admission and shedding
  * (domain/sessions/admission.ts decides; this gathers the signals and keeps count):
- * its own event-loop delay (sampled every 500 ms), the VADs' load reports and the
+ * its own event-loop delay (sampled every 500 ms), the VAD decision latency of its
+ * sessions (p95 of the last 2 s, sampled with it), the VADs' load reports and the
  * rt-transcribers' backlog reports (core NATS, shared/realtime-backlog.ts), how long its
  * audio batches have been over their acks bound, and the sessions it admitted lately.
  *
@@ -19,6 +20,8 @@ import { BACKLOG_EVERY_MS, sharedBacklogView, watchVadLoad } from "../../shared/
 export interface Headroom {
   /** Whether one more session may be admitted now; an admission is counted at once (concurrent upgrades see each other). */
   claim(openSessions: number): AdmissionVerdict;
+  /** A VAD decision's latency as the gateway measured it (session-metrics.ts). */
+  decided(latencyMs: number): void;
   /** Called by the gateway's sweep: a reason to give back the newest session now, or null. */
   shedNow(openSessions: number, now: number): ShedReason | null;
   stop(): void;
@@ -34,6 +37,10 @@ export interface HeadroomOptions {
 }
 
 const LOG_EVERY_MS = 5000;
+/** The decisions the latency signal is read from: those of the last few seconds, if there are enough to say. */
+const DECISION_WINDOW_MS = 2000;
+const MIN_DECISIONS = 20;
+const MAX_DECISIONS = 4096;
 
 export function createHeadroom(options: HeadroomOptions): Headroom {
   const { thresholds: t, logger } = options;
@@ -42,8 +49,20 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   const backlog = sharedBacklogView(options.nats);
   const loop = loopDelayWindow();
   let loopDelayMs = 0;
+  // recent decisions (ring of times and latencies), and their p95 as of the last sample
+  const decidedAt = new Float64Array(MAX_DECISIONS);
+  const decisionMs = new Float64Array(MAX_DECISIONS);
+  let decisions = 0;
+  let decisionP95Ms: number | null = null;
+  const sampleDecisions = (at: number) => {
+    const recent: number[] = [];
+    for (let i = decisions - 1; i >= Math.max(0, decisions - MAX_DECISIONS) && at - decidedAt[i % MAX_DECISIONS]! < DECISION_WINDOW_MS; i--) recent.push(decisionMs[i % MAX_DECISIONS]!);
+    recent.sort((a, b) => a - b);
+    decisionP95Ms = recent.length >= MIN_DECISIONS ? recent[Math.floor(recent.length * 0.95)]! : null;
+  };
   const sampler = setInterval(() => {
     loopDelayMs = loop.take();
+    sampleDecisions(now());
   }, BACKLOG_EVERY_MS);
   sampler.unref();
   /** When recent admissions happened, oldest first (pruned past settleMs). */
@@ -57,6 +76,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     return {
       gatewayLoopDelayMs: loopDelayMs,
       vad: vad.worst(),
+      decisionP95Ms,
       acksOverloadedMs: options.acksOverloadedMs(at),
       engineSaturatedRetryAfterS: saturated ? saturated.max_wait_ms / 1000 : null,
       openSessions,
@@ -71,7 +91,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     seen.count++;
     lastLogged.set(key, seen);
     if (at - seen.at < LOG_EVERY_MS) return;
-    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently };
+    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently };
     if (what === "refused") logger.warn("refusing realtime sessions: the plane has no headroom", fields);
     else logger.warn("shedding the newest realtime session: the plane is far behind", fields);
     lastLogged.set(key, { at, count: 0 });
@@ -88,6 +108,11 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
         note("refused", verdict.reason, s, at);
       }
       return verdict;
+    },
+    decided(latencyMs) {
+      decidedAt[decisions % MAX_DECISIONS] = now();
+      decisionMs[decisions % MAX_DECISIONS] = latencyMs;
+      decisions++;
     },
     shedNow(openSessions, at) {
       const s = signals(openSessions, at);

@@ -23,7 +23,7 @@ const PACING_QUANTILE = 0.1;
  * Frames and bytes are counted locally and added to the counters by `flush` (the
  * gateway's sweep, every 250 ms, and at close), not per frame.
  */
-export function createSessionMetrics(now: () => number) {
+export function createSessionMetrics(now: () => number, onDecision?: (latencyMs: number) => void) {
   const at = new Float64Array(LOG_ENTRIES);
   const pos = new Float64Array(LOG_ENTRIES);
   let n = 0;
@@ -91,7 +91,10 @@ export function createSessionMetrics(now: () => number) {
           stopped.set(event.item_id, t);
           started.delete(event.item_id);
           const deciding = dueAt(event.audio_end_ms - VAD_TRAILING_MS + silenceDurationMs);
-          if (deciding !== undefined) rtVadDecision.observe(Math.max(0, t - deciding) / 1000);
+          if (deciding !== undefined) {
+            rtVadDecision.observe(Math.max(0, t - deciding) / 1000);
+            onDecision?.(Math.max(0, t - deciding));
+          }
           return;
         }
         case "conversation.item.input_audio_transcription.delta":

@@ -40,7 +40,7 @@ export interface SessionDeps {
   maxFrameBytes: number;
   /** The gateway's audio batches to JetStream (one per VAD partition per interval). */
   audio: AudioBatcher;
-  /** How long a partition's batches in flight may stay over RT_MAX_PENDING_ACKS before 1013 upstream_backpressure. */
+  /** How long a partition's batches in flight may stay over RT_MAX_PENDING_ACKS before its sessions close 1013 upstream_unavailable while NATS is down. */
   backpressureGraceMs: number;
   maxClientBufferBytes: number;
   defaultTurnDetection: TurnDetection;
@@ -48,6 +48,8 @@ export interface SessionDeps {
   streaming?: boolean;
   now: () => number;
   onClosed(session: Session): void;
+  /** Each VAD decision's latency as the gateway measures it (ms), for admission (headroom.ts). */
+  onDecision?(latencyMs: number): void;
 }
 
 const GRACEFUL_CLOSE_WAIT_MS = 30_000;
@@ -85,7 +87,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   };
   let lastAudioAt = startedAt;
   let inputFrames = 0; // per-channel frames at the client's rate
-  const metrics = createSessionMetrics(deps.now);
+  const metrics = createSessionMetrics(deps.now, deps.onDecision);
   let closing: CloseReason | null = null;
   let gracefulDeadline: number | null = null;
   let closedDone = false; // the socket is gone
