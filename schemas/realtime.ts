@@ -359,6 +359,12 @@ export const vadLoad = z.object({
   replica: z.string(),
   lag_ms: z.number().nonnegative(),
   loop_delay_ms: z.number().nonnegative(),
+  /**
+   * Its streaming decoders (absent without them): the share of its machine's cores they
+   * used over the interval, how many were decoding an utterance at the report, and the
+   * pool's size.
+   */
+  engine: z.object({ load: z.number().nonnegative(), busy: z.number().int().nonnegative(), size: z.number().int().nonnegative() }).optional(),
   /** ms since epoch of this report. */
   at: z.number(),
 });

@@ -67,9 +67,16 @@ export function watchBacklog(nats: Nats, now: () => number = Date.now): BacklogV
 }
 
 export interface VadLoadView {
-  /** The worst of the fresh VAD reports (lag and loop delay each), or null when none is fresh. */
-  worst(): { lagMs: number; loopDelayMs: number } | null;
+  /** The worst of the fresh VAD reports (lag, loop delay and engine load each), or null when none is fresh. */
+  worst(): { lagMs: number; loopDelayMs: number; engine: EngineLoad | null } | null;
   stop(): void;
+}
+
+/** The streaming engine's load on the busiest VAD replica: share of its machine's cores, the share one speaker costs there, and whether its pool is full. */
+interface EngineLoad {
+  load: number;
+  perSpeaker: number;
+  full: boolean;
 }
 
 export function watchVadLoad(nats: Nats, now: () => number = Date.now): VadLoadView {
@@ -78,7 +85,14 @@ export function watchVadLoad(nats: Nats, now: () => number = Date.now): VadLoadV
     worst() {
       const reports = feed.reports();
       if (reports.length === 0) return null;
-      return { lagMs: Math.max(...reports.map((r) => r.lag_ms)), loopDelayMs: Math.max(...reports.map((r) => r.loop_delay_ms)) };
+      const engines = reports.flatMap((r) => (r.engine ? [r.engine] : []));
+      const busiest = engines.reduce<(typeof engines)[number] | null>((a, e) => (!a || e.load > a.load ? e : a), null);
+      const engine: EngineLoad | null = busiest && {
+        load: busiest.load,
+        perSpeaker: busiest.busy > 0 ? busiest.load / busiest.busy : 0,
+        full: engines.some((e) => e.size > 0 && e.busy >= e.size),
+      };
+      return { lagMs: Math.max(...reports.map((r) => r.lag_ms)), loopDelayMs: Math.max(...reports.map((r) => r.loop_delay_ms)), engine };
     },
     stop: feed.stop,
   };

@@ -5,6 +5,7 @@ const thresholds: AdmissionThresholds = {
   maxLoopDelayMs: 100,
   maxVadLagMs: 150,
   maxDecisionMs: 150,
+  maxEngineShare: 0.6,
   burst: 50,
   settleMs: 1000,
   maxSessions: 0,
@@ -43,6 +44,16 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ decisionP95Ms: 151 }).then({ admit: false, reason: "decisions_late", retryAfterSeconds: 5 });
     given({ decisionP95Ms: 150, admittedRecently: 0 }).then({ admit: true });
     given({ decisionP95Ms: null }).then({ admit: true });
+  });
+  it("given a streaming engine, admits only while one more speaker (and each admitted lately) fits its share of the machine, and never with every decoder taken", () => {
+    // 2 speakers at 0.125 of the machine each: a third and a fourth fit under 0.6, a fifth would not
+    given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.25, perSpeaker: 0.125, full: false } } }).then({ admit: true });
+    given({ admittedRecently: 1, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.25, perSpeaker: 0.125, full: false } } }).then({ admit: true });
+    given({ admittedRecently: 2, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.25, perSpeaker: 0.125, full: false } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
+    given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.55, perSpeaker: 0.11, full: false } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
+    given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.1, perSpeaker: 0.05, full: true } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
+    // idle engine (no speaker measured yet): nothing to predict from
+    given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0, perSpeaker: 0, full: false } } }).then({ admit: true });
   });
   it("given audio acks over their bound, refuses audio_backlog", () =>
     given({ acksOverloadedMs: 1 }).then({ admit: false, reason: "audio_backlog", retryAfterSeconds: 5 }));

@@ -20,8 +20,13 @@
 export interface PlaneSignals {
   /** The gateway process's event-loop delay, p99 over the last window (ms). */
   gatewayLoopDelayMs: number;
-  /** The worst fresh VAD report: how far behind the audio it reads, and its own loop delay (ms); null when no VAD reports. */
-  vad: { lagMs: number; loopDelayMs: number } | null;
+  /**
+   * The worst fresh VAD report: how far behind the audio it reads, and its own loop delay
+   * (ms); its streaming engine (null without one): the share of its machine's cores the
+   * decoders use, the share one speaker costs, and whether every decoder is taken.
+   * null when no VAD reports.
+   */
+  vad: { lagMs: number; loopDelayMs: number; engine?: { load: number; perSpeaker: number; full: boolean } | null } | null;
   /**
    * The VAD decision latency of this gateway's sessions as it measures it (speech_stopped
    * sent − the deciding audio due, the figure users feel), p95 over the recent
@@ -45,6 +50,8 @@ export interface AdmissionThresholds {
   maxVadLagMs: number;
   /** Refuse while the recent VAD decisions' p95 is over this (ms). */
   maxDecisionMs: number;
+  /** Refuse unless the streaming engine can take one more speaker (and the burst's) within this share of its machine's cores. */
+  maxEngineShare: number;
   /** At most this many admissions per settleMs. */
   burst: number;
   settleMs: number;
@@ -57,7 +64,7 @@ export interface AdmissionThresholds {
   shedEveryMs: number;
 }
 
-export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "audio_backlog" | "admission_burst";
+export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "engine_busy" | "audio_backlog" | "admission_burst";
 
 export type AdmissionVerdict = { admit: true } | { admit: false; reason: RefusalReason; retryAfterSeconds: number };
 
@@ -71,6 +78,9 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
   if (s.gatewayLoopDelayMs > t.maxLoopDelayMs) return refuse("gateway_busy", LOAD_RETRY_S);
   if (s.vad && (s.vad.lagMs > t.maxVadLagMs || s.vad.loopDelayMs > t.maxLoopDelayMs)) return refuse("vad_behind", LOAD_RETRY_S);
   if (s.decisionP95Ms !== null && s.decisionP95Ms > t.maxDecisionMs) return refuse("decisions_late", LOAD_RETRY_S);
+  const engine = s.vad?.engine;
+  // a new session is counted as one more continuous speaker, and so is each admitted lately
+  if (engine && (engine.full || engine.load + engine.perSpeaker * (1 + s.admittedRecently) > t.maxEngineShare)) return refuse("engine_busy", LOAD_RETRY_S);
   if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S);
   if (s.admittedRecently >= burstNow(s, t)) return refuse("admission_burst", t.settleMs / 1000);
   return { admit: true };

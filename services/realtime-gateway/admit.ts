@@ -76,6 +76,7 @@ const REFUSALS: Record<RefusalReason, string> = {
   gateway_busy: "The realtime plane is at capacity (the gateway is busy); retry later.",
   vad_behind: "The realtime plane is at capacity (voice activity detection is behind); retry later.",
   decisions_late: "The realtime plane is at capacity (voice activity decisions are running late); retry later.",
+  engine_busy: "Streaming recognition is at capacity (the engine cannot take another speaker); retry later.",
   audio_backlog: "The realtime plane is at capacity (audio is waiting to be stored); retry later.",
   admission_burst: "Too many realtime sessions are starting at once; retry in a moment.",
 };

@@ -78,8 +78,8 @@ export interface StreamUtterance {
 export interface StreamDecoderPool {
   /** A decoder for a new utterance, or null when every one is busy. */
   acquire(options: { prompt: string | null; cmn: number[] | null }): StreamUtterance | null;
-  /** Decoders busy / allowed. */
-  stats(): { busy: number; size: number; processes: number };
+  /** Decoders busy / allowed, and the pids of the live decoder processes (their CPU is the engine's load). */
+  stats(): { busy: number; size: number; processes: number; pids: number[] };
   close(): Promise<void>;
 }
 
@@ -217,7 +217,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
 
   return {
     acquire,
-    stats: () => ({ busy: procs.filter((p) => p.busy).length, size: options.size, processes: procs.length }),
+    stats: () => ({ busy: procs.filter((p) => p.busy).length, size: options.size, processes: procs.length, pids: procs.flatMap((p) => (p.child.pid && !p.dead ? [p.child.pid] : [])) }),
     async close() {
       closed = true;
       await Promise.all(

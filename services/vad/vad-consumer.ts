@@ -7,7 +7,8 @@ import type { Logger } from "../../shared/logger";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { isNotFound, type Nats } from "../../shared/nats";
 import { releaseMessageData } from "../../shared/nats-parser";
-import { hostname } from "node:os";
+import { availableParallelism, hostname } from "node:os";
+import { cpuMeter } from "../../shared/proc-cpu";
 import { joinPartitionAssignment } from "./partition-assignment";
 import { loadVadEngine } from "../../shared/audio/vad";
 import type { StreamDecoderPool } from "./stream-decoders";
@@ -145,11 +146,19 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const env: HandleEnv = { engine, sessions, defaults, nats, store: options.sessions, kv, pool: options.decoders ?? null, log: logger };
 
   // The replica's load, for the gateways' admission (domain/sessions/admission.ts): the
-  // worst lag behind the audio and the loop delay, per report interval.
+  // worst lag behind the audio and the loop delay, per report interval, and what its
+  // streaming decoders use of the machine.
   let worstLagMs = 0;
   const loop = loopDelayWindow();
+  const engineCpu = cpuMeter();
+  const cores = availableParallelism();
+  const engineLoad = () => {
+    if (!options.decoders) return undefined;
+    const { busy, size, pids } = options.decoders.stats();
+    return { load: engineCpu.take(pids) / cores, busy, size };
+  };
   const loadTimer = setInterval(() => {
-    publishVadLoad(nats, { replica: memberId, lag_ms: Math.max(0, worstLagMs), loop_delay_ms: loop.take(), at: Date.now() });
+    publishVadLoad(nats, { replica: memberId, lag_ms: Math.max(0, worstLagMs), loop_delay_ms: loop.take(), engine: engineLoad(), at: Date.now() });
     worstLagMs = 0;
   }, BACKLOG_EVERY_MS);
   loadTimer.unref();
