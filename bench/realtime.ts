@@ -4,7 +4,7 @@
  * one port) running in a separate process on the local NATS and Postgres.
  *
  *   npx tsx bench/realtime.ts [--sessions 10,25,50] [--seconds 30] [--frame-ms 40]
- *                             [--ps-processes 1] [--phase spread|aligned] [--ramp 0]
+ *                             [--ps-processes 1] [--phase spread|aligned] [--ramp 0] [--admit 1]
  *
  * Per round it prints:
  * - held: sessions that streamed to the end and closed 1000 with every byte recorded
@@ -38,6 +38,9 @@
  * rest in the first; memory and CPU are the processes' sums, each process's in
  * brackets), as a deployment that gives the VAD its own core would; `--split
  * vad/rt-transcriber` runs each group (separated by "/") in a process of its own.
+ * Every session is admitted (the service's admission by headroom is lifted: this bench
+ * measures the plane itself past its limits); `--admit 1` keeps the defaults, so the
+ * sessions the plane has no headroom for are refused 503 and counted as refused.
  * `--engine zero` measures the plane apart from engine capacity: the only worker is an
  * OpenAI-compatible server in this process that answers every clip at once with an
  * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
@@ -63,6 +66,7 @@ const frameMs = Number(args.get("frame-ms") ?? 40);
 const psProcesses = args.get("ps-processes") ?? "1";
 const audioSource = args.get("audio") ?? "jfk";
 const zeroEngine = args.get("engine") === "zero";
+const admit = args.has("admit");
 const provider = zeroEngine ? await startZeroEngine() : null;
 
 const id = randomBytes(4).toString("hex");
@@ -104,6 +108,10 @@ function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split
       RT_TRANSCRIBE_CONCURRENCY: psProcesses,
       // every streaming decoder loaded before the sessions start, as in production
       RT_STREAM_DECODERS_WARM: process.env.RT_STREAM_DECODERS ?? "12",
+      // this bench measures the plane itself, every session admitted (sessions open one
+      // after another, faster than RT_ADMIT_BURST allows); --admit keeps the service's
+      // admission by headroom (docs/realtime.md, "Admission and shedding")
+      ...(admit ? {} : { RT_ADMIT_MAX_LOOP_DELAY_MS: "60000", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000", RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ADMIT_BURST: "1000000", RT_SHED_LAG_MS: "600000" }),
       ...(provider ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_OPENAI_CONCURRENCY: "256", WORKER_OPENAI_REAL_TIME_FACTOR: "0.5", RT_TRANSCRIBE_CONCURRENCY: "256", RT_STREAM_DECODERS: "0" } : {}),
     },
     stdio: ["ignore", "pipe", "pipe"],
