@@ -361,10 +361,13 @@ export const vadLoad = z.object({
   loop_delay_ms: z.number().nonnegative(),
   /**
    * Its streaming decoders (absent without them): the share of its machine's cores they
-   * used over the interval, how many were decoding an utterance at the report, and the
-   * pool's size.
+   * used over the interval, how many were decoding an utterance at the report, the
+   * pool's size, and the share one continuous speaker costs (measured, or the configured
+   * prior until a speaker has been measured).
    */
-  engine: z.object({ load: z.number().nonnegative(), busy: z.number().int().nonnegative(), size: z.number().int().nonnegative() }).optional(),
+  engine: z
+    .object({ load: z.number().nonnegative(), busy: z.number().int().nonnegative(), size: z.number().int().nonnegative(), per_speaker: z.number().nonnegative() })
+    .optional(),
   /** ms since epoch of this report. */
   at: z.number(),
 });

@@ -89,7 +89,7 @@ export function watchVadLoad(nats: Nats, now: () => number = Date.now): VadLoadV
       const busiest = engines.reduce<(typeof engines)[number] | null>((a, e) => (!a || e.load > a.load ? e : a), null);
       const engine: EngineLoad | null = busiest && {
         load: busiest.load,
-        perSpeaker: busiest.busy > 0 ? busiest.load / busiest.busy : 0,
+        perSpeaker: busiest.per_speaker,
         full: engines.some((e) => e.size > 0 && e.busy >= e.size),
       };
       return { lagMs: Math.max(...reports.map((r) => r.lag_ms)), loopDelayMs: Math.max(...reports.map((r) => r.loop_delay_ms)), engine };

@@ -20,6 +20,7 @@ export async function startVadService(ctx: ServiceContext): Promise<RunningServi
     partitions: rt.vadPartitions,
     leaseTtlMs: rt.vadLeaseTtlMs,
     decoders,
+    speakerCores: rt.admission.speakerCores,
     defaults: {
       ...defaultTurnDetection,
       threshold: v.threshold,

@@ -125,6 +125,8 @@ export interface VadServiceOptions {
   leaseTtlMs: number;
   /** Streaming decoders (null/absent: every utterance takes the commit → transcribe path). */
   decoders?: StreamDecoderPool | null;
+  /** Cores one continuous speaker's streaming decode is assumed to cost until measured (config RT_ENGINE_SPEAKER_CORES). */
+  speakerCores?: number;
 }
 
 export interface RunningVad {
@@ -152,10 +154,15 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const loop = loopDelayWindow();
   const engineCpu = cpuMeter();
   const cores = availableParallelism();
+  // what one continuous speaker costs: a moving average of load per busy decoder, from
+  // the configured prior until one has been measured
+  let perSpeaker = (options.speakerCores ?? 0.15) / cores;
   const engineLoad = () => {
     if (!options.decoders) return undefined;
     const { busy, size, pids } = options.decoders.stats();
-    return { load: engineCpu.take(pids) / cores, busy, size };
+    const load = engineCpu.take(pids) / cores;
+    if (busy > 0 && load > 0) perSpeaker = 0.8 * perSpeaker + 0.2 * (load / busy);
+    return { load, busy, size, per_speaker: perSpeaker };
   };
   const loadTimer = setInterval(() => {
     publishVadLoad(nats, { replica: memberId, lag_ms: Math.max(0, worstLagMs), loop_delay_ms: loop.take(), engine: engineLoad(), at: Date.now() });
