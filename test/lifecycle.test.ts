@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { connect as tcpConnect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +11,7 @@ import { connectNats, destroyTopology } from "../shared/nats";
 import { waitFor } from "./support/jobs-helpers";
 import { startPrivateNatsServer } from "./support/nats";
 import { freePort } from "./support/ports";
+import { gone } from "./support/process-gone";
 import { spawnService, type ServiceProcess } from "./support/service-process";
 
 /**
@@ -87,16 +88,6 @@ function serveToExit(env: Record<string, string>, capMs: number): Promise<{ code
   return new Promise((resolve) => proc.once("exit", (code) => (clearTimeout(cap), resolve({ code, output }))));
 }
 
-/** Gone: no such process, or a zombie nobody reaped yet (it holds no socket). */
-function gone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return true;
-  }
-  const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, "utf8") : "";
-  return stat === "" || stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
-}
 
 const health = (port: number) =>
   fetch(`http://127.0.0.1:${port}/health`, { headers: { connection: "close" } }).then(

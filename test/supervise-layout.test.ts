@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -12,6 +12,7 @@ import { connectNats, destroyTopology } from "../shared/nats";
 import { fixturePath } from "./support/fixtures";
 import { waitFor } from "./support/jobs-helpers";
 import { freePort } from "./support/ports";
+import { gone } from "./support/process-gone";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { issueKeyAt } from "./support/service-process";
 
@@ -49,16 +50,6 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** Gone: no such process, or a zombie nobody reaped yet (it holds no socket). */
-function gone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return true;
-  }
-  const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, "utf8") : "";
-  return stat === "" || stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
-}
 
 interface Up {
   services: string[];
