@@ -28,13 +28,13 @@
  *   BENCH_REPEAT=n                  decode the clips n times (steadier CPU figures)
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { DEFAULT_PARTIAL_INTERVAL_MS } from "../schemas/realtime";
-import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
+import { COMMIT_DECODER_OPTIONS, createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
 import { createStreamDecoderPool, STREAM_DECODER_OPTIONS, type StreamHypothesis } from "../services/vad/stream-decoders";
-import { ensurePocketsphinxBinary } from "../shared/pocketsphinx/build";
+import { buildAgainstPocketsphinx, ensurePocketsphinxBinary } from "../shared/pocketsphinx/build";
 import { wordErrorRate } from "../shared/workers/wer";
 import { labelledClips } from "./support/clips";
 import { childPids, cpuSeconds } from "./support/proc";
@@ -42,31 +42,11 @@ import { childPids, cpuSeconds } from "./support/proc";
 const MODEL = "/usr/share/pocketsphinx/model/en-us";
 const VAD_FRAME = 480;
 const HYP_EVERY = (16_000 * DEFAULT_PARTIAL_INTERVAL_MS) / 1000;
-/** The commit path's settings: the engine's (engine.ts passes none by default: ps-worker's built-in ones). */
-const COMMIT_OPTIONS: string[] = [];
 
 type Clip = Awaited<ReturnType<typeof labelledClips>>[number];
 interface Run {
   cpu: number;
   texts: string[];
-}
-
-function buildBare(): string {
-  const src = resolve(import.meta.dirname, "support/ps-bare.c");
-  const bin = resolve(import.meta.dirname, "../build/ps-bare");
-  const fresh = (() => {
-    try {
-      return statSync(bin).mtimeMs >= statSync(src).mtimeMs;
-    } catch {
-      return false;
-    }
-  })();
-  if (!fresh) {
-    mkdirSync(resolve(bin, ".."), { recursive: true });
-    const flags = execFileSync("pkg-config", ["--cflags", "--libs", "pocketsphinx"], { encoding: "utf8" }).trim().split(/\s+/);
-    execFileSync("cc", ["-O2", "-o", bin, src, ...flags, "-lm"]);
-  }
-  return bin;
 }
 
 function bare(bin: string, list: string, hypEvery: number, cmn: "live" | "warm" | "clip", options: string[]): Run {
@@ -124,7 +104,7 @@ writeFileSync(list, clips.map((c, i) => {
   writeFileSync(path, c.pcm);
   return path;
 }).join("\n"));
-const bin = buildBare();
+const bin = await buildAgainstPocketsphinx(resolve(import.meta.dirname, "support/ps-bare.c"), resolve(import.meta.dirname, "../build/ps-bare"));
 await ensurePocketsphinxBinary();
 
 const wer = (r: Run) => {
@@ -143,7 +123,7 @@ console.log(`${labelled.length} clips × ${repeat}, ${audio.toFixed(1)} s of spe
 const paths = process.env.BENCH_PATHS ? [process.env.BENCH_PATHS] : ["commit", "stream"];
 const table: [string, string[]][] | null = process.env.BENCH_TABLE ? JSON.parse(process.env.BENCH_TABLE) : null;
 for (const path of paths) {
-  const settings = table ?? [["service settings", path === "commit" ? COMMIT_OPTIONS : STREAM_DECODER_OPTIONS]];
+  const settings = table ?? [["service settings", path === "commit" ? COMMIT_DECODER_OPTIONS : STREAM_DECODER_OPTIONS]];
   for (const [label, options] of settings) {
     console.log(`\n${path} path, ${label}: ${options.join(" ") || "(ps-worker's built-in options)"}`);
     if (path === "commit") {
