@@ -553,7 +553,10 @@ int main(int argc, char **argv) {
   snprintf(dict, sizeof dict, "%s/cmudict-en-us.dict", model);
   err_set_logfp(NULL);
   /* -maxhmmpf 5000 -maxwpf 20 bound the active search per frame: 38% less CPU than the
-   * defaults (30000 / unbounded) with the same word error rate on the labelled clips. */
+   * defaults (30000 / unbounded) with the same word error rate on the labelled clips.
+   * Both clients tighten them further with their own options (engine.ts
+   * COMMIT_DECODER_OPTIONS, stream-decoders.ts STREAM_DECODER_OPTIONS; the tables in
+   * docs/segment.md and docs/realtime.md). */
   cmd_ln_t *config = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-lm", lmp, "-dict", dict,
                                  "-logfn", "/dev/null", "-mmap", "no", "-maxhmmpf", "5000", "-maxwpf", "20", NULL);
   if (config == NULL) { printf("{\"error\":\"bad configuration\"}\n"); return 2; }
