@@ -9,7 +9,7 @@
  * and off: word error rate, engine CPU seconds per audio second (from /proc, the
  * process's own user+system time), and the time `end` takes.
  */
-import { createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
+import { COMMIT_DECODER_OPTIONS, createPocketsphinxEngine } from "../services/transcriber/pocketsphinx/engine";
 import { createStreamDecoderPool, type StreamResult, type StreamUtterance } from "../services/vad/stream-decoders";
 import { labelledClips } from "./support/clips";
 import { childPids, cpuSeconds } from "./support/proc";
@@ -70,8 +70,8 @@ const audio = clips.reduce((a, c) => a + c.pcm.length / 16_000, 0);
 console.log(`${clips.length} clips, ${audio.toFixed(1)} s of speech`);
 const fmt = (r: { errors: number; words: number; cpu: number }) => `WER ${((100 * r.errors) / r.words).toFixed(1)}% (${r.errors}/${r.words}), ${(r.cpu / audio).toFixed(3)} CPU-s per audio s`;
 if (!process.env.BENCH_VARIANTS) {
-  console.log("commit path, second pass on  :", fmt(await commitPath(clips, [])));
-  console.log("commit path, second pass off :", fmt(await commitPath(clips, SECOND_PASS_OFF)));
+  console.log("commit path, second pass on  :", fmt(await commitPath(clips, COMMIT_DECODER_OPTIONS)));
+  console.log("commit path, second pass off :", fmt(await commitPath(clips, [...COMMIT_DECODER_OPTIONS, ...SECOND_PASS_OFF])));
 }
 // BENCH_VARIANTS='[["label",["-opt","value"]]]' measures other decoder options
 const variants: [string, string[]][] = process.env.BENCH_VARIANTS ? JSON.parse(process.env.BENCH_VARIANTS) : [["on ", []], ["off", SECOND_PASS_OFF], ["fwdflat off, bestpath on", ["-fwdflat", "no"]], ["fwdflat on, bestpath off", ["-bestpath", "no"]]];

@@ -25,11 +25,14 @@ const OP = { start: 1, audio: 2, hyp: 3, end: 4 } as const;
 /**
  * -mmap yes: the mixture weights are mapped from the model file and shared by every
  * decoder process (about 25 MB private per process instead of 80 MB; same output).
- * -ds 2 -maxhmmpf 3000: Gaussians scored every other frame and a tighter HMM cap, a
- * third less CPU (0.108 against 0.161 CPU-s per audio second, bench/stream-decoder.ts)
- * at no loss of accuracy on the labelled clips (WER 34.6% against 37.5%).
+ * -ds 2: Gaussians scored every other frame. -maxhmmpf 2000 -maxwpf 5 -pbeam 1e-40: at
+ * most 2,000 active HMMs and 5 word exits per frame, a narrower phone-transition beam;
+ * about a third less CPU than the -maxhmmpf 3000 used before (0.05 against 0.07–0.09
+ * CPU-s per audio second) at the same word error rate on the labelled clips, whole
+ * (34.6%) and cut into utterances as the plane cuts them (42/104 words). The table:
+ * docs/realtime.md, "Streaming recognition" (`bench/engine-cost.ts`).
  */
-const STREAM_DECODER_OPTIONS = ["-fwdflat", "no", "-mmap", "yes", "-ds", "2", "-maxhmmpf", "3000"];
+export const STREAM_DECODER_OPTIONS = ["-fwdflat", "no", "-mmap", "yes", "-ds", "2", "-maxhmmpf", "2000", "-maxwpf", "5", "-pbeam", "1e-40"];
 
 const endOutput = z.union([
   z.object({

@@ -20,12 +20,21 @@ const defaultPocketsphinxBinary = resolve(here, "../../build/ps-worker");
 const run = promisify(execFile);
 
 export async function ensurePocketsphinxBinary(binary = defaultPocketsphinxBinary): Promise<string> {
-  const [src, bin] = await Promise.all([stat(pocketsphinxSource), stat(binary).catch(() => undefined)]);
+  return buildAgainstPocketsphinx(pocketsphinxSource, binary);
+}
+
+/**
+ * Compiles a C program against libpocketsphinx with the line scripts/build-native.sh
+ * uses, when the binary is missing or older than its source (ps-worker here, the
+ * bench's bare-API decoder in bench/engine-cost.ts).
+ */
+export async function buildAgainstPocketsphinx(source: string, binary: string): Promise<string> {
+  const [src, bin] = await Promise.all([stat(source), stat(binary).catch(() => undefined)]);
   if (bin && bin.mtimeMs >= src.mtimeMs) return binary;
   await mkdir(dirname(binary), { recursive: true });
   const { stdout: flags } = await run("pkg-config", ["--cflags", "--libs", "pocketsphinx"]);
   const tmp = `${binary}.${process.pid}.tmp`;
-  await run("cc", ["-O2", "-o", tmp, pocketsphinxSource, ...flags.trim().split(/\s+/), "-lm"]);
+  await run("cc", ["-O2", "-o", tmp, source, ...flags.trim().split(/\s+/), "-lm"]);
   await run("mv", ["-f", tmp, binary]);
   return binary;
 }

@@ -150,9 +150,11 @@ static void emit_utterance(ps_decoder_t *ps, int frate) {
 /*
  * Prompt biasing: the prompt's words that the pronunciation dictionary knows become a
  * small unigram language model, interpolated with the general one (weight
- * PROMPT_WEIGHT) in a search built for this request only; the default search is
- * restored afterwards, so one request's prompt never affects another's. Building the
- * biased search costs a few hundred milliseconds, paid only by requests with a prompt.
+ * PROMPT_WEIGHT) in a search of its own ("prompt"); the default search is restored
+ * after each request, so one request's prompt never affects another's. Building the
+ * biased search costs about 0.3 CPU-s (the interpolated vocabulary and its lexicon
+ * tree), more than decoding a 3 s utterance, so the last prompt's search is kept
+ * (use_prompt): a realtime session sends the same prompt with every utterance.
  */
 #define PROMPT_WEIGHT 0.15f
 #define MAX_PROMPT_WORDS 128
@@ -199,6 +201,24 @@ static int biased_search(ps_decoder_t *ps, cmd_ln_t *config, const char *default
     return 0;
   }
   return n;
+}
+
+/* The prompt the kept "prompt" search was built from, and how many of its words it knows
+ * (0: none, so requests with it decode with the default search). One is kept: memory
+ * stays bounded, and a process mostly serves one session's prompt at a time. */
+static char *kept_prompt;
+static int kept_words;
+
+/* Switches to the biased search for this prompt, built only when the prompt differs
+ * from the kept one; returns the prompt words it knows (0: the default search stays). */
+static int use_prompt(ps_decoder_t *ps, cmd_ln_t *config, const char *default_search, char *prompt) {
+  if (kept_prompt && !strcmp(kept_prompt, prompt))
+    return kept_words > 0 && ps_set_search(ps, "prompt") >= 0 ? kept_words : 0;
+  free(kept_prompt);
+  kept_prompt = strdup(prompt);
+  ps_unset_search(ps, "prompt");
+  kept_words = biased_search(ps, config, default_search, prompt);
+  return kept_words;
 }
 
 /*
@@ -291,7 +311,7 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
   switch (op) {
     case OP_START: {
       if (stream_open) ps_end_utt(ps);
-      if (stream_biased) { ps_set_search(ps, default_search); ps_unset_search(ps, "prompt"); stream_biased = 0; }
+      if (stream_biased) { ps_set_search(ps, default_search); stream_biased = 0; }
       uint32_t ncmn = 0;
       if (len >= 4) memcpy(&ncmn, sbuf, 4);
       size_t cmn_bytes = (size_t)ncmn * 4;
@@ -306,7 +326,7 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
         warm_n = 0;
       }
       char *prompt = sbuf + (len >= 4 ? 4 + cmn_bytes : len);
-      if (*prompt) stream_biased = biased_search(ps, config, default_search, prompt) > 0;
+      if (*prompt) stream_biased = use_prompt(ps, config, default_search, prompt) > 0;
       ps_start_stream(ps);
       ps_start_utt(ps);
       feed_rest_n = 0;
@@ -371,7 +391,7 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
       for (int i = 0; i < ncep && i < 64; i++) printf("%s%.4f", i ? "," : "", (double)v[i]);
       printf("]}\n");
       fflush(stdout);
-      if (stream_biased) { ps_set_search(ps, default_search); ps_unset_search(ps, "prompt"); stream_biased = 0; }
+      if (stream_biased) { ps_set_search(ps, default_search); stream_biased = 0; }
       return 0;
     }
     default:
@@ -533,7 +553,10 @@ int main(int argc, char **argv) {
   snprintf(dict, sizeof dict, "%s/cmudict-en-us.dict", model);
   err_set_logfp(NULL);
   /* -maxhmmpf 5000 -maxwpf 20 bound the active search per frame: 38% less CPU than the
-   * defaults (30000 / unbounded) with the same word error rate on the labelled clips. */
+   * defaults (30000 / unbounded) with the same word error rate on the labelled clips.
+   * Both clients tighten them further with their own options (engine.ts
+   * COMMIT_DECODER_OPTIONS, stream-decoders.ts STREAM_DECODER_OPTIONS; the tables in
+   * docs/segment.md and docs/realtime.md). */
   cmd_ln_t *config = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-lm", lmp, "-dict", dict,
                                  "-logfn", "/dev/null", "-mmap", "no", "-maxhmmpf", "5000", "-maxwpf", "20", NULL);
   if (config == NULL) { printf("{\"error\":\"bad configuration\"}\n"); return 2; }
@@ -584,7 +607,7 @@ int main(int argc, char **argv) {
     prompt[plen] = 0;
     if (n > cap) { cap = n; pcm = realloc(pcm, cap * sizeof(int16_t)); }
     if (n && read_full(pcm, (size_t)n * 2) < 0) break;
-    int biased = plen ? biased_search(ps, config, default_search, prompt) : 0;
+    int biased = plen ? use_prompt(ps, config, default_search, prompt) : 0;
 
     cmn_live_set(feat->cmn_struct, clip_cmn_mean(mean_fe, pcm, n, cmn_clip_vec, ncep) ? cmn_clip_vec : cmn_init_vec);
     first_segment = 1;
@@ -607,10 +630,7 @@ int main(int argc, char **argv) {
     ps_end_utt(ps);
     if (utt_started) emit_utterance(ps, frate);
     printf("],\"promptWords\":%d}\n", biased);
-    if (biased) {
-      ps_set_search(ps, default_search);
-      ps_unset_search(ps, "prompt");
-    }
+    if (biased) ps_set_search(ps, default_search);
     fflush(stdout);
   }
   ps_free(ps);

@@ -35,7 +35,7 @@ export interface PocketsphinxOptions {
   modelDir?: string;
   /** Processes in the pool (default: available cores). */
   processes?: number;
-  /** Extra PocketSphinx decoder options, e.g. ["-beam", "1e-60"]. */
+  /** PocketSphinx decoder options over ps-worker's built-in ones (default COMMIT_DECODER_OPTIONS). */
   decoderOptions?: string[];
   /** Declared real-time factor for the router's timeout rule. */
   realTimeFactor?: number;
@@ -44,6 +44,16 @@ export interface PocketsphinxOptions {
   models?: string[];
   logger?: Logger;
 }
+
+/**
+ * The commit path's decoder settings, on top of ps-worker's built-in ones: at most 5 word
+ * exits and 4,000 active HMMs per frame (instead of 20 and 5,000), a seventh less CPU at
+ * the same word error rate on the labelled clips, whole and cut into utterances as the
+ * realtime plane cuts them. Narrower word-exit beams save more at the same WER but change
+ * ldc93s1.wav's words, which the embedded reviewer's evaluation is calibrated on (the
+ * table and why: docs/segment.md, "The embedded engine's settings"; bench/engine-cost.ts).
+ */
+export const COMMIT_DECODER_OPTIONS = ["-maxwpf", "5", "-maxhmmpf", "4000"];
 
 const MAGIC = 0x31535350;
 const SAMPLE_RATE = 16_000;
@@ -92,7 +102,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
 
   const spawnProc = (): Promise<Proc> =>
     new Promise((resolveReady, rejectReady) => {
-      const child = spawn(binary, [modelDir, ...(options.decoderOptions ?? [])], { stdio: ["pipe", "pipe", "pipe"] });
+      const child = spawn(binary, [modelDir, ...(options.decoderOptions ?? COMMIT_DECODER_OPTIONS)], { stdio: ["pipe", "pipe", "pipe"] });
       const proc: Proc = { child, ready: false, owed: 0 };
       child.stderr.resume();
       child.stdin.on("error", () => undefined);
