@@ -29,6 +29,8 @@ export default {
     "domain/keys/decider.ts",
     "domain/sessions/decider.ts",
     "domain/sessions/close-rules.ts",
+    "domain/sessions/admission.ts",
+    "services/stt/layout.ts",
     "shared/audio/vad.ts",
     // the transcript pipeline: smart format (split over four files) and the append-only rule of streamed items
     "domain/transcript/smart-format.ts",

@@ -13,6 +13,8 @@ export default defineConfig({
       "domain/keys/decider.test.ts",
       "domain/sessions/decider.test.ts",
       "domain/sessions/close-rules.test.ts",
+      "domain/sessions/admission.test.ts",
+      "services/stt/layout.test.ts",
       "shared/audio/vad.test.ts",
       "domain/transcript/smart-format.test.ts",
       "domain/transcript/pipeline.test.ts",

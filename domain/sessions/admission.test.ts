@@ -52,6 +52,8 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ admittedRecently: 2, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.25, perSpeaker: 0.125, full: false } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
     given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.55, perSpeaker: 0.11, full: false } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
     given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.1, perSpeaker: 0.05, full: true } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
+    // exactly at the share: admitted
+    given({ admittedRecently: 1, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.25, perSpeaker: 0.125, full: false } } }).then({ admit: true }, { maxEngineShare: 0.5 });
     // idle engine (no speaker measured yet): nothing to predict from
     given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0, perSpeaker: 0, full: false } } }).then({ admit: true });
   });
@@ -66,6 +68,8 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ admittedRecently: 9, decisionP95Ms: 91 }).then({ admit: true });
     given({ admittedRecently: 10, decisionP95Ms: 91 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
     given({ admittedRecently: 10, decisionP95Ms: 90 }).then({ admit: true });
+    // at 60% exactly, not yet near
+    given({ admittedRecently: 10, gatewayLoopDelayMs: 60, vad: { lagMs: 90, loopDelayMs: 60 } }).then({ admit: true });
     given({ admittedRecently: 10, gatewayLoopDelayMs: 61 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
     given({ admittedRecently: 10, vad: { lagMs: 91, loopDelayMs: 0 } }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
     given({ admittedRecently: 10, vad: { lagMs: 0, loopDelayMs: 61 } }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
@@ -93,6 +97,11 @@ describe("shedding: the newest session, one at a time, only while the plane is f
     expect(shed({ vad: { lagMs: 0, loopDelayMs: 2001 } })).toBe("vad_behind");
   });
   it("given the gateway's loop far behind, sheds gateway_busy", () => expect(shed({ gatewayLoopDelayMs: 2001 })).toBe("gateway_busy"));
+  it("given every signal exactly at the shed bound, sheds nothing; with no VAD report, judges on the rest", () => {
+    expect(shed({ gatewayLoopDelayMs: 2000, vad: { lagMs: 2000, loopDelayMs: 2000 }, decisionP95Ms: 2000, acksOverloadedMs: 1000 })).toBeNull();
+    expect(shed({ vad: null })).toBeNull();
+    expect(shed({ vad: null, gatewayLoopDelayMs: 2001 })).toBe("gateway_busy");
+  });
   it("given the sessions' decisions far behind, sheds decisions_late", () => {
     expect(shed({ decisionP95Ms: 2001 })).toBe("decisions_late");
     expect(shed({ decisionP95Ms: 2000 })).toBeNull();
