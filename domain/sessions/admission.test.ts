@@ -21,6 +21,7 @@ const calm: PlaneSignals = {
   engineSaturatedRetryAfterS: null,
   openSessions: 300,
   admittedRecently: 10,
+  refusedRecently: 0,
 };
 
 /** given(signals).when(thresholds).then(verdict). */
@@ -75,6 +76,14 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ admittedRecently: 10, vad: { lagMs: 0, loopDelayMs: 61 } }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
     given({ admittedRecently: 0, decisionP95Ms: 140 }).then({ admit: true }, { burst: 3 });
     given({ admittedRecently: 1, decisionP95Ms: 140 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 }, { burst: 3 });
+  });
+  it("given many refused for the burst lately, Retry-After spreads them over the windows it takes to admit them (at most 30 s)", () => {
+    given({ admittedRecently: 50, refusedRecently: 49 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 50, refusedRecently: 50 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 2 });
+    given({ admittedRecently: 50, refusedRecently: 949 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 19 });
+    given({ admittedRecently: 50, refusedRecently: 100_000 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 30 });
+    // near a bound the burst is a fifth: the same crowd waits longer
+    given({ admittedRecently: 10, refusedRecently: 50, decisionP95Ms: 100 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 6 });
   });
   it("given a session cap, refuses at it and not below; no cap when 0", () => {
     given({ openSessions: 400 }).then({ admit: false, reason: "session_cap", retryAfterSeconds: 5 }, { maxSessions: 400 });

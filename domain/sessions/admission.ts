@@ -41,6 +41,8 @@ export interface PlaneSignals {
   openSessions: number;
   /** Sessions this gateway admitted within the last `settleMs`. */
   admittedRecently: number;
+  /** Upgrades this gateway refused for the burst within the last `settleMs` (they come back after their Retry-After). */
+  refusedRecently: number;
 }
 
 export interface AdmissionThresholds {
@@ -70,6 +72,8 @@ export type AdmissionVerdict = { admit: true } | { admit: false; reason: Refusal
 
 /** Retry-After for a refusal on load: long enough for the plane to show the sessions it just took. */
 const LOAD_RETRY_S = 5;
+/** The longest Retry-After a burst refusal asks for. */
+const MAX_BURST_RETRY_S = 30;
 
 export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): AdmissionVerdict {
   const refuse = (reason: RefusalReason, retryAfterSeconds: number): AdmissionVerdict => ({ admit: false, reason, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)) });
@@ -82,7 +86,10 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
   // a new session is counted as one more continuous speaker, and so is each admitted lately
   if (engine && (engine.full || engine.load + engine.perSpeaker * (1 + s.admittedRecently) > t.maxEngineShare)) return refuse("engine_busy", LOAD_RETRY_S);
   if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S);
-  if (s.admittedRecently >= burstNow(s, t)) return refuse("admission_burst", t.settleMs / 1000);
+  const burst = burstNow(s, t);
+  // Retry-After spreads the ones refused together over the windows it takes to admit
+  // them at this burst (a queue's honest wait), not all back in one settle time
+  if (s.admittedRecently >= burst) return refuse("admission_burst", Math.min(MAX_BURST_RETRY_S, (t.settleMs / 1000) * Math.ceil((s.refusedRecently + 1) / burst)));
   return { admit: true };
 }
 

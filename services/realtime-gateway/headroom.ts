@@ -65,13 +65,15 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     sampleDecisions(now());
   }, BACKLOG_EVERY_MS);
   sampler.unref();
-  /** When recent admissions happened, oldest first (pruned past settleMs). */
+  /** When recent admissions and burst refusals happened, oldest first (pruned past settleMs). */
   const admittedAt: number[] = [];
+  const burstRefusedAt: number[] = [];
   let lastShedAt: number | null = null;
   const lastLogged = new Map<string, { at: number; count: number }>();
 
   const signals = (openSessions: number, at: number): PlaneSignals => {
     while (admittedAt.length > 0 && at - admittedAt[0]! >= t.settleMs) admittedAt.shift();
+    while (burstRefusedAt.length > 0 && at - burstRefusedAt[0]! >= t.settleMs) burstRefusedAt.shift();
     const saturated = backlog.saturated();
     return {
       gatewayLoopDelayMs: loopDelayMs,
@@ -81,6 +83,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       engineSaturatedRetryAfterS: saturated ? saturated.max_wait_ms / 1000 : null,
       openSessions,
       admittedRecently: admittedAt.length,
+      refusedRecently: burstRefusedAt.length,
     };
   };
 
@@ -104,6 +107,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       const verdict = decideAdmission(s, t);
       if (verdict.admit) admittedAt.push(at);
       else {
+        if (verdict.reason === "admission_burst") burstRefusedAt.push(at);
         rtAdmissionsRefused.inc({ reason: verdict.reason });
         note("refused", verdict.reason, s, at);
       }
