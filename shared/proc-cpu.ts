@@ -1,15 +1,19 @@
 import { readFileSync } from "node:fs";
 
 /**
- * CPU seconds (user + system) a process has used so far, from /proc (Linux; null when
- * it cannot be read: the process ended, or no /proc).
+ * A process's scheduler state and CPU time (user + system, clock ticks of 1/100 s) from
+ * /proc/<pid>/stat (Linux); undefined when it cannot be read (the process ended, or no
+ * /proc). The command name may hold spaces and parentheses: fields are read after its
+ * last ")".
  */
-function processCpuSeconds(pid: number): number | null {
+export function processStat(pid: number | undefined): { state: string; ticks: number } | undefined {
+  if (pid === undefined) return undefined;
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100;
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0]!, ticks: Number(fields[11]) + Number(fields[12]) };
   } catch {
-    return null;
+    return undefined;
   }
 }
 
@@ -27,8 +31,9 @@ export function cpuMeter(now: () => number = Date.now) {
       const next = new Map<number, number>();
       let used = 0;
       for (const pid of pids) {
-        const cpu = processCpuSeconds(pid);
-        if (cpu === null) continue;
+        const stat = processStat(pid);
+        if (!stat) continue;
+        const cpu = stat.ticks / 100;
         next.set(pid, cpu);
         used += cpu - (last.get(pid) ?? 0);
       }

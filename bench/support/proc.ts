@@ -1,9 +1,11 @@
+import { processStat } from "../../shared/proc-cpu";
 import { readdirSync, readFileSync } from "node:fs";
 
 /** CPU seconds (user + system) a process has used so far, from /proc. */
 export function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(f[11]) + Number(f[12])) / 100;
+  const stat = processStat(pid);
+  if (!stat) throw new Error(`no /proc/${pid}/stat`);
+  return stat.ticks / 100;
 }
 
 /** This process's children (e.g. the engine processes a pool spawned). */

@@ -65,9 +65,8 @@ export async function supervise(options: SuperviseOptions): Promise<number> {
     for (const child of running) child.kill(signal);
     for (const wake of waits) wake();
   };
-  const forward = (signal: NodeJS.Signals) => stopAll(signal);
-  process.on("SIGINT", forward);
-  process.on("SIGTERM", forward);
+  process.on("SIGINT", stopAll);
+  process.on("SIGTERM", stopAll);
 
   const keepRunning = async (child: SupervisedChild): Promise<number> => {
     const log = options.children.length > 1 ? logger.child({ group: child.name }) : logger;
@@ -114,8 +113,8 @@ export async function supervise(options: SuperviseOptions): Promise<number> {
     const codes = await Promise.all(options.children.map(keepRunning));
     return gaveUp ?? codes.find((c) => c !== 0) ?? 0;
   } finally {
-    process.off("SIGINT", forward);
-    process.off("SIGTERM", forward);
+    process.off("SIGINT", stopAll);
+    process.off("SIGTERM", stopAll);
   }
 }
 

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { processStat } from "../../../shared/proc-cpu";
 import { availableParallelism } from "node:os";
 import { createInterface } from "node:readline";
 import { z } from "zod";
@@ -183,7 +183,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
       clearTimeout(acceptTimer);
       signal?.removeEventListener("abort", onAbort);
     };
-    let ranBefore = cpuState(proc.child.pid);
+    let ranBefore = processStat(proc.child.pid);
     // No answer to the ping in time. Judged after pending I/O (setImmediate): a busy
     // event loop runs this timer before reading a ping answer that already came.
     const onAcceptTimeout = () =>
@@ -194,7 +194,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
         if (!procs.some((p) => p !== proc && inRotation(p))) return;
         // A process that got CPU meanwhile is alive, only starved by the machine's load:
         // give it another period. Stopped, or no CPU at all for the whole period: frozen.
-        const now = cpuState(proc.child.pid);
+        const now = processStat(proc.child.pid);
         if (now && ranBefore && now.state !== "T" && now.state !== "t" && now.ticks > ranBefore.ticks) {
           ranBefore = now;
           acceptTimer = setTimeout(onAcceptTimeout, acceptTimeoutMs);
@@ -282,21 +282,6 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
       );
     },
   };
-}
-
-/**
- * A process's scheduler state and CPU time (user + system clock ticks) from
- * /proc/<pid>/stat; undefined where there is no /proc (then a late ping alone decides).
- */
-function cpuState(pid: number | undefined): { state: string; ticks: number } | undefined {
-  if (pid === undefined) return undefined;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return { state: fields[0]!, ticks: Number(fields[11]) + Number(fields[12]) };
-  } catch {
-    return undefined;
-  }
 }
 
 /** Engine output → verbose_json: one segment per detected utterance. */
