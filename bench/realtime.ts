@@ -107,7 +107,8 @@ function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split
       POCKETSPHINX_REAL_TIME_FACTOR: "20",
       RT_TRANSCRIBE_CONCURRENCY: psProcesses,
       // every streaming decoder loaded before the sessions start, as in production
-      RT_STREAM_DECODERS_WARM: process.env.RT_STREAM_DECODERS ?? "12",
+      // (RT_STREAM_DECODERS unset: the service's default, 8 per core)
+      RT_STREAM_DECODERS_WARM: process.env.RT_STREAM_DECODERS_WARM ?? process.env.RT_STREAM_DECODERS,
       // this bench measures the plane itself, every session admitted (sessions open one
       // after another, faster than RT_ADMIT_BURST allows); --admit keeps the service's
       // admission by headroom (docs/realtime.md, "Admission and shedding")

@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { z } from "zod";
 import type { PlanCatalog } from "../schemas/plans";
 import { loadPlanCatalog } from "./plans";
@@ -150,15 +151,15 @@ const envSchema = z.object({
   RT_ADMIT_MAX_VAD_LAG_MS: int.min(1).default(150),
   RT_ADMIT_MAX_DECISION_MS: int.min(1).default(120),
   RT_ADMIT_MAX_ENGINE_SHARE: num.min(0.01).max(1).default(0.6),
-  RT_ENGINE_SPEAKER_CORES: num.min(0.001).max(8).default(0.15),
+  RT_ENGINE_SPEAKER_CORES: num.min(0.001).max(8).default(0.085),
   RT_ADMIT_BURST: int.min(1).default(50),
   RT_ADMIT_SETTLE_MS: int.min(0).default(1000),
   RT_MAX_SESSIONS: int.min(0).default(0),
   RT_SHED_LAG_MS: int.min(1).default(1000),
   RT_SHED_EVERY_MS: int.min(100).default(1000),
   RT_DEMO_API_KEY: optionalString,
-  /** Streaming PocketSphinx decoders per VAD process (0: no streaming, commit → transcribe only). */
-  RT_STREAM_DECODERS: int.min(0).max(256).default(12),
+  /** Streaming PocketSphinx decoders per VAD process (0: no streaming, commit → transcribe only); unset = 8 per core. */
+  RT_STREAM_DECODERS: int.min(0).max(256).optional(),
   /** Streaming decoders loaded when the VAD starts (the rest load on demand, one spare ahead). */
   /** Decoders loaded at start; unset = all of RT_STREAM_DECODERS (test stacks set 2). */
   RT_STREAM_DECODERS_WARM: int.min(0).max(256).optional(),
@@ -178,7 +179,11 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
+/** Streaming decoders per VAD process when unset: 8 per core, about 1.3 cores' worth of continuous speakers per 2 cores (docs/realtime.md). */
+const STREAM_DECODERS_PER_CORE = 8;
+
 function build(env: Env) {
+  const streamDecoders = env.RT_STREAM_DECODERS ?? STREAM_DECODERS_PER_CORE * availableParallelism();
   return {
     logLevel: env.LOG_LEVEL,
     services: env.STT_SERVICES.split(",").map((s) => s.trim()).filter(Boolean),
@@ -286,10 +291,10 @@ function build(env: Env) {
         shedEveryMs: env.RT_SHED_EVERY_MS,
       },
       demoApiKey: env.RT_DEMO_API_KEY,
-      streamDecoders: env.RT_STREAM_DECODERS,
-      streamDecodersWarm: env.RT_STREAM_DECODERS_WARM ?? env.RT_STREAM_DECODERS,
+      streamDecoders,
+      streamDecodersWarm: env.RT_STREAM_DECODERS_WARM ?? streamDecoders,
       /** Sessions stream only when the local engine is PocketSphinx and no other engine would transcribe them (docs/realtime.md). */
-      streaming: env.RT_STREAM_DECODERS > 0 && env.WORKER_EMBEDDED === "pocketsphinx" && !env.WHISPER_MODEL_PATH && !env.WORKER_OPENAI_URL,
+      streaming: streamDecoders > 0 && env.WORKER_EMBEDDED === "pocketsphinx" && !env.WHISPER_MODEL_PATH && !env.WORKER_OPENAI_URL,
     },
     telemetry: { otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: env.OTEL_SERVICE_NAME },
   };
