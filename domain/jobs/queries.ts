@@ -34,6 +34,23 @@ export async function findQuietJobs(db: Db, before: Date, limit: number): Promis
   return rows.map((r) => r.workflow_id);
 }
 
+/**
+ * Ids of queued or running jobs with no event since `before` and no step in flight (none
+ * running or retrying in the read model): jobs the process manager should have moved on
+ * and has not, a decision lost with a node (at most `limit`, in no set order).
+ */
+export async function findIdleJobs(db: Db, before: Date, limit: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom("jobs")
+    .select("workflow_id")
+    .where("status", "in", ["queued", "running"])
+    .where("updated_at", "<", before)
+    .where(sql<boolean>`not exists (select 1 from jsonb_each(state->'steps') s where s.value->>'status' in ('running', 'retrying'))`)
+    .limit(limit)
+    .execute();
+  return rows.map((r) => r.workflow_id);
+}
+
 /** Jobs that ended (complete, errored, terminated) before `cutoff`, oldest first. */
 export async function findEndedJobs(db: Db, cutoff: Date, limit: number): Promise<{ workflowId: string; requestId: string }[]> {
   const rows = await db

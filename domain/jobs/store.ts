@@ -38,6 +38,12 @@ interface ReadAtLeast {
    * believe a direct read is stale (a step command for a step the read did not show).
    */
   fromLeader?: boolean;
+  /**
+   * Forget what this process has folded of the job and read it whole from the leader:
+   * for a sweep that finds a job stuck, in case what was cached (an append the stream
+   * acknowledged) did not survive the loss of a node.
+   */
+  fresh?: boolean;
 }
 
 /** How often, and how long apart, a read behind `atLeastSeq` or a duplicate is retried before the caller is told to retry later. */
@@ -66,7 +72,8 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
       // A direct get first (cheap, any replica); a read found behind goes to the leader,
       // whose log has every acknowledged event: a replica can stay behind for minutes
       // after a node's loss (nats-server 2.9), and retrying it alone never caught up.
-      const value = await readForward(workflowId, options.fromLeader === true || attempt > 1);
+      if (options.fresh && attempt === 1) cache.delete(workflowId);
+      const value = await readForward(workflowId, options.fromLeader === true || options.fresh === true || attempt > 1);
       if (value.lastSeq >= (options.atLeastSeq ?? 0)) return value;
       if (attempt >= BEHIND_RETRIES) {
         throw new AppError("unavailable", "event_store_behind", `job ${workflowId} read up to ${value.lastSeq}, before the event at ${options.atLeastSeq} it was asked about`);

@@ -8,7 +8,7 @@ import type { Db } from "../../shared/db/index";
 import { traceHeaders } from "../../shared/telemetry";
 import type { StepCommand } from "../../schemas/jobs";
 import { jobEventEnvelope } from "../../domain/jobs/events";
-import { findQuietJobs } from "../../domain/jobs/queries";
+import { findIdleJobs, findQuietJobs } from "../../domain/jobs/queries";
 import { stepKind } from "../../domain/jobs/decider";
 import type { JobStore } from "../../domain/jobs/store";
 
@@ -35,6 +35,12 @@ import type { JobStore } from "../../domain/jobs/store";
  * lost (dropped after max_deliver, a consumer deleted under it) is started again. A
  * step that was merely slow is unharmed: its lease makes the new command wait and its
  * checkpoint ends it.
+ *
+ * A second, quicker sweep (every idleAfter/3) takes running jobs with no step in flight
+ * and no event for `idleAfterMs`: their next decision was lost (seen once after a
+ * stream leader's SIGKILL, cause not found: docs/jobs.md "Lost decisions"). Each is read
+ * afresh from the stream leader, its cached state dropped, and advanced. A job that is
+ * only waiting for its steps is never touched by it.
  */
 export interface ProcessManagerOptions {
   nats: Nats;
@@ -48,6 +54,8 @@ export interface ProcessManagerOptions {
   db?: Db;
   /** A step in flight with no news for this long is started again (default 10 min). */
   stallAfterMs?: number;
+  /** A running job with no step in flight and no news for this long is advanced again (default 30 s). */
+  idleAfterMs?: number;
   /** Records a completed job's usage and draws its audio from the live budget of its window. */
   usage: Pick<UsageStore, "record" | "consumeBudget">;
 }
@@ -118,28 +126,32 @@ export async function startProcessManager(options: ProcessManagerOptions) {
   );
 
   const stallAfterMs = options.stallAfterMs ?? 10 * 60_000;
-  const sweep = async () => {
+  const idleAfterMs = options.idleAfterMs ?? 30_000;
+  const advanceQuiet = async (find: typeof findQuietJobs, quietMs: number, stalled: boolean, what: string) => {
     if (!options.db) return;
     const now = options.now();
-    const before = new Date(now.getTime() - stallAfterMs);
-    for (const workflowId of await findQuietJobs(options.db, before, 200)) {
-      const { events } = await store.execute(workflowId, {
-        type: "Advance",
-        now: now.toISOString(),
-        reviewAvailable: options.reviewAvailable,
-        stalledBefore: before.toISOString(),
-      });
-      const restarted = events.filter((e) => e.type === "StepStarted").map((e) => (e.type === "StepStarted" ? e.data.step : ""));
-      if (restarted.length) logger.warn("restarted stalled steps", { workflowId, steps: restarted });
+    const before = new Date(now.getTime() - quietMs);
+    for (const workflowId of await find(options.db, before, 200)) {
+      const command = { type: "Advance" as const, now: now.toISOString(), reviewAvailable: options.reviewAvailable, ...(stalled ? { stalledBefore: before.toISOString() } : {}) };
+      const { events } = await store.execute(workflowId, command, { fresh: true });
+      const started = events.filter((e) => e.type === "StepStarted").map((e) => (e.type === "StepStarted" ? e.data.step : ""));
+      if (events.length) logger.warn(what, { workflowId, steps: started, events: events.map((e) => e.type) });
     }
   };
-  const timer = setInterval(() => {
-    sweep().catch((err) => logger.warn("stalled-step sweep failed", { error: String(err) }));
-  }, Math.max(1000, Math.floor(stallAfterMs / 4)));
-  timer.unref();
+  const every = (ms: number, run: () => Promise<void>) => {
+    const timer = setInterval(() => {
+      run().catch((err) => logger.warn("job sweep failed", { error: String(err) }));
+    }, ms);
+    timer.unref();
+    return timer;
+  };
+  const timers = [
+    every(Math.max(1000, Math.floor(stallAfterMs / 4)), () => advanceQuiet(findQuietJobs, stallAfterMs, true, "restarted stalled steps")),
+    every(Math.max(1000, Math.floor(idleAfterMs / 3)), () => advanceQuiet(findIdleJobs, idleAfterMs, false, "advanced a job whose next decision was lost")),
+  ];
   return {
     stop: async () => {
-      clearInterval(timer);
+      for (const timer of timers) clearInterval(timer);
       await running.stop();
     },
   };
