@@ -12,8 +12,9 @@ import { jobEventEnvelope, type JobEvent } from "./events";
  * Loading reads the job's subject with direct gets (`next_by_subj`), continuing from a
  * small in-process cache of folded states, so the process manager (which looks at a
  * job after every one of its events) pays for new events only, not for the whole
- * history each time. The cache is only an accelerator: every load still reads
- * forward to the end of the subject, so it is never stale.
+ * history each time. The cache is only an accelerator: it holds states as read, never
+ * as this process appended to them, and every load still reads forward to the end of
+ * the subject, so it is never stale.
  */
 export interface JobStore {
   load(workflowId: string, options?: ReadAtLeast): Promise<{ state: JobState; lastSeq: number }>;
@@ -117,7 +118,7 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
         const events = decide(cmd, state);
         if (events.length === 0) return { events, state };
         try {
-          const { seqs, duplicates } = await appendEvents(nats.js, jobEventEnvelope, subject, withEventIds(workflowId, state, events), {
+          const { duplicates } = await appendEvents(nats.js, jobEventEnvelope, subject, withEventIds(workflowId, state, events), {
             expected: lastSeq === 0 ? "none" : lastSeq,
           });
           if (duplicates > 0) {
@@ -133,9 +134,13 @@ export function createJobStore(nats: Nats, options: { cacheSize?: number; maxCon
             }
             throw new AppError("unavailable", "event_store_behind", `job ${workflowId}: ${events[0]!.type} is in the log already but not in the state read`);
           }
-          const next = events.reduce(evolve, state);
-          remember(workflowId, { state: next, lastSeq: seqs.at(-1) ?? lastSeq });
-          return { events, state: next };
+          // Not cached as folded: the cache keeps the state as read, and the next load
+          // reads this append back with whatever else landed meanwhile. On a clustered
+          // stream the expected sequence is only checked before the write is proposed
+          // (nats-server#4320, and across a leader change still: #8469), so a concurrent
+          // append can land before this one; a cache that assumed nothing did kept a
+          // finished slice running in the process manager's eyes for good.
+          return { events, state: events.reduce(evolve, state) };
         } catch (err) {
           if (isAppError(err) && err.code === "concurrent_modification" && attempt < maxConflicts) {
             // Another writer got there first: back off a little (with jitter) and decide again.
