@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { redactList } from "./redact";
 import { legacyWorkflowIdFor } from "./job-ids";
 import { safeJsonObject, safeString, type FreeJsonLimits } from "./safe-string";
 
@@ -53,6 +54,8 @@ export const submitJobBody = z.object({
   review: z.boolean({ error: "review must be a boolean" }).optional(),
   /** Default true: punctuation, capitals and numerals for engines whose text lacks them (docs/jobs.md). */
   smart_format: z.boolean({ error: "smart_format must be a boolean" }).optional(),
+  /** PII/PCI redaction (docs/formatting.md "Redaction"): "pci,ssn" or ["pci", "ssn"]. */
+  redact: redactList.optional(),
   metadata: safeJsonObject(metadataLimits, { error: "metadata must be an object" }).optional(),
 });
 

@@ -1,4 +1,7 @@
 import type { VerboseTranscription } from "../../schemas/transcription";
+import type { RedactEntity } from "../../schemas/redact";
+import { redactRules } from "./redact";
+import { redactStage } from "./redact-stage";
 import { smartFormatStage } from "./smart-format-stage";
 import type { ShapedWord, TranscriptStage } from "./stage";
 import { termsFrom } from "./terms";
@@ -19,6 +22,8 @@ export interface TranscriptOptions {
   metadata?: unknown;
   /** The request's prompt: its names are the caller's vocabulary. */
   prompt?: string | null;
+  /** The request's `redact`: a redaction stage runs last, on every engine (formatted or not). */
+  redact?: readonly RedactEntity[] | null;
 }
 
 export interface TranscriptPipeline {
@@ -28,7 +33,9 @@ export interface TranscriptPipeline {
 
 export function transcriptPipeline(options: TranscriptOptions): TranscriptPipeline {
   const stages: TranscriptStage[] = [];
-  if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(termsFrom(options.metadata, options.prompt)));
+  const terms = termsFrom(options.metadata, options.prompt);
+  if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(terms));
+  if (options.redact?.length) stages.push(redactStage(redactRules(options.redact, terms)));
   return { stages };
 }
 
@@ -68,7 +75,11 @@ export function shapeTranscription(pipeline: TranscriptPipeline, result: Verbose
       pipeline,
       indices.map((i) => ({ word: words[i]!.word, start_ms: Math.round(words[i]!.start * 1000), end_ms: Math.round(words[i]!.end * 1000), form: words[i]!.word })),
     );
-    indices.forEach((i, k) => (words[i]!.punctuated_word = run[k]!.form));
+    indices.forEach((i, k) => {
+      const { form, entity } = run[k]!;
+      words[i]!.punctuated_word = form;
+      if (entity) Object.assign(words[i]!, { word: `[${entity}]`, entity });
+    });
     return runText(run);
   };
   const segments = result.segments.map((s) => {
@@ -90,4 +101,18 @@ export function shapeTranscription(pipeline: TranscriptPipeline, result: Verbose
         .join(" ")
     : runText(shapeRun(pipeline, textRun(result.text)));
   return { ...result, text, segments, words };
+}
+
+/**
+ * A segment's text as a reviewer corrected it (docs/jobs.md "Review"), under the same
+ * pipeline's redaction: a correction that drops a label the text had is refused (the
+ * reviewer never un-redacts: `undefined`), and what it adds is redacted like the rest.
+ * Without a redaction stage the correction stands as given.
+ */
+export function correctedText(pipeline: TranscriptPipeline, original: string, corrected: string): string | undefined {
+  if (!pipeline.stages.some((s) => s.name === "redact")) return corrected;
+  const labels = original.match(/\[[A-Z_]+\]/g) ?? [];
+  const shaped = runText(shapeRun(pipeline, textRun(corrected)));
+  const kept = shaped.match(/\[[A-Z_]+\]/g) ?? [];
+  return labels.every((l) => kept.filter((k) => k === l).length >= labels.filter((x) => x === l).length) ? shaped : undefined;
 }

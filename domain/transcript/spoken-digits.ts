@@ -100,5 +100,7 @@ export function readDigitRun(k: Keys, i: number): { from: number; end: number; f
 export function digitsAt(k: Keys, raw: readonly string[], i: number, afterDigit: boolean): { digits: string; end: number } | undefined {
   const w = raw[i] ?? "";
   if (/\d/.test(w)) return /^[+(]?\d[\d\s().\-/]*[.,;:!?]*$/.test(w) ? { digits: w.replace(/\D/g, ""), end: i + 1 } : undefined;
-  return digitStep(k, i, afterDigit, true);
+  // "oh four …" opens a run here (redaction errs on the side of taking it)
+  const opens = !afterDigit && (at(k, i) === "oh" || at(k, i) === "o") && DIGIT_WORDS.has(at(k, i + 1));
+  return digitStep(k, i, afterDigit || opens, true);
 }

@@ -79,7 +79,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     throw new AppError(e.kind, e.code, e.message, { retryable: true, type: e.type, headers: { "Retry-After": String(ROUTING_RETRY_AFTER_SECONDS) }, cause: err });
   });
   // Shaped per slice: a slice's end ends a sentence, as an utterance's does.
-  const pipeline = transcriptPipeline({ smartFormat: job.spec.smartFormat, engineFormatted: result.formatted, metadata: job.spec.metadata, prompt: job.spec.prompt });
+  const pipeline = transcriptPipeline({ smartFormat: job.spec.smartFormat, engineFormatted: result.formatted, metadata: job.spec.metadata, prompt: job.spec.prompt, redact: job.spec.redact });
   const formatted = shapeTranscription(pipeline, result.result);
   const segments = toAbsoluteSegments(formatted, startTime, endTime);
   const artifact: ChunkArtifact = {

@@ -123,6 +123,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     ...(body.webhook_url ? { webhookUrl: body.webhook_url } : {}),
     review: body.review ?? false,
     smartFormat: body.smart_format ?? true,
+    ...(body.redact ? { redact: body.redact } : {}),
     ...(body.metadata ? { metadata: body.metadata } : {}),
     maxAudioSeconds: principal.limits.maxAudioSecondsPerRequest,
   };
