@@ -35,8 +35,8 @@ export function readClientFrame(frame: ArrayBuffer): ClientFrame {
 export interface SessionSettings {
   turnDetection: TurnDetection;
   transcription: { language: string | null; prompt: string | null; model: string | null };
-  /** The streaming and shaping settings (`redact`: entities redacted, empty for none). */
-  partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact: RedactEntity[] };
+  /** The streaming and shaping settings (`redact`: entities redacted, absent for none). */
+  partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[] };
 }
 
 /** The settings after a session.update (fields not given are kept); null when the turn detection it makes is invalid. */

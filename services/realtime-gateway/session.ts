@@ -94,7 +94,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   let settings: SessionSettings = {
     turnDetection: deps.defaultTurnDetection,
     transcription: { language: admission.language, prompt: admission.prompt, model: null },
-    partials: { partial_interval_ms: DEFAULT_PARTIAL_INTERVAL_MS, interim_results: false, smart_format: true, redact: [] },
+    partials: { partial_interval_ms: DEFAULT_PARTIAL_INTERVAL_MS, interim_results: false, smart_format: true },
   };
   // Every accepted frame holds whole sample frames (a frame that does not is refused
   // below), so the aligner never carries a byte over: it only hands back a view.
