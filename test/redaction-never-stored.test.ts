@@ -99,10 +99,11 @@ describe("redact=pci: the raw card number is never stored", () => {
     expect(JSON.stringify(await job.json())).toContain("redact must be one or more of pci, ssn, phone, email, numbers, pii");
   });
 
-  it("batch job: result, artifacts and webhook redacted", { timeout: 180_000 }, async () => {
+  it("batch job: result, artifacts and webhook redacted; redact_audio silences the spans", { timeout: 180_000 }, async () => {
     const { status, workflowId } = await submitJob((p, i) => fetch(base() + p, i), key, {
       audio_url: `${audio.url}/speech.wav`,
       redact: "pci",
+      redact_audio: true,
       segment_seconds: 5,
       webhook_url: `${hooks.url}/hook`,
     });
@@ -117,6 +118,23 @@ describe("redact=pci: the raw card number is never stored", () => {
     while (hookBodies.length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
     expect(hookBodies.length).toBeGreaterThan(0);
     for (const b of hookBodies) expect(leaks(b)).toEqual([]);
+    // redact_audio: the job's audio with each card number's time silenced, the rest kept
+    const walk = (dir: string): string[] => readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? walk(join(dir, n)) : [join(dir, n)]));
+    const wavPath = walk(stack.config.objects.dir).find((f) => f.endsWith("redacted_audio.wav"));
+    expect(wavPath).toMatch(/redacted_audio\.wav$/);
+    const wav = readFileSync(wavPath!);
+    const pcm = new Int16Array(wav.buffer, wav.byteOffset + 44, (wav.length - 44) / 2);
+    const chunk0 = JSON.parse(readFileSync(wavPath!.replace("redacted_audio.wav", "chunk_0.json"), "utf8"));
+    expect(chunk0.redacted_spans.length).toBeGreaterThan(0);
+    const span = chunk0.redacted_spans[0];
+    expect(span.entity).toBe("CARD_NUMBER");
+    const inside = pcm.subarray(Math.ceil(span.start_time * 16000), Math.floor(span.end_time * 16000));
+    expect(inside.length).toBeGreaterThan(1000);
+    expect(inside.every((x) => x === 0)).toBe(true);
+    expect(pcm.some((x) => Math.abs(x) > 1000)).toBe(true);
+    const bad = await fetch(`${base()}/v1/audio/transcriptions/jobs`, { method: "POST", headers: { ...bearer(), "content-type": "application/json" }, body: JSON.stringify({ audio_url: `${audio.url}/a.wav`, redact_audio: true }) });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { param: "redact_audio" } });
   });
 
   it("realtime (native door, session.update redact): completed and deltas redacted", { timeout: 120_000 }, async () => {

@@ -28,6 +28,8 @@ const jobSpec = z.object({
   smartFormat: z.boolean().optional(),
   /** `redact` (docs/formatting.md): absent or empty, nothing is redacted. */
   redact: z.array(z.enum(REDACT_ENTITIES)).optional(),
+  /** `redact_audio`: write redacted_audio.wav at aggregation. */
+  redactAudio: z.boolean().optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
   /** The plan's maxAudioSecondsPerRequest when the job was submitted. */
   maxAudioSeconds: z.number().nonnegative(),

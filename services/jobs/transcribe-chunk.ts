@@ -1,5 +1,6 @@
 import { AppError } from "../../shared/errors";
 import { shapeTranscription, transcriptPipeline } from "../../domain/transcript/pipeline";
+import { redactedSpans } from "./redact-audio";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { isTransientRoutingFailure } from "../../shared/workers/router";
 import type { WorkerRouter } from "../../shared/workers/types";
@@ -93,6 +94,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     worker_id: result.workerId,
     text: segments.map((s) => s.text).join(" "),
     segments,
+    ...(job.spec.redact?.length ? { redacted_spans: redactedSpans(formatted, startTime, endTime) } : {}),
     transcribed_at: deps.now().toISOString(),
   };
   await putJson(deps.objects, key, artifact);
