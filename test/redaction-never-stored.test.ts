@@ -59,6 +59,42 @@ afterAll(async () => {
 const base = () => `http://127.0.0.1:${child.port}`;
 const bearer = () => ({ authorization: `Bearer ${key}` });
 const leaks = (text: string) => RAW.filter((r) => r.test(text)).map(String);
+/** Every message of the test's streams, every text column of its schema, every object, the child's logs and the webhook bodies: where the digits are. */
+async function search(): Promise<{ found: string[]; messages: number; columns: number; files: string[] }> {
+  const found: string[] = [];
+  // every message of every stream of the test's prefix
+  const { jsm } = stack.nats;
+  const prefix = stack.config.nats.prefix.toUpperCase();
+  let messages = 0;
+  for await (const info of jsm.streams.list()) {
+    if (!info.config.name.startsWith(`${prefix}_`)) continue;
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+      const m = await jsm.streams.getMessage(info.config.name, { seq }).catch(() => null);
+      if (!m) continue;
+      messages++;
+      const text = Buffer.from(m.data).toString("latin1");
+      for (const l of leaks(text)) found.push(`${info.config.name}#${seq} ${m.subject}: ${l}`);
+    }
+  }
+  // every text-like column of every table of the test's schema
+  const columns = await sql<{ table_name: string; column_name: string }>`
+    select table_name, column_name from information_schema.columns
+    where table_schema = ${stack.config.db.schema} and data_type in ('text', 'character varying', 'json', 'jsonb', 'bytea', 'ARRAY')`.execute(stack.db);
+  for (const { table_name: t, column_name: c } of columns.rows) {
+    const rows = await sql<{ v: string | null }>`select ${sql.ref(c)}::text as v from ${sql.table(`${stack.config.db.schema}.${t}`)}`.execute(stack.db);
+    for (const r of rows.rows) for (const l of leaks(r.v ?? "")) found.push(`${t}.${c}: ${l}`);
+  }
+  // every file of the object store
+  const files = walk(stack.config.objects.dir);
+  for (const f of files) for (const l of leaks(readFileSync(f).toString("latin1"))) found.push(`${f}: ${l}`);
+  // the child's logs (debug level) and the webhook bodies
+  for (const l of leaks(child.output())) found.push(`logs: ${l}`);
+  for (const b of hookBodies) for (const l of leaks(b)) found.push(`webhook: ${l}`);
+  return { found, messages, columns: columns.rows.length, files };
+}
+
+const walk = (dir: string): string[] => readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? walk(join(dir, n)) : [join(dir, n)]));
+
 
 async function segment(fields: Record<string, string>): Promise<string> {
   const form = new FormData();
@@ -119,7 +155,6 @@ describe("redact=pci: the raw card number is never stored", () => {
     expect(hookBodies.length).toBeGreaterThan(0);
     for (const b of hookBodies) expect(leaks(b)).toEqual([]);
     // redact_audio: the job's audio with each card number's time silenced, the rest kept
-    const walk = (dir: string): string[] => readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? walk(join(dir, n)) : [join(dir, n)]));
     const wavPath = walk(stack.config.objects.dir).find((f) => f.endsWith("redacted_audio.wav"));
     expect(wavPath).toMatch(/redacted_audio\.wav$/);
     const wav = readFileSync(wavPath!);
@@ -153,41 +188,19 @@ describe("redact=pci: the raw card number is never stored", () => {
   it("no stream, table, object or log line holds the digits", { timeout: 120_000 }, async () => {
     // let the projections and the realtime usage settle
     await new Promise((r) => setTimeout(r, 2000));
-    const found: string[] = [];
-    // every message of every stream of the test's prefix
-    const { jsm } = stack.nats;
-    const prefix = stack.config.nats.prefix.toUpperCase();
-    let messages = 0;
-    for await (const info of jsm.streams.list()) {
-      if (!info.config.name.startsWith(`${prefix}_`)) continue;
-      for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
-        const m = await jsm.streams.getMessage(info.config.name, { seq }).catch(() => null);
-        if (!m) continue;
-        messages++;
-        const text = Buffer.from(m.data).toString("latin1");
-        for (const l of leaks(text)) found.push(`${info.config.name}#${seq} ${m.subject}: ${l}`);
-      }
-    }
+    const { found, messages, columns, files } = await search();
     expect(messages).toBeGreaterThan(10);
-    // every text-like column of every table of the test's schema
-    const columns = await sql<{ table_name: string; column_name: string }>`
-      select table_name, column_name from information_schema.columns
-      where table_schema = ${stack.config.db.schema} and data_type in ('text', 'character varying', 'json', 'jsonb', 'bytea', 'ARRAY')`.execute(stack.db);
-    expect(columns.rows.length).toBeGreaterThan(5);
-    for (const { table_name: t, column_name: c } of columns.rows) {
-      const rows = await sql<{ v: string | null }>`select ${sql.ref(c)}::text as v from ${sql.table(`${stack.config.db.schema}.${t}`)}`.execute(stack.db);
-      for (const r of rows.rows) for (const l of leaks(r.v ?? "")) found.push(`${t}.${c}: ${l}`);
-    }
-    // every file of the object store
-    const walk = (dir: string): string[] => readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? walk(join(dir, n)) : [join(dir, n)]));
-    const files = walk(stack.config.objects.dir);
+    expect(columns).toBeGreaterThan(5);
     expect(files.some((f) => f.endsWith("result.json"))).toBe(true);
-    for (const f of files) for (const l of leaks(readFileSync(f).toString("latin1"))) found.push(`${f}: ${l}`);
-    // the child's logs (debug level) and the webhook bodies
     expect(child.output().length).toBeGreaterThan(100);
-    for (const l of leaks(child.output())) found.push(`logs: ${l}`);
-    for (const b of hookBodies) for (const l of leaks(b)) found.push(`webhook: ${l}`);
     expect(found).toEqual([]);
-    console.log(`searched ${messages} stream messages, ${columns.rows.length} text columns, ${files.length} objects, ${child.output().length} bytes of logs, ${hookBodies.length} webhook bodies: no raw digits`);
+    console.log(`searched ${messages} stream messages, ${columns} text columns, ${files.length} objects, ${child.output().length} bytes of logs, ${hookBodies.length} webhook bodies: no raw digits`);
+  });
+
+  it("control: the same search finds the digits once a job runs without redaction", { timeout: 180_000 }, async () => {
+    const { workflowId } = await submitJob((p, i) => fetch(base() + p, i), key, { audio_url: `${audio.url}/plain.wav`, segment_seconds: 5 });
+    expect((await waitForJobEnd((p, i) => fetch(base() + p, i), key, workflowId, { timeoutMs: 150_000 })).status).toBe("complete");
+    const { found } = await search();
+    expect(found.some((f) => f.includes(workflowId) || /chunk_\d+\.json|result\.json/.test(f))).toBe(true);
   });
 });
