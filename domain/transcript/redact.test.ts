@@ -95,3 +95,16 @@ describe("the redaction stage", () => {
     expect(JSON.stringify(final.words)).not.toMatch(/"one"|"four"/);
   });
 });
+
+describe("redaction across segments", () => {
+  it("takes a card number whose groups the engine put in two segments", () => {
+    const spoken = `my card is ${CARD} thanks`.split(" ");
+    const words = spoken.map((word, i) => ({ word, start: i * 0.3, end: i * 0.3 + 0.25 }));
+    const seg = (id: number, start: number, end: number, text: string) => ({ id, seek: 0, start, end, text, tokens: [], temperature: 0, avg_logprob: 0, compression_ratio: 1, no_speech_prob: 0 });
+    const r = shapeTranscription(transcriptPipeline({ redact: ["pci"] }), { task: "transcribe", language: "en", duration: 10, text: "", segments: [seg(0, 0, 3.0, ""), seg(1, 3.0, 10, "")], words });
+    // the label sits where the number began; the second segment keeps what follows it
+    expect(r.text).toBe("My card is [CARD_NUMBER] thanks.");
+    expect(r.segments.map((s) => s.text)).toEqual(["My card is [CARD_NUMBER]", "thanks."]);
+    expect(JSON.stringify(r)).not.toMatch(/"(one|four)"/);
+  });
+});
