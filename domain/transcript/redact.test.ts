@@ -77,6 +77,22 @@ describe("the redaction stage", () => {
     expect(JSON.stringify(r)).not.toMatch(/\bone\b|1111/);
   });
 
+  it("under numbers, sends no number word in a delta that the final writes as digits", () => {
+    const pipeline = transcriptPipeline({ redact: ["numbers"] });
+    const emitted: EmittedWord[] = [];
+    const deltas: string[] = [];
+    const spoken = "it cost three hundred and five dollars in twenty twenty four".split(" ");
+    for (let n = 1; n <= spoken.length; n++) {
+      const d = streamedDelta(pipeline, emitted, spoken.slice(emitted.length, n));
+      deltas.push(d.delta);
+      emitted.push(...d.words);
+    }
+    const final = completeStreamedItem(pipeline, emitted, spoken.map((word, i) => ({ word, start_ms: i * 300, end_ms: i * 300 + 250 })), 0);
+    expect(deltas.join("") + final.lastDelta).toBe(final.transcript);
+    expect(final.transcript).toBe("It cost [NUMBER] dollars in [NUMBER].");
+    expect(shaped("it cost three hundred and five dollars", ["numbers"])).toBe("It cost [NUMBER].");
+  });
+
   it("holds back an open digit run in deltas, then sends it redacted", () => {
     const pipeline = transcriptPipeline({ redact: ["pci"] });
     const emitted: EmittedWord[] = [];

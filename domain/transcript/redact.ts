@@ -36,6 +36,7 @@ const CODE_CUES = new Set(["cvv", "cvc", "csc", "cvv2", "security", "verificatio
 const SSN_CUES = new Set(["social", "ssn", "security"]);
 /** Spoken joints inside a number ("four one one one dash one one …"). */
 const JOINTS = new Set(["dash", "-", "hyphen"]);
+const SCALES = new Set(["hundred", "thousand", "million", "billion"]);
 const EMAIL_JOINTS = new Set(["dot", "underscore", "dash", "hyphen"]);
 const TLDS = new Set("com org net edu gov io co uk de fr info biz us ca au nl es it ch eu me ai dev app".split(" "));
 /** Words before "at" that are not a mailbox ("email me at …"). */
@@ -141,8 +142,11 @@ export function findEntities(words: readonly string[], rules: RedactRules): Enti
   const k = keysOf(words);
   const found: EntitySpan[] = rules.email ? emailSpans(k, words) : [];
   for (const run of digitRuns(k, words)) {
-    const label = digitLabel(k, run, rules);
-    if (label) found.push({ from: run.from, end: run.end, label });
+    // with `numbers`, "three hundred", "two thousand and five" are one number
+    let end = run.end;
+    if (rules.numbers) while (SCALES.has(at(k, end)) || (at(k, end) === "and" && SCALES.has(at(k, end - 1)) && digitsAt(k, words, end + 1, true))) end = digitsAt(k, words, end + 1, true)?.end ?? end + 1;
+    const label = end > run.end ? "NUMBER" : digitLabel(k, run, rules);
+    if (label) found.push({ from: run.from, end, label });
   }
   if (rules.terms.length) found.push(...termSpans(k, rules.terms));
   const spans: EntitySpan[] = [];
@@ -154,6 +158,7 @@ export function findEntities(words: readonly string[], rules: RedactRules): Enti
 export function mayContinue(k: readonly string[], raw: readonly string[], i: number, rules: RedactRules): boolean {
   const w = at(k, i);
   if (digitsAt(k, raw, i, true) || /\d/.test(raw[i] ?? "") || JOINTS.has(w) || w === "plus" || w === "double" || w === "triple") return true;
+  if (rules.numbers && (SCALES.has(w) || (w === "and" && SCALES.has(at(k, i - 1))))) return true;
   if (rules.email && (w === "at" || EMAIL_JOINTS.has(w) || EMAIL_JOINTS.has(at(k, i + 1)) || at(k, i + 1) === "at" || raw[i]?.includes("@"))) return true;
   return false;
 }
