@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { redactList } from "./redact";
 import { legacyWorkflowIdFor } from "./job-ids";
 import { safeJsonObject, safeString, type FreeJsonLimits } from "./safe-string";
 
@@ -53,6 +54,10 @@ export const submitJobBody = z.object({
   review: z.boolean({ error: "review must be a boolean" }).optional(),
   /** Default true: punctuation, capitals and numerals for engines whose text lacks them (docs/jobs.md). */
   smart_format: z.boolean({ error: "smart_format must be a boolean" }).optional(),
+  /** PII/PCI redaction (docs/formatting.md "Redaction"): "pci,ssn" or ["pci", "ssn"]. */
+  redact: redactList.optional(),
+  /** With `redact`: also write redacted_audio.wav, the audio with each redacted span silenced. */
+  redact_audio: z.boolean({ error: "redact_audio must be a boolean" }).optional(),
   metadata: safeJsonObject(metadataLimits, { error: "metadata must be an object" }).optional(),
 });
 
@@ -121,6 +126,10 @@ const jobSegment = z.object({
 });
 export type JobSegment = z.infer<typeof jobSegment>;
 
+/** A redacted span's time on the job's timeline and its entity label, never its words. */
+const redactedSpan = z.object({ start_time: z.number(), end_time: z.number(), entity: z.string() });
+export type RedactedSpan = z.infer<typeof redactedSpan>;
+
 /** chunk_{i}.json in the job's artifact folder: one slice's result, times absolute. */
 export const chunkArtifact = z.object({
   workflow_id: z.string(),
@@ -133,6 +142,8 @@ export const chunkArtifact = z.object({
   worker_id: z.string().optional(),
   text: z.string(),
   segments: z.array(jobSegment.omit({ id: true })),
+  /** With `redact`: where the slice's redacted words were spoken (for redacted_audio.wav). */
+  redacted_spans: z.array(redactedSpan).optional(),
   transcribed_at: z.string(),
 });
 export type ChunkArtifact = z.infer<typeof chunkArtifact>;
@@ -214,6 +225,7 @@ export const artifactKeys = {
   result: (job: ArtifactOwner) => `${artifactPrefix(job)}result.json`,
   reviewChunk: (job: ArtifactOwner, i: number) => `${artifactPrefix(job)}review_chunk_${i}.json`,
   reviewed: (job: ArtifactOwner) => `${artifactPrefix(job)}reviewed_result.json`,
+  redactedAudio: (job: ArtifactOwner) => `${artifactPrefix(job)}redacted_audio.wav`,
 };
 
 // ---------------------------------------------------------------- poll view (2.4)

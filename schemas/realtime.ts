@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { REDACT_ENTITIES, redactList } from "./redact";
 import { safeString } from "./safe-string";
 import { transcriptWord } from "./transcription";
 
@@ -72,6 +73,8 @@ const streamingSettings = z.object({
   interim_results: z.boolean(),
   /** Punctuation, capitals and numerals in deltas and `completed` (default true; docs/realtime.md "Formatting"). */
   smart_format: z.boolean(),
+  /** Entities redacted in deltas and `completed` (docs/formatting.md "Redaction"); empty: none. */
+  redact: z.array(z.enum(REDACT_ENTITIES)).optional(),
 });
 
 const sessionUpdate = z.object({
@@ -91,6 +94,8 @@ const sessionUpdate = z.object({
           interim_results: z.boolean().optional(),
           /** false: transcripts as recognised, without punctuation, capitals or numerals. */
           smart_format: z.boolean().optional(),
+          /** "pci,ssn" or ["pci", "ssn"]: entities replaced by their labels in deltas and `completed` (docs/formatting.md). */
+          redact: redactList.optional(),
         })
         .optional(),
     })
@@ -182,7 +187,7 @@ const transcriptionCompleted = z.object({
   audio_end_ms: z.number().int().nonnegative(),
   /** Word timings in milliseconds on the session's audio timeline. */
   words: z.array(
-    z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability, punctuated_word: z.string().optional() }),
+    z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability, punctuated_word: z.string().optional(), entity: transcriptWord.shape.entity }),
   ),
   worker_id: z.string(),
   fallback_used: z.boolean(),
@@ -216,6 +221,7 @@ const transcriptionSettings = {
   partial_interval_ms: partialIntervalMs.optional(),
   interim_results: z.boolean().optional(),
   smart_format: z.boolean().optional(),
+  redact: z.array(z.enum(REDACT_ENTITIES)).optional(),
 };
 
 const sessionUpdated = z.object({
@@ -320,6 +326,8 @@ export const utteranceCommand = z.object({
   max_concurrent_utterances: z.number().int().positive(),
   /** Absent: on (the default). */
   smart_format: z.boolean().optional(),
+  /** Absent or empty: nothing redacted. */
+  redact: z.array(z.enum(REDACT_ENTITIES)).optional(),
   /** Wall-clock ms when the VAD decided the utterance ended, for latency measurement. */
   decided_at: z.number(),
 });

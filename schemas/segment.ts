@@ -40,6 +40,10 @@ export const segmentForm = zo
       .enum(["true", "false"])
       .optional()
       .describe("default true: punctuation, capitals and numerals (\"25%\", \"$300\", \"3:30 p.m.\") for engines whose text lacks them; words gain punctuated_word. false: the words as recognised"),
+    redact: zo
+      .string()
+      .optional()
+      .describe("entities to replace by their labels in text, segments, words, SRT/VTT: pci, ssn, phone, email, numbers, pii; comma-separated or repeated (docs/formatting.md)"),
     "timestamp_granularities[]": zo.array(zo.enum(["word", "segment"])).optional().describe("verbose_json: words only when `word` is asked for; both when absent"),
     "include[]": zo.array(zo.string()).optional().describe("no values are supported: any is 400 unsupported_include"),
   })

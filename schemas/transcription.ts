@@ -17,6 +17,8 @@ export const transcriptWord = z.object({
    * others are "". Absent when formatting was off or the engine formats itself.
    */
   punctuated_word: z.string().optional(),
+  /** Redaction (`redact`): the entity this word was part of; `word` then shows `[entity]`, never what was said. */
+  entity: z.string().optional(),
 });
 export type TranscriptWord = z.infer<typeof transcriptWord>;
 

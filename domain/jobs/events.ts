@@ -1,3 +1,4 @@
+import { REDACT_ENTITIES } from "../../schemas/redact";
 import { z } from "zod";
 import { envelopeOf } from "../../schemas/envelope";
 import { jobError, stepName } from "../../schemas/jobs";
@@ -25,6 +26,10 @@ const jobSpec = z.object({
   review: z.boolean(),
   /** Absent in jobs submitted before it existed: on, as the default is. */
   smartFormat: z.boolean().optional(),
+  /** `redact` (docs/formatting.md): absent or empty, nothing is redacted. */
+  redact: z.array(z.enum(REDACT_ENTITIES)).optional(),
+  /** `redact_audio`: write redacted_audio.wav at aggregation. */
+  redactAudio: z.boolean().optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
   /** The plan's maxAudioSecondsPerRequest when the job was submitted. */
   maxAudioSeconds: z.number().nonnegative(),

@@ -88,6 +88,7 @@ export function decide(input: DeciderInput, state: DeciderState | null, ctx: Dec
         partial_interval_ms: u.partial_interval_ms ?? s.partial_interval_ms,
         interim_results: u.interim_results ?? s.interim_results,
         smart_format: u.smart_format ?? s.smart_format,
+        redact: u.redact ?? s.redact,
       };
       return { state: { ...state, settings }, effects: [{ kind: "settings", settings }] };
     }
@@ -176,6 +177,7 @@ function fromVad(vad: VadEvent[], state: DeciderState, ctx: DecideContext): Deci
           model: s.model,
           max_concurrent_utterances: s.max_concurrent_utterances,
           ...(s.smart_format === false ? { smart_format: false } : {}),
+          ...(s.redact?.length ? { redact: s.redact } : {}),
           decided_at: ctx.now,
         };
         effects.push({ kind: "utterance", command, pcm: e.pcm, reason: e.reason, release: e.release });

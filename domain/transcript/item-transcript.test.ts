@@ -52,7 +52,7 @@ describe("formatting a streamed item", () => {
       forms[0] = forms[0]!.charAt(0).toUpperCase() + forms[0]!.slice(1);
       const last = forms.findLastIndex(Boolean);
       forms[last] += ".";
-      return forms;
+      return forms.map((form, j) => ({ word: ws[j]!.word, form }));
     };
     const emitted = [{ word: "it", form: "It" }, { word: "costs", form: "costs" }];
     const f = composeFinal(emitted, ["it", "costs", "twenty", "five"].map((x, i) => w(x, i * 100)), 0, format);

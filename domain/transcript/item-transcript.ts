@@ -21,12 +21,16 @@ export interface TimedWord {
   probability?: number;
   /** The word as the shaped transcript shows it; absent when no stage ran. */
   punctuated_word?: string;
+  /** Redacted: the entity, and `word` shows `[entity]`. */
+  entity?: string;
 }
 
 /** A word sent in a delta: as recognised, and as the delta showed it. */
 export interface EmittedWord {
   word: string;
   form: string;
+  /** Redacted in the delta: the completed item's word shows `[entity]`. (`word` stays as recognised in memory, to align with the final's words; it is never sent or stored.) */
+  entity?: string;
 }
 
 /** An item's end: its transcript, the last delta (the deltas sent before it and it add up to `transcript`), its words. */
@@ -38,28 +42,34 @@ export interface ItemTranscript {
 
 /** The text of a delta adding `words` after `emittedCount` words already sent. */
 export function deltaText(emittedCount: number, words: readonly string[]): string {
-  if (words.length === 0) return "";
-  return (emittedCount > 0 ? " " : "") + words.join(" ");
+  const shown = words.filter((w) => w !== "");
+  if (shown.length === 0) return "";
+  return (emittedCount > 0 ? " " : "") + shown.join(" ");
 }
 
 /**
  * Words that became stable mid-utterance, as the next delta after the `emitted` words:
  * each stage's streamed forms. Returns the delta's text and the words as they went out
- * (the caller adds them to `emitted`).
+ * (the caller adds them to `emitted`): a prefix of `fresh`, where a stage held the rest
+ * back (redaction's open digit run); those are offered again with the next words.
  */
 export function streamedDelta(pipeline: TranscriptPipeline, emitted: readonly EmittedWord[], fresh: readonly string[]): { delta: string; words: EmittedWord[] } {
+  const sent = emitted.map((e) => e.word);
   const run = pipeline.stages.reduce<ShapedWord[]>(
-    (words, stage) => stage.shapeStreamed(words, emitted.length),
+    (words, stage) => stage.shapeStreamed(words, emitted.length, sent),
     fresh.map((word) => ({ word, form: word })),
   );
-  const forms = run.map((w) => w.form);
-  return { delta: deltaText(emitted.length, forms), words: fresh.map((word, i) => ({ word, form: forms[i]! })) };
+  const shown = emitted.filter((e) => e.form !== "").length;
+  return {
+    delta: deltaText(shown, run.map((w) => w.form)),
+    words: run.map((w) => ({ word: w.word, form: w.form, ...(w.entity ? { entity: w.entity } : {}) })),
+  };
 }
 
 /** A streamed item at its commit: the words sent stand, the decoder's final words give the rest (`composeFinal`). */
 export function completeStreamedItem(pipeline: TranscriptPipeline, emitted: readonly EmittedWord[], final: readonly TimedWord[], timelineStart: number): ItemTranscript {
   const format = pipeline.stages.length
-    ? (words: readonly TimedWord[]) => shapeRun(pipeline, words.map((w) => ({ word: w.word, start_ms: w.start_ms, end_ms: w.end_ms, form: w.word }))).map((w) => w.form)
+    ? (words: readonly TimedWord[]) => shapeRun(pipeline, words.map((w) => ({ word: w.word, start_ms: w.start_ms, end_ms: w.end_ms, form: w.word })))
     : undefined;
   return composeFinal(emitted, final, timelineStart, format);
 }
@@ -73,7 +83,14 @@ export function completeCommittedItem(pipeline: TranscriptPipeline, result: Verb
     transcript: text,
     lastDelta: text,
     language: shaped.language,
-    words: shaped.words.map((w) => ({ word: w.word, start_ms: toMs(w.start), end_ms: toMs(w.end), probability: w.probability, ...(w.punctuated_word === undefined ? {} : { punctuated_word: w.punctuated_word }) })),
+    words: shaped.words.map((w) => ({
+      word: w.word,
+      start_ms: toMs(w.start),
+      end_ms: toMs(w.end),
+      probability: w.probability,
+      ...(w.punctuated_word === undefined ? {} : { punctuated_word: w.punctuated_word }),
+      ...(w.entity === undefined ? {} : { entity: w.entity }),
+    })),
   };
 }
 
@@ -95,29 +112,37 @@ export function composeFinal(
   emitted: readonly EmittedWord[],
   final: readonly TimedWord[],
   timelineStart = 0,
-  format?: (words: readonly TimedWord[]) => string[],
+  format?: (words: readonly TimedWord[]) => readonly ShapedWord[],
 ): ItemTranscript {
   const { end, pairs } = alignPrefix(
     emitted.map((e) => e.word),
     final.map((w) => w.word),
   );
-  const forms = format ? format(final) : final.map((w) => w.word);
+  const shaped = format?.(final);
+  const forms = shaped ? shaped.map((w) => w.form) : final.map((w) => w.word);
+  const redacted = (w: TimedWord, entity: string | undefined): TimedWord => (entity ? { ...w, word: `[${entity}]`, entity } : w);
   let lastEnd = final[0]?.start_ms ?? timelineStart;
   const words: TimedWord[] = emitted.map((e, i) => {
     const f = pairs[i] === undefined ? undefined : final[pairs[i]!];
     if (f) lastEnd = f.end_ms;
-    const timed = f ? { ...f, word: e.word } : { word: e.word, start_ms: lastEnd, end_ms: lastEnd, probability: 0 };
+    const timed = redacted(f ? { ...f, word: e.word } : { word: e.word, start_ms: lastEnd, end_ms: lastEnd, probability: 0 }, e.entity);
     return format ? { ...timed, punctuated_word: e.form } : timed;
   });
   const restForms: string[] = [];
   let leading = true;
   for (let i = end; i < final.length; i++) {
-    const form = forms[i] === "" && leading ? final[i]!.word : forms[i]!;
+    const entity = shaped?.[i]!.entity;
+    // a redacted word falls back to its label, never to what was said
+    const form = forms[i] === "" && leading ? (entity ? `[${entity}]` : final[i]!.word) : forms[i]!;
     if (form !== "") leading = false;
     restForms.push(form);
-    words.push(format ? { ...final[i]!, punctuated_word: form } : final[i]!);
+    const w = redacted(final[i]!, entity);
+    words.push(format ? { ...w, punctuated_word: form } : w);
   }
-  const shown = emitted.map((e) => e.form).join(" ");
+  const shown = emitted
+    .map((e) => e.form)
+    .filter(Boolean)
+    .join(" ");
   const rest = restForms.filter(Boolean).join(" ");
   let lastDelta = rest && shown ? ` ${rest}` : rest;
   // the closing mark the formatter put on the sentence's last word follows, also when

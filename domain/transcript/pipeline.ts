@@ -1,4 +1,7 @@
 import type { VerboseTranscription } from "../../schemas/transcription";
+import type { RedactEntity } from "../../schemas/redact";
+import { redactRules } from "./redact";
+import { redactStage } from "./redact-stage";
 import { smartFormatStage } from "./smart-format-stage";
 import type { ShapedWord, TranscriptStage } from "./stage";
 import { termsFrom } from "./terms";
@@ -19,6 +22,8 @@ export interface TranscriptOptions {
   metadata?: unknown;
   /** The request's prompt: its names are the caller's vocabulary. */
   prompt?: string | null;
+  /** The request's `redact`: a redaction stage runs last, on every engine (formatted or not). */
+  redact?: readonly RedactEntity[] | null;
 }
 
 export interface TranscriptPipeline {
@@ -28,7 +33,9 @@ export interface TranscriptPipeline {
 
 export function transcriptPipeline(options: TranscriptOptions): TranscriptPipeline {
   const stages: TranscriptStage[] = [];
-  if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(termsFrom(options.metadata, options.prompt)));
+  const terms = termsFrom(options.metadata, options.prompt);
+  if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(terms));
+  if (options.redact?.length) stages.push(redactStage(redactRules(options.redact, terms)));
   return { stages };
 }
 
@@ -56,33 +63,43 @@ const textRun = (text: string): ShapedWord[] =>
  * segment is one run of its own words (their pauses end sentences; the segment's end ends
  * one, as an utterance or slice end does), every word gains `punctuated_word`, and `text`
  * is the shaped segments joined. A segment without words is shaped from its text. Word
- * tokens and timings are kept as recognised, so word error rate is computed on the same
- * words as before. With no stage the result is returned as it came.
+ * tokens and timings are kept as recognised (so word error rate is computed on the same
+ * words as before), except redacted words, which show their label. Redaction reads all
+ * the words at once, not segment by segment: a card number spoken with a pause that
+ * ends a segment is still one number. With no stage the result is returned as it came.
  */
 export function shapeTranscription(pipeline: TranscriptPipeline, result: VerboseTranscription): VerboseTranscription {
   if (pipeline.stages.length === 0) return result;
-  const words = result.words.map((w) => ({ ...w }));
+  const redact = pipeline.stages.find((s) => s.name === "redact");
+  const perRun: TranscriptPipeline = { stages: pipeline.stages.filter((s) => s !== redact) };
+  const shaped: ShapedWord[] = result.words.map((w) => ({ word: w.word, start_ms: Math.round(w.start * 1000), end_ms: Math.round(w.end * 1000), form: w.word }));
   const taken = new Set<number>();
-  const shapeWords = (indices: number[]) => {
-    const run = shapeRun(
-      pipeline,
-      indices.map((i) => ({ word: words[i]!.word, start_ms: Math.round(words[i]!.start * 1000), end_ms: Math.round(words[i]!.end * 1000), form: words[i]!.word })),
-    );
-    indices.forEach((i, k) => (words[i]!.punctuated_word = run[k]!.form));
-    return runText(run);
-  };
-  const segments = result.segments.map((s) => {
+  const groups = result.segments.map((s): number[] | string => {
     const mine: number[] = [];
-    words.forEach((w, i) => {
+    result.words.forEach((w, i) => {
       if (!taken.has(i) && w.start >= s.start - 0.01 && w.start < s.end + 0.01) mine.push(i);
     });
-    if (mine.length === 0) return { ...s, text: runText(shapeRun(pipeline, textRun(s.text))) };
+    if (mine.length === 0) return runText(shapeRun(pipeline, textRun(s.text)));
     for (const i of mine) taken.add(i);
-    return { ...s, text: shapeWords(mine) };
+    return mine;
   });
   // words no segment claimed (an engine whose segments do not cover its words) get a form too
-  const rest = words.map((_, i) => i).filter((i) => !taken.has(i));
-  if (rest.length) shapeWords(rest);
+  const rest = result.words.map((_, i) => i).filter((i) => !taken.has(i));
+  const runs = [...groups.filter((g): g is number[] => Array.isArray(g)), rest].filter((r) => r.length > 0);
+  const apply = (indices: readonly number[], out: readonly ShapedWord[]) => indices.forEach((i, k) => (shaped[i] = out[k]!));
+  for (const run of runs) apply(run, shapeRun(perRun, run.map((i) => shaped[i]!)));
+  if (redact) {
+    const all = runs.flat();
+    apply(all, redact.shape(all.map((i) => shaped[i]!)));
+  }
+  const words = result.words.map((w, i) => {
+    const { form, entity } = shaped[i]!;
+    return entity ? { ...w, word: `[${entity}]`, punctuated_word: form, entity } : { ...w, punctuated_word: form };
+  });
+  const segments = result.segments.map((s, j) => {
+    const g = groups[j]!;
+    return { ...s, text: typeof g === "string" ? g : runText(g.map((i) => shaped[i]!)) };
+  });
   const text = segments.length
     ? segments
         .map((s) => s.text.trim())
@@ -90,4 +107,18 @@ export function shapeTranscription(pipeline: TranscriptPipeline, result: Verbose
         .join(" ")
     : runText(shapeRun(pipeline, textRun(result.text)));
   return { ...result, text, segments, words };
+}
+
+/**
+ * A segment's text as a reviewer corrected it (docs/jobs.md "Review"), under the same
+ * pipeline's redaction: a correction that drops a label the text had is refused (the
+ * reviewer never un-redacts: `undefined`), and what it adds is redacted like the rest.
+ * Without a redaction stage the correction stands as given.
+ */
+export function correctedText(pipeline: TranscriptPipeline, original: string, corrected: string): string | undefined {
+  if (!pipeline.stages.some((s) => s.name === "redact")) return corrected;
+  const labels = original.match(/\[[A-Z_]+\]/g) ?? [];
+  const shaped = runText(shapeRun(pipeline, textRun(corrected)));
+  const kept = shaped.match(/\[[A-Z_]+\]/g) ?? [];
+  return labels.every((l) => kept.filter((k) => k === l).length >= labels.filter((x) => x === l).length) ? shaped : undefined;
 }

@@ -5,6 +5,7 @@
  * reads one form (the first word carries it, the rest become "") or leaves them as
  * they are.
  */
+import { readDigitRun } from "./spoken-digits";
 import { at, capitalise, type Keys } from "./word-shape";
 
 
@@ -33,7 +34,7 @@ export const MONTHS = new Set("january february march april may june july august
 /** "may" and "march" are everyday words: capitalised only inside a recognised date. */
 export const COMMON_MONTHS = new Set(["may", "march"]);
 /** A number after these is read as a year when it is shaped like one ("in nineteen ninety nine"). */
-const YEAR_CUES = new Set(["in", "since", "by", "of"]);
+const YEAR_CUES = new Set(["in", "since", "by", "of", "year", "from", "until"]);
 /** Words after a number that make it an amount rather than a year. */
 const AMOUNT_UNITS = new Set(["percent", "per", "point", "dollar", "dollars", "euro", "euros"]);
 /** "pounds" is left out on purpose: after a number it is as often a weight as a currency. */
@@ -247,9 +248,15 @@ function tryNumber(s: Sentence, i: number): number | undefined {
   return a.end - i > 1 || a.value >= 10 ? merge(s, i, a.end, a.text) : a.end;
 }
 
+/** Digits read one by one: phone numbers, codes, room and flight numbers (spoken-digits.ts). */
+function tryDigits(s: Sentence, i: number): number | undefined {
+  const run = readDigitRun(s.k, i);
+  return run && merge(s, run.from, run.end, run.form);
+}
+
 /** Applies the spoken-form rules from left to right, each word read by at most one rule. */
 export function formatSpokenForms(s: Sentence): void {
   for (let i = 0; i < s.orig.length; ) {
-    i = tryTheDate(s, i) ?? tryMonthDate(s, i) ?? tryTime(s, i) ?? tryYear(s, i) ?? tryNumber(s, i) ?? i + 1;
+    i = tryTheDate(s, i) ?? tryMonthDate(s, i) ?? tryTime(s, i) ?? tryYear(s, i) ?? tryDigits(s, i) ?? tryNumber(s, i) ?? i + 1;
   }
 }

@@ -1,3 +1,5 @@
+import type { EntityLabel } from "./redact";
+
 /**
  * A word on its way from the engine to the delivered transcript. `word` is as recognised
  * and never changes (word error rate, the alignment of streamed words and the words list
@@ -11,11 +13,13 @@ export interface ShapedWord {
   readonly end_ms?: number;
   /** "" where the form of a word before it took it in ("twenty five" → "25", ""). */
   readonly form: string;
+  /** Set by the redaction stage on every word of a redacted span: the delivered word shows `[entity]`, never what was said. */
+  readonly entity?: EntityLabel;
 }
 
 /**
- * One step of the transcript pipeline (pipeline.ts). Today there is one, smart format;
- * redaction, speaker labels and channel labels are further stages, written once and
+ * One step of the transcript pipeline (pipeline.ts): smart format, then redaction;
+ * speaker labels and channel labels are further stages, written once and
  * used by every plane. A stage sees one run of words at a time (a segment, an
  * utterance, a streamed item) and returns the same words in the same order, `word` and
  * times kept; a stage that labels words (speaker, channel) adds its field to
@@ -34,7 +38,10 @@ export interface TranscriptStage {
   /**
    * Words going out in a delta, after `before` words of the item already sent: only what
    * no later word can change. The item's final runs `shape` over all its words, and the
-   * words already sent keep the forms they went out with.
+   * words already sent keep the forms they went out with. `sent` are those words as
+   * recognised (context for a stage that needs it). A stage may return fewer words than it
+   * got (a prefix): the rest are held back until later words decide them (redaction's
+   * open digit run), and are offered again.
    */
-  shapeStreamed(words: readonly ShapedWord[], before: number): ShapedWord[];
+  shapeStreamed(words: readonly ShapedWord[], before: number, sent?: readonly string[]): ShapedWord[];
 }

@@ -2,6 +2,7 @@ import { AppError } from "../../shared/errors";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { artifactKeys, chunkArtifact, type ChunkArtifact, type JobResult, type JobSegment } from "../../schemas/jobs";
 import type { ActiveJob } from "../../domain/jobs/decider";
+import { writeRedactedAudio } from "./redact-audio";
 
 /**
  * The aggregation step: reads every `chunk_{i}.json`, merges them into one transcript
@@ -57,7 +58,10 @@ async function readChunkArtifacts(job: ActiveJob, objects: ObjectStore): Promise
 }
 
 export async function aggregateTranscript(job: ActiveJob, objects: ObjectStore): Promise<JobResult> {
-  const result = buildResult(job, await readChunkArtifacts(job, objects));
+  const chunks = await readChunkArtifacts(job, objects);
+  const result = buildResult(job, chunks);
+  // before result.json: a job whose result exists has its redacted audio too
+  if (job.spec.redactAudio) await writeRedactedAudio(job, chunks, objects);
   await putJson(objects, artifactKeys.result(job.spec), result);
   return result;
 }

@@ -14,6 +14,7 @@ import type { ActiveJob } from "../../domain/jobs/decider";
 import { annotationsFrom, checkCandidates, type Aligner, type SliceAudio } from "./review-acoustic";
 import { applyToText, confidentAnnotations, loadPronouncer, vocabularyOf } from "./review-embedded";
 import { toPcm } from "./slice-audio";
+import { correctedText, transcriptPipeline } from "../../domain/transcript/pipeline";
 
 /**
  * The two-stage review (`review: true`), by one of two reviewers behind one interface:
@@ -257,11 +258,18 @@ export async function reviewChunk(job: ActiveJob, index: number, objects: Object
     },
     signal,
   );
-  const ids = new Set(segments.map((s) => s.id));
+  const byId = new Map(segments.map((s) => [s.id, s.text]));
+  const guard = redactionOf(job);
+  const corrections = answer.corrections.flatMap((c) => {
+    const original = byId.get(c.segment_id);
+    const text = original === undefined ? undefined : correctedText(guard, original, c.text);
+    return text === undefined ? [] : [{ ...c, text }];
+  });
+  const ids = new Set(byId.keys());
   const artifact: ReviewChunkArtifact = {
     index,
     model: reviewer.model,
-    corrections: answer.corrections.filter((c) => ids.has(c.segment_id)),
+    corrections,
     ...(answer.annotations ? { annotations: answer.annotations.filter((a) => ids.has(a.segment_id)) } : {}),
     notes: answer.notes,
     reviewed_at: now().toISOString(),
@@ -269,6 +277,9 @@ export async function reviewChunk(job: ActiveJob, index: number, objects: Object
   await putJson(objects, key, artifact);
   return artifact;
 }
+
+/** The job's redaction alone (no formatting), to hold a reviewer's corrections to it. */
+const redactionOf = (job: ActiveJob) => transcriptPipeline({ smartFormat: false, redact: job.spec.redact, metadata: job.spec.metadata, prompt: job.spec.prompt });
 
 /** Stage 2: the final corrected transcript, written to reviewed_result.json. */
 export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, reviewer: Reviewer, now: () => Date, signal?: AbortSignal): Promise<ReviewedResult> {
@@ -284,9 +295,11 @@ export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, rev
     signal,
   );
   const corrected = new Map(answer.segments.map((s) => [s.id, s.text.trim()]));
+  const guard = redactionOf(job);
   let changed = 0;
   const segments = result.segments.map((s) => {
-    const text = corrected.get(s.id);
+    const given = corrected.get(s.id);
+    const text = given === undefined ? undefined : correctedText(guard, s.text, given);
     if (text === undefined || text === "" || text === s.text) return s;
     changed++;
     return { ...s, text };

@@ -1,5 +1,6 @@
 import { AppError } from "../../shared/errors";
 import { shapeTranscription, transcriptPipeline } from "../../domain/transcript/pipeline";
+import { redactedSpans } from "./redact-audio";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { isTransientRoutingFailure } from "../../shared/workers/router";
 import type { WorkerRouter } from "../../shared/workers/types";
@@ -79,7 +80,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     throw new AppError(e.kind, e.code, e.message, { retryable: true, type: e.type, headers: { "Retry-After": String(ROUTING_RETRY_AFTER_SECONDS) }, cause: err });
   });
   // Shaped per slice: a slice's end ends a sentence, as an utterance's does.
-  const pipeline = transcriptPipeline({ smartFormat: job.spec.smartFormat, engineFormatted: result.formatted, metadata: job.spec.metadata, prompt: job.spec.prompt });
+  const pipeline = transcriptPipeline({ smartFormat: job.spec.smartFormat, engineFormatted: result.formatted, metadata: job.spec.metadata, prompt: job.spec.prompt, redact: job.spec.redact });
   const formatted = shapeTranscription(pipeline, result.result);
   const segments = toAbsoluteSegments(formatted, startTime, endTime);
   const artifact: ChunkArtifact = {
@@ -93,6 +94,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     worker_id: result.workerId,
     text: segments.map((s) => s.text).join(" "),
     segments,
+    ...(job.spec.redact?.length ? { redacted_spans: redactedSpans(formatted, startTime, endTime) } : {}),
     transcribed_at: deps.now().toISOString(),
   };
   await putJson(deps.objects, key, artifact);

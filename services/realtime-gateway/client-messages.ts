@@ -1,3 +1,4 @@
+import type { RedactEntity } from "../../schemas/redact";
 import { clientMessage, turnDetection as turnDetectionSchema, type ClientMessage, type SessionUpdate, type TurnDetection } from "../../schemas/realtime";
 import { issueErrorCode } from "../../schemas/safe-string";
 
@@ -34,7 +35,8 @@ export function readClientFrame(frame: ArrayBuffer): ClientFrame {
 export interface SessionSettings {
   turnDetection: TurnDetection;
   transcription: { language: string | null; prompt: string | null; model: string | null };
-  partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean };
+  /** The streaming and shaping settings (`redact`: entities redacted, absent for none). */
+  partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[] };
 }
 
 /** The settings after a session.update (fields not given are kept); null when the turn detection it makes is invalid. */
@@ -51,6 +53,7 @@ export function updateSettings(current: SessionSettings, update: SessionUpdate["
       partial_interval_ms: t.partial_interval_ms ?? partials.partial_interval_ms,
       interim_results: t.interim_results ?? partials.interim_results,
       smart_format: t.smart_format ?? partials.smart_format,
+      redact: t.redact ?? partials.redact,
     },
   };
 }

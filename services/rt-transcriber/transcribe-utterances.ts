@@ -215,7 +215,7 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
     try {
       const r = await router.transcribe({ pcm, language: c.language ?? undefined, prompt: c.prompt ?? undefined, model: c.model ?? undefined, fallbackOnly: grant === "fallback" });
       // an utterance is a sentence's end at least (the VAD cut it at a pause)
-      const item = completeCommittedItem(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt }), r.result, c.audio_start_ms);
+      const item = completeCommittedItem(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt, redact: c.redact }), r.result, c.audio_start_ms);
       events = [
         { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: item.lastDelta },
         {

@@ -89,14 +89,16 @@ function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s:
   const base = { item_id: s.item, content_index: 0 as const };
   const events: { event: ServerEvent; at: number }[] = [];
   if (fresh.length) {
-    const { smart_format: smartFormat, prompt } = state.decider.settings;
-    const d = streamedDelta(transcriptPipeline({ smartFormat, prompt }), s.emitted, fresh);
+    const { smart_format: smartFormat, prompt, redact } = state.decider.settings;
+    const d = streamedDelta(transcriptPipeline({ smartFormat, prompt, redact }), s.emitted, fresh);
     const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: d.delta };
-    events.push({ event: e, at: s.emitted.length });
+    // a redaction stage may hold the open digit run back: no delta until it is judged
+    if (d.delta) events.push({ event: e, at: s.emitted.length });
     s.emitted.push(...d.words);
   }
   const interim = words.join(" ");
-  if (state.decider.settings.interim_results && interim !== s.lastInterim) {
+  // interims are the raw hypothesis, replaced wholesale: with redaction on they are not sent
+  if (state.decider.settings.interim_results && !state.decider.settings.redact?.length && interim !== s.lastInterim) {
     s.lastInterim = interim;
     const e: ServerEvent = { type: "conversation.item.input_audio_transcription.interim", event_id: `evt_${randomUUID()}`, ...base, transcript: interim };
     events.push({ event: e, at: s.fed });
@@ -130,7 +132,7 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
   if (state) state.cmn = result.cmn;
   const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
   const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
-  const final = completeStreamedItem(transcriptPipeline({ smartFormat: command.smart_format, prompt: command.prompt }), s.emitted, timed, startMs);
+  const final = completeStreamedItem(transcriptPipeline({ smartFormat: command.smart_format, prompt: command.prompt, redact: command.redact }), s.emitted, timed, startMs);
   const base = { item_id: item, content_index: 0 as const };
   const events: ServerEvent[] = [
     { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },

@@ -15,7 +15,8 @@ export interface ProviderServer {
   name: string;
   /** Transcription requests received, with the fields they carried. */
   requests: { model?: string; language?: string; prompt?: string; samples: number; auth?: string }[];
-  behaviour: { delayMs: number; failStatus?: number; cold: boolean };
+  /** `transcript`: answer this text (its words spread over the clip) instead of naming itself. */
+  behaviour: { delayMs: number; failStatus?: number; cold: boolean; transcript?: string };
   close(): Promise<void>;
 }
 
@@ -55,7 +56,7 @@ export async function startProviderServer(name: string): Promise<ProviderServer>
       if (res.destroyed) return;
       if (state.behaviour.failStatus) return send(state.behaviour.failStatus, { error: { message: `${name} failing` } });
       const duration = samples / 16_000;
-      const text = `${name} heard ${duration.toFixed(2)} seconds`;
+      const text = state.behaviour.transcript ?? `${name} heard ${duration.toFixed(2)} seconds`;
       return send(200, {
         task: "transcribe",
         language: "english",

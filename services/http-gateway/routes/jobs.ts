@@ -91,6 +91,7 @@ function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
     const fallback = param === "audio_url" ? (missing ? "missing_audio_url" : "invalid_audio_url") : "invalid_request";
     throw validationError(issueErrorCode(issue, fallback), message, { param });
   }
+  if (parsed.data.redact_audio && !parsed.data.redact) throw validationError("invalid_request", "redact_audio needs redact (which entities to silence)", { param: "redact_audio" });
   return parsed.data;
 }
 
@@ -123,6 +124,8 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     ...(body.webhook_url ? { webhookUrl: body.webhook_url } : {}),
     review: body.review ?? false,
     smartFormat: body.smart_format ?? true,
+    ...(body.redact ? { redact: body.redact } : {}),
+    ...(body.redact_audio ? { redactAudio: true } : {}),
     ...(body.metadata ? { metadata: body.metadata } : {}),
     maxAudioSeconds: principal.limits.maxAudioSecondsPerRequest,
   };

@@ -5,6 +5,7 @@ import { shapeTranscription, transcriptPipeline } from "../../../domain/transcri
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
+import { redactList, type RedactEntity } from "../../../schemas/redact";
 import { issueErrorCode } from "../../../schemas/safe-string";
 import { segmentFields, segmentForm } from "../../../schemas/segment";
 import { verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
@@ -185,7 +186,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
       signal: c.req.raw.signal,
     });
     const transcribed = { ...out.result, duration: out.result.duration || audio.durationSeconds };
-    const result = shapeTranscription(transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: out.formatted, prompt: fields.prompt }), transcribed);
+    const result = shapeTranscription(transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: out.formatted, prompt: fields.prompt, redact: fields.redact }), transcribed);
     const now = deps.now();
     await Promise.all([
       deps.usage.record({
@@ -248,6 +249,8 @@ interface SegmentFields {
   granularities?: ("word" | "segment")[];
   /** `smart_format` (default true): punctuation, casing and numerals for engines that lack them. */
   smartFormat: boolean;
+  /** `redact` (repeated or comma-separated): entities replaced by their labels (docs/formatting.md). */
+  redact?: RedactEntity[];
 }
 
 function parseFields(form: FormData): SegmentFields {
@@ -284,6 +287,7 @@ function parseFields(form: FormData): SegmentFields {
     stream: parseBoolean("stream", text("stream"), false),
     smartFormat: parseBoolean("smart_format", text("smart_format"), true),
     granularities: parseGranularities(form),
+    redact: parseRedact(form),
     ...refuseIncludes(form),
   };
 }
@@ -293,6 +297,14 @@ function parseBoolean(name: string, value: string | undefined, absent: boolean):
   if (value === "true") return true;
   if (value === "false") return false;
   throw validationError("invalid_request", `${name}: must be true or false`, { param: name });
+}
+
+function parseRedact(form: FormData): RedactEntity[] | undefined {
+  const values = repeated(form, "redact");
+  if (values.length === 0) return undefined;
+  const parsed = redactList.safeParse(values);
+  if (!parsed.success) throw validationError("invalid_request", `redact: ${parsed.error.issues[0]!.message}`, { param: "redact" });
+  return parsed.data;
 }
 
 /** All values of a repeated field, under its OpenAI name with or without `[]`. */
