@@ -1,83 +1,200 @@
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verboseTranscription } from "../schemas/transcription";
+import { verboseTranscription, type VerboseTranscription } from "../schemas/transcription";
 import { assemble, createWhisperEngine } from "../services/transcriber/whisper-engine";
-import { startWorkerService } from "../services/transcriber/worker-service";
+import { checkWhisperModelFile } from "../services/transcriber/whisper-model-file";
 import { decodeAudio } from "../shared/audio/decode";
-import { createLogger } from "../shared/logger";
-import { connectNats, destroyTopology, type Nats } from "../shared/nats";
-import { createWorkerRouter } from "../shared/workers/router";
+import { AppError } from "../shared/errors";
 import type { TranscriptionEngine } from "../shared/workers/types";
-import { wordErrorRate } from "../shared/workers/wer";
-import { writeTinyWhisperModel } from "./support/workers-whisper-model";
 import { fixturePath } from "./support/fixtures";
+import { writeTinyWhisperModel, type TinyWhisperModel } from "./support/workers-whisper-model";
 
-const LDC = fixturePath("ldc93s1.wav");
+/**
+ * The whisper.cpp engine through the installed Node binding, on models the test writes
+ * (test/support/workers-whisper-model.ts: whisper's real vocabulary size and special
+ * tokens, one tiny layer each, random weights). The transcripts are nonsense; what is
+ * checked is everything around them: the file check, loading, the shape and timings of
+ * what comes back, language handling, deadlines. Accuracy needs a trained model:
+ * `WHISPER_MODEL_PATH=… ./scripts/bench.sh whisper` (docs/workers.md).
+ */
+/** At most 32 / 2 − 4 tokens per 30 s window with the generated model's text context. */
+const TOKENS_PER_WINDOW = 12;
 
-describe("whisper.cpp worker (Node binding) with a generated tiny ggml model", () => {
-  let dir: string;
-  let engine: TranscriptionEngine;
+let dir: string;
+let en: TinyWhisperModel;
+let ml: TinyWhisperModel;
+let engine: TranscriptionEngine;
+let multilingual: TranscriptionEngine;
+const clip = async (name: string) => decodeAudio(await readFile(fixturePath(name)));
 
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "whisper-test-"));
-    const model = await writeTinyWhisperModel(join(dir, "tiny.bin"));
-    expect(model.bytes).toBeGreaterThan(10_000_000);
-    engine = await createWhisperEngine({ modelPath: model.path, threads: 1 });
-  });
-  afterAll(async () => {
-    await engine?.close();
-    await rm(dir, { recursive: true, force: true });
-  });
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "whisper-test-"));
+  en = await writeTinyWhisperModel(join(dir, "tiny.en.bin"));
+  ml = await writeTinyWhisperModel(join(dir, "tiny.bin"), { multilingual: true });
+  engine = await createWhisperEngine({ modelPath: en.path, threads: 1 });
+  multilingual = await createWhisperEngine({ modelPath: ml.path, threads: 1 });
+});
+afterAll(async () => {
+  await engine?.close();
+  await multilingual?.close();
+  await rm(dir, { recursive: true, force: true });
+});
 
-  it("loads once and stays warm; a clip comes back in the verbose_json shape with in-clip timings", async () => {
+/** The documented verbose_json shape: words monotonic and inside the clip, segments built from them, bounded by whisper's windows. */
+function expectWellFormed(r: VerboseTranscription, durationSeconds: number) {
+  verboseTranscription.parse(r);
+  expect(r.duration).toBeCloseTo(durationSeconds, 2);
+  let last = 0;
+  for (const w of r.words) {
+    expect(w.word.trim()).toBe(w.word);
+    expect(w.word.length).toBeGreaterThan(0);
+    expect(w.start).toBeGreaterThanOrEqual(last);
+    expect(w.end).toBeGreaterThanOrEqual(w.start);
+    expect(w.end).toBeLessThanOrEqual(durationSeconds);
+    last = w.start;
+  }
+  const windows = Math.ceil(durationSeconds / 30);
+  expect(r.words.length).toBeLessThanOrEqual(TOKENS_PER_WINDOW * windows);
+  expect(r.segments.map((s) => s.id)).toEqual(r.segments.map((_, i) => i));
+  for (const s of r.segments) {
+    expect(s.start).toBeGreaterThanOrEqual(0);
+    expect(s.end).toBeGreaterThanOrEqual(s.start);
+    expect(s.end).toBeLessThanOrEqual(durationSeconds);
+  }
+  expect(r.segments.map((s) => s.text.trim()).join(" ")).toBe(r.text);
+  expect(r.text.split(/\s+/).filter(Boolean)).toEqual(r.words.map((w) => w.word));
+}
+
+describe("whisper.cpp engine on a generated model", () => {
+  it("the generated file is a complete whisper ggml model of a few MB, and the binding loads it", async () => {
+    expect(en.bytes).toBeLessThan(5_000_000);
+    expect(await checkWhisperModelFile(en.path)).toEqual({ nVocab: 51864, multilingual: false, languages: ["en"], tensors: 50 });
+    const info = await checkWhisperModelFile(ml.path);
+    expect(info).toMatchObject({ nVocab: 51865, multilingual: true, tensors: 50 });
+    expect(info.languages).toHaveLength(99);
+    expect(engine).toMatchObject({ kind: "whisper-cpp", languages: ["en"], concurrency: 1, formatsText: true });
+    expect(multilingual.languages).toEqual(["*"]);
     expect(engine.warm()).toBe(true);
-    expect(engine.kind).toBe("whisper-cpp");
-    const { pcm, durationSeconds } = await decodeAudio(await readFile(LDC));
-    const r = verboseTranscription.parse(await engine.transcribe({ pcm, language: "en" }));
-    expect(r.duration).toBeCloseTo(durationSeconds, 2);
-    expect(r.language).toBe("en");
-    let last = 0;
-    for (const w of r.words) {
-      expect(w.start).toBeGreaterThanOrEqual(last);
-      expect(w.end).toBeLessThanOrEqual(durationSeconds);
-      last = w.start;
-    }
-    for (const s of r.segments) expect(s.end).toBeLessThanOrEqual(durationSeconds);
-    // no hint: an English-only model answers in English
-    expect((await engine.transcribe({ pcm })).language).toBe("en");
-    const empty = await engine.transcribe({ pcm: new Int16Array(0) });
-    expect(empty).toMatchObject({ text: "", segments: [], words: [] });
   });
 
-  it("runs as a NATS worker the router reaches (worker_id pinning, no fallback)", async () => {
-    const nats: Nats = await connectNats({ url: process.env.NATS_URL ?? "nats://127.0.0.1:4222", prefix: `t${randomBytes(4).toString("hex")}` });
-    const logger = createLogger("error");
-    const other = await createWhisperEngine({ modelPath: join(dir, "tiny.bin"), threads: 1 });
-    const worker = await startWorkerService({ nats, engine: other, id: "whisper-test", heartbeatMs: 200, logger });
-    const router = await createWorkerRouter({ nats, budgetMs: 800, staleMs: 5000, logger });
-    try {
-      const until = Date.now() + 3000;
-      while (!router.workers().some((w) => w.id === "whisper-test" && w.warm) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
-      expect(router.workers().find((w) => w.id === "whisper-test")).toMatchObject({ kind: "whisper-cpp", warm: true });
-      const { pcm } = await decodeAudio(await readFile(LDC));
-      const r = await router.transcribe({ pcm, workerId: "whisper-test" });
-      expect(r).toMatchObject({ workerId: "whisper-test", fallbackUsed: false });
-      expect(r.result.duration).toBeCloseTo(2.925, 2);
-    } finally {
-      await router.stop();
-      await worker.stop();
-      await destroyTopology(nats);
-      await nats.close();
+  it("clips come back in the verbose_json shape: words monotonic inside the clip, sentence segments, language, duration", async () => {
+    for (const name of ["jfk.wav", "ldc93s1.wav"]) {
+      const { pcm, durationSeconds } = await clip(name);
+      const r = await engine.transcribe({ pcm, language: "en" });
+      console.log(`${name} (${durationSeconds.toFixed(2)} s): ${r.words.length} words in ${r.segments.length} segments: ${r.text}`);
+      expectWellFormed(r, durationSeconds);
+      expect(r.language).toBe("en");
+      // the random weights still decode text, often whisper's repeated-word loop, within the window's bound
+      expect(r.words.length).toBeGreaterThan(0);
     }
+    // an English-only model answers in English whatever the hint, and takes a prompt
+    const { pcm, durationSeconds } = await clip("ldc93s1.wav");
+    const hinted = await engine.transcribe({ pcm, language: "de", prompt: "Dark suit, greasy wash water." });
+    expectWellFormed(hinted, durationSeconds);
+    expect(hinted.language).toBe("en");
   });
 
-  it("refuses a missing or corrupt model file with a clear error", async () => {
-    await expect(createWhisperEngine({ modelPath: join(dir, "nope.bin") })).rejects.toMatchObject({ code: "whisper_model_missing" });
-    await writeFile(join(dir, "junk.bin"), randomBytes(4096));
-    await expect(createWhisperEngine({ modelPath: join(dir, "junk.bin") })).rejects.toMatchObject({ code: "whisper_model_invalid" });
+  it("more than one 30 s window: times stay inside the clip and in order across windows", async () => {
+    const { pcm } = await clip("jfk.wav");
+    const long = new Int16Array(pcm.length * 4);
+    for (let i = 0; i < 4; i++) long.set(pcm, i * pcm.length);
+    const r = await engine.transcribe({ pcm: long });
+    expectWellFormed(r, long.length / 16_000);
+    console.log(`4 × jfk.wav (${(long.length / 16_000).toFixed(1)} s): ${r.words.length} words, last at ${r.words.at(-1)?.start} s`);
+  });
+
+  it("silence and an empty clip are transcribed, not refused", async () => {
+    expectWellFormed(await engine.transcribe({ pcm: new Int16Array(16_000) }), 1);
+    expect(await engine.transcribe({ pcm: new Int16Array(0) })).toMatchObject({ text: "", duration: 0, segments: [], words: [] });
+  });
+
+  it("a multilingual model detects the language without a hint, takes a regional hint, and refuses a code whisper.cpp does not know", async () => {
+    const { pcm, durationSeconds } = await clip("ldc93s1.wav");
+    const info = await checkWhisperModelFile(ml.path);
+    const detected = await multilingual.transcribe({ pcm });
+    expectWellFormed(detected, durationSeconds);
+    expect(info.languages).toContain(detected.language);
+    expect((await multilingual.transcribe({ pcm, language: "pt-BR" })).language).toBe("pt");
+    // whisper.cpp's binding throws from a native callback on an unknown code, which
+    // would end the process: the engine refuses it before whisper.cpp sees it
+    await expect(multilingual.transcribe({ pcm, language: "xx" })).rejects.toMatchObject({ code: "unsupported_language" });
+    expectWellFormed(await multilingual.transcribe({ pcm, language: "de" }), durationSeconds);
+  });
+
+  it("a clip whose deadline passes is answered at once, one queued behind it is dropped, and the engine goes on", { timeout: 60_000 }, async () => {
+    const { pcm } = await clip("jfk.wav");
+    const long = new Int16Array(pcm.length * 3);
+    for (let i = 0; i < 3; i++) long.set(pcm, i * pcm.length);
+    const running = new AbortController();
+    const queued = new AbortController();
+    const first = engine.transcribe({ pcm: long, signal: running.signal });
+    const second = engine.transcribe({ pcm: long, signal: queued.signal });
+    // the first clip is in whisper.cpp by now (transcribeData was called); 33 s of audio
+    // takes longer than this turn of the event loop to decode on any machine
+    await new Promise((r) => setImmediate(r));
+    const late = new AppError("unavailable", "deadline_passed", "the caller's deadline passed");
+    running.abort(late);
+    queued.abort(late);
+    await expect(first).rejects.toBe(late);
+    await expect(second).rejects.toBe(late);
+    // The binding never settles a stopped transcription (1.1.3): an engine that waited
+    // for it would answer nothing ever again. The next clip is answered.
+    const { pcm: short, durationSeconds } = await clip("ldc93s1.wav");
+    expectWellFormed(await engine.transcribe({ pcm: short }), durationSeconds);
+    expect(engine.warm()).toBe(true);
+  });
+
+  it("refuses a missing, unreadable or non-ggml file, and one cut short anywhere, with a message naming the file", async () => {
+    const full = await readFile(en.path);
+    const write = async (name: string, bytes: Uint8Array) => {
+      const path = join(dir, name);
+      await writeFile(path, bytes);
+      return path;
+    };
+    const refused = async (path: string, code: string, why: RegExp) => {
+      const err = await createWhisperEngine({ modelPath: path, threads: 1 }).then(
+        (e) => (void e.close(), undefined),
+        (e: unknown) => e,
+      );
+      expect(err, path).toBeInstanceOf(AppError);
+      expect(err).toMatchObject({ code });
+      expect((err as Error).message).toContain(path);
+      expect((err as Error).message).toMatch(why);
+    };
+    await refused(join(dir, "nope.bin"), "whisper_model_missing", /not a readable file/);
+    await mkdir(join(dir, "a-directory"));
+    await refused(join(dir, "a-directory"), "whisper_model_missing", /not a regular file/);
+    await refused(await write("junk.bin", randomBytes(4096)), "whisper_model_invalid", /ggml magic/);
+    await refused(await write("model.gguf", Buffer.concat([Buffer.from("GGUF"), full.subarray(4)])), "whisper_model_invalid", /not GGUF/);
+    await refused(await write("empty.bin", new Uint8Array(0)), "whisper_model_invalid", /ggml magic/);
+    // cut short: in the hyper-parameters, the mel filters, the vocabulary, right after it
+    // (whisper.cpp itself would load that as an empty model whose clips never finish),
+    // in a tensor's header, in the data of the first and of the last tensor
+    const cuts: [number, RegExp][] = [
+      [20, /ends at byte 20, inside its hyper-parameters/],
+      [1000, /inside its mel filters/],
+      [en.tensorsOffset - 10, /inside its vocabulary \(token 50255 of 50256\)/],
+      [en.tensorsOffset, /holds no tensors/],
+      [en.tensorsOffset + 6, /inside the header of tensor 1 of 50/],
+      [en.tensorsOffset + 50_000, /inside tensor 'encoder.positional_embedding' .*truncated/],
+      [en.bytes - 1, /inside tensor 'decoder.blocks.0.cross_attn.out.bias' \(50 of 50/],
+    ];
+    for (const [at, why] of cuts) await refused(await write(`cut-${at}.bin`, full.subarray(0, at)), "whisper_model_invalid", why);
+    // an older converter's vocabulary size: the special tokens whisper.cpp derives would not exist
+    const small = Buffer.from(full);
+    small.writeInt32LE(51000, 4);
+    await refused(await write("small-vocab.bin", small), "whisper_model_invalid", /n_vocab is 51000/);
+    // no " " token (byte token 220 made "!"): whisper.cpp throws on every clip, and the binding then never answers
+    const noSpace = Buffer.from(full);
+    const token220 = 48 + 8 + 4 * 80 * 201 + 4 + 5 * 220 + 4;
+    expect(noSpace[token220]).toBe(0x20);
+    noSpace[token220] = 0x21;
+    await refused(await write("no-space.bin", noSpace), "whisper_model_invalid", /no " " token/);
+    // the engine still loads the intact file next to them
+    await (await createWhisperEngine({ modelPath: en.path, threads: 1 })).close();
   });
 
   it("assembles whisper.cpp tokens into words and sentence segments", () => {
@@ -98,30 +215,5 @@ describe("whisper.cpp worker (Node binding) with a generated tiny ggml model", (
     expect(r.words[4]!.end).toBe(4);
     expect(r.segments.map((s) => s.text)).toEqual([" And so Americans.", " Ask not"]);
     expect(r.text).toBe("And so Americans. Ask not");
-  });
-});
-
-// Accuracy needs real weights: set WHISPER_MODEL_PATH to a ggml model (e.g. ggml-base.en.bin).
-describe.skipIf(!process.env.WHISPER_MODEL_PATH)("whisper.cpp accuracy with the operator's model", () => {
-  it("transcribes the LibriVox clips with WER below 20%", async () => {
-    const engine = await createWhisperEngine({ modelPath: process.env.WHISPER_MODEL_PATH! });
-    try {
-      const dirPath = "/usr/share/pocketsphinx/test/data/librivox";
-      const lines = (await readFile(`${dirPath}/transcription`, "utf8")).split("\n").filter(Boolean);
-      let errors = 0;
-      let words = 0;
-      for (const l of lines) {
-        const m = /^(.*)\(([^)]+)\)\s*$/.exec(l)!;
-        const { pcm } = await decodeAudio(await readFile(`${dirPath}/${m[2]}.wav`));
-        const r = await engine.transcribe({ pcm, language: "en" });
-        const w = wordErrorRate(m[1]!.replace(/<\/?s>/g, ""), r.text);
-        errors += w.errors;
-        words += w.referenceWords;
-      }
-      console.log(`whisper.cpp LibriVox WER ${((errors / words) * 100).toFixed(1)}%`);
-      expect(errors / words).toBeLessThan(0.2);
-    } finally {
-      await engine.close();
-    }
   });
 });

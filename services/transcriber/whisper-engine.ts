@@ -1,4 +1,5 @@
-import { access, open } from "node:fs/promises";
+import { constants } from "node:fs";
+import { access, stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import type { TranscriptSegment, TranscriptWord, VerboseTranscription } from "../../schemas/transcription";
@@ -6,18 +7,32 @@ import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import type { EngineRequest, TranscriptionEngine } from "../../shared/workers/types";
 import { segmentFromWords } from "./segments";
+import { checkWhisperModelFile, type WhisperModelInfo } from "./whisper-model-file";
 
 /**
  * whisper.cpp through its Node binding (@fugood/node-whisper-*, a prebuilt N-API
  * module; an optional dependency installed where a build exists for the platform).
  * Enabled when the operator sets WHISPER_MODEL_PATH to a ggml model file; the service
- * never downloads weights. The model is loaded once at start and kept; inference runs
- * on libuv's thread pool (the event loop stays free), one clip at a time per context.
+ * never downloads weights. The file is checked (whisper-model-file.ts), then loaded
+ * once at start and kept; inference runs on libuv's thread pool (the event loop stays
+ * free), one clip at a time per context.
  *
  * Word timings: whisper.cpp is asked for one token per segment with token timestamps
  * (`maxLen: 1, tokenTimestamps: true`, the `-ml 1` mode of its CLI); tokens that do
  * not start with a space continue the previous word. Segments are rebuilt from the
  * words, split after sentence punctuation or a pause of a second or more.
+ *
+ * Output is bounded by whisper.cpp itself: it decodes 30 s windows, each at most
+ * n_text_ctx / 2 − 4 tokens (220 for the released models), and re-decodes a window at
+ * higher temperatures when the text repeats or is improbable (its defaults), so a
+ * looping or nonsensical decode costs at most six passes per window and never grows
+ * without end. A clip with no speech may come back with no words at all.
+ *
+ * The binding (checked on 1.1.3) never settles a transcription it was asked to stop,
+ * and it does not interrupt the decode either: the context finishes that clip and
+ * only then takes the next. So a clip whose caller's deadline passes is answered at
+ * once with the deadline error here, not by waiting on the binding; a clip still
+ * queued behind it is dropped before it starts.
  */
 export interface WhisperOptions {
   modelPath: string;
@@ -53,54 +68,55 @@ function loadWhisperBinding(): NativeModule {
 }
 
 export async function createWhisperEngine(options: WhisperOptions): Promise<TranscriptionEngine> {
-  await access(options.modelPath).catch((err) => {
-    throw new AppError("validation", "whisper_model_missing", `WHISPER_MODEL_PATH ${options.modelPath} is not a readable file`, { cause: err });
-  });
-  const multilingual = await isMultilingual(options.modelPath);
+  const unreadable = await access(options.modelPath, constants.R_OK).then(
+    () => stat(options.modelPath).then((s) => (s.isFile() ? undefined : new Error("not a regular file"))),
+    (err: Error) => err,
+  );
+  if (unreadable) throw new AppError("validation", "whisper_model_missing", `WHISPER_MODEL_PATH ${options.modelPath} is not a readable file (${unreadable.message})`, { cause: unreadable });
+  const model = await checkWhisperModelFile(options.modelPath);
   const binding = loadWhisperBinding();
   binding.WhisperContext.toggleNativeLog?.(false);
   let ctx: NativeContext;
   try {
     ctx = await new binding.WhisperContext({ filePath: options.modelPath, useGpu: false });
   } catch (err) {
-    throw new AppError("validation", "whisper_model_invalid", `whisper.cpp could not load ${options.modelPath}: ${(err as Error).message}`, { cause: err });
+    throw new AppError("validation", "whisper_model_invalid", `whisper.cpp could not load WHISPER_MODEL_PATH ${options.modelPath}: ${(err as Error).message}`, { cause: err });
   }
-  options.logger?.info("whisper.cpp model loaded", { modelPath: options.modelPath });
+  options.logger?.info("whisper.cpp model loaded", { modelPath: options.modelPath, nVocab: model.nVocab, multilingual: model.multilingual });
   const threads = options.threads ?? Math.max(1, availableParallelism());
   let closed = false;
   let chain: Promise<unknown> = Promise.resolve();
 
   const run = async (request: EngineRequest): Promise<VerboseTranscription> => {
+    // dropped while it waited for the clip before it: nobody is waiting for it
+    if (request.signal?.aborted) throw request.signal.reason;
     const duration = request.pcm.length / 16_000;
-    if (request.pcm.length === 0) return assemble([], duration, request.language ?? "en");
-    const pcm = request.pcm.slice().buffer;
-    const job = ctx.transcribeData(pcm, {
-      // No hint: a multilingual model detects the language; an English-only one is en.
-      language: request.language ?? (multilingual ? "auto" : "en"),
+    const language = whisperLanguage(request.language, model);
+    if (request.pcm.length === 0) return assemble([], duration, language === "auto" ? "en" : language);
+    const job = ctx.transcribeData(request.pcm.slice().buffer, {
+      language,
       ...(request.prompt ? { prompt: request.prompt } : {}),
       maxLen: 1,
       tokenTimestamps: true,
       maxThreads: threads,
       temperature: 0,
     });
-    const onAbort = () => void job.stop();
-    request.signal?.addEventListener("abort", onAbort, { once: true });
+    let out: Awaited<typeof job.promise>;
     try {
-      const out = await job.promise;
-      const language = out.language && out.language !== "auto" ? out.language : request.language ?? "en";
-      return assemble(out.segments, duration, language);
+      out = await untilAborted(job.promise, request.signal, () => void job.stop().catch(() => undefined));
     } catch (err) {
+      if (request.signal?.aborted) throw err;
       throw new AppError("upstream", "whisper_failed", `whisper.cpp: ${(err as Error).message}`, { cause: err });
-    } finally {
-      request.signal?.removeEventListener("abort", onAbort);
     }
+    const detected = out.language && out.language !== "auto" ? out.language : language === "auto" ? "en" : language;
+    return assemble(out.segments, duration, detected);
   };
 
   return {
     kind: "whisper-cpp",
     formatsText: true,
     models: options.models ?? ["stt-1", "whisper-1", "stt-large-v3-turbo"],
-    languages: multilingual ? ["*"] : ["en"],
+    languages: model.multilingual ? ["*"] : ["en"],
     realTimeFactor: options.realTimeFactor ?? 1,
     concurrency: 1,
     warm: () => !closed,
@@ -109,7 +125,8 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
       // One context decodes one clip at a time: queue behind the previous one.
       const next = chain.then(() => run(request));
       chain = next.catch(() => undefined);
-      return next;
+      // a clip whose deadline passes while it waits is answered now, and skipped when its turn comes
+      return untilAborted(next, request.signal);
     },
     async close() {
       closed = true;
@@ -119,16 +136,33 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
   };
 }
 
-/** ggml whisper header: magic, then n_vocab; multilingual models have ≥ 51865 tokens. */
-async function isMultilingual(path: string): Promise<boolean> {
-  const file = await open(path, "r");
-  try {
-    const head = Buffer.alloc(8);
-    await file.read(head, 0, 8, 0);
-    return head.readUInt32LE(0) === 0x67676d6c && head.readInt32LE(4) >= 51865;
-  } finally {
-    await file.close();
-  }
+/**
+ * The language whisper.cpp is given: the hint's base code ("pt-BR" → "pt") when the
+ * model knows it, "auto" (detect) without a hint, "en" for an English-only model
+ * (whisper.cpp ignores any other there). A multilingual model given a code it does not
+ * know would take the process down (the binding throws from a native callback), so
+ * such a hint is refused here.
+ */
+function whisperLanguage(hint: string | undefined, model: WhisperModelInfo): string {
+  if (!model.multilingual) return "en";
+  if (!hint) return "auto";
+  const code = hint.toLowerCase().split(/[-_]/)[0]!;
+  if (model.languages.includes(code)) return code;
+  throw new AppError("validation", "unsupported_language", `whisper.cpp does not know the language "${hint}"; this model knows ${model.languages.join(", ")}`);
+}
+
+/** `p`, or the signal's reason as soon as it aborts (then `onAbort`), whichever comes first. */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined, onAbort?: () => void): Promise<T> {
+  if (!signal) return p;
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => {
+      onAbort?.();
+      reject(signal.reason);
+    };
+    if (signal.aborted) return abort();
+    signal.addEventListener("abort", abort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener("abort", abort));
+  });
 }
 
 /** Token segments (ms) → words → sentence segments (seconds, clamped to the clip). */
@@ -137,14 +171,15 @@ export function assemble(tokens: NativeSegment[], duration: number, language: st
   const words: TranscriptWord[] = [];
   for (const t of tokens) {
     if (!t.text || !t.text.trim()) continue;
-    const start = clamp(t.t0);
-    const end = Math.max(start, clamp(t.t1));
     const last = words.at(-1);
+    // in order: a word starts no earlier than the one before it, and ends no earlier than it starts
+    const start = Math.max(clamp(t.t0), last?.start ?? 0);
+    const end = Math.max(start, clamp(t.t1));
     if (last && !/^\s/.test(t.text)) {
       last.word += t.text;
       last.end = Math.max(last.end, end);
     } else {
-      words.push({ word: t.text.trim(), start: Math.max(start, last?.start ?? 0), end });
+      words.push({ word: t.text.trim(), start, end });
     }
   }
   const segments: TranscriptSegment[] = [];
