@@ -3,13 +3,13 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verboseTranscription, type VerboseTranscription } from "../schemas/transcription";
 import { assemble, createWhisperEngine } from "../services/transcriber/whisper-engine";
 import { checkWhisperModelFile } from "../services/transcriber/whisper-model-file";
 import { decodeAudio } from "../shared/audio/decode";
 import { AppError } from "../shared/errors";
 import type { TranscriptionEngine } from "../shared/workers/types";
 import { fixturePath } from "./support/fixtures";
+import { expectWellFormedTranscript } from "./support/whisper-transcript";
 import { writeTinyWhisperModel, type TinyWhisperModel } from "./support/workers-whisper-model";
 
 /**
@@ -20,9 +20,6 @@ import { writeTinyWhisperModel, type TinyWhisperModel } from "./support/workers-
  * what comes back, language handling, deadlines. Accuracy needs a trained model:
  * `WHISPER_MODEL_PATH=… ./scripts/bench.sh whisper` (docs/workers.md).
  */
-/** At most 32 / 2 − 4 tokens per 30 s window with the generated model's text context. */
-const TOKENS_PER_WINDOW = 12;
-
 let dir: string;
 let en: TinyWhisperModel;
 let ml: TinyWhisperModel;
@@ -43,31 +40,6 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** The documented verbose_json shape: words monotonic and inside the clip, segments built from them, bounded by whisper's windows. */
-function expectWellFormed(r: VerboseTranscription, durationSeconds: number) {
-  verboseTranscription.parse(r);
-  expect(r.duration).toBeCloseTo(durationSeconds, 2);
-  let last = 0;
-  for (const w of r.words) {
-    expect(w.word.trim()).toBe(w.word);
-    expect(w.word.length).toBeGreaterThan(0);
-    expect(w.start).toBeGreaterThanOrEqual(last);
-    expect(w.end).toBeGreaterThanOrEqual(w.start);
-    expect(w.end).toBeLessThanOrEqual(durationSeconds);
-    last = w.start;
-  }
-  const windows = Math.ceil(durationSeconds / 30);
-  expect(r.words.length).toBeLessThanOrEqual(TOKENS_PER_WINDOW * windows);
-  expect(r.segments.map((s) => s.id)).toEqual(r.segments.map((_, i) => i));
-  for (const s of r.segments) {
-    expect(s.start).toBeGreaterThanOrEqual(0);
-    expect(s.end).toBeGreaterThanOrEqual(s.start);
-    expect(s.end).toBeLessThanOrEqual(durationSeconds);
-  }
-  expect(r.segments.map((s) => s.text.trim()).join(" ")).toBe(r.text);
-  expect(r.text.split(/\s+/).filter(Boolean)).toEqual(r.words.map((w) => w.word));
-}
-
 describe("whisper.cpp engine on a generated model", () => {
   it("the generated file is a complete whisper ggml model of a few MB, and the binding loads it", async () => {
     expect(en.bytes).toBeLessThan(5_000_000);
@@ -85,7 +57,7 @@ describe("whisper.cpp engine on a generated model", () => {
       const { pcm, durationSeconds } = await clip(name);
       const r = await engine.transcribe({ pcm, language: "en" });
       console.log(`${name} (${durationSeconds.toFixed(2)} s): ${r.words.length} words in ${r.segments.length} segments: ${r.text}`);
-      expectWellFormed(r, durationSeconds);
+      expectWellFormedTranscript(r, durationSeconds);
       expect(r.language).toBe("en");
       // the random weights still decode text, often whisper's repeated-word loop, within the window's bound
       expect(r.words.length).toBeGreaterThan(0);
@@ -93,7 +65,7 @@ describe("whisper.cpp engine on a generated model", () => {
     // an English-only model answers in English whatever the hint, and takes a prompt
     const { pcm, durationSeconds } = await clip("ldc93s1.wav");
     const hinted = await engine.transcribe({ pcm, language: "de", prompt: "Dark suit, greasy wash water." });
-    expectWellFormed(hinted, durationSeconds);
+    expectWellFormedTranscript(hinted, durationSeconds);
     expect(hinted.language).toBe("en");
   });
 
@@ -102,12 +74,12 @@ describe("whisper.cpp engine on a generated model", () => {
     const long = new Int16Array(pcm.length * 4);
     for (let i = 0; i < 4; i++) long.set(pcm, i * pcm.length);
     const r = await engine.transcribe({ pcm: long });
-    expectWellFormed(r, long.length / 16_000);
+    expectWellFormedTranscript(r, long.length / 16_000);
     console.log(`4 × jfk.wav (${(long.length / 16_000).toFixed(1)} s): ${r.words.length} words, last at ${r.words.at(-1)?.start} s`);
   });
 
   it("silence and an empty clip are transcribed, not refused", async () => {
-    expectWellFormed(await engine.transcribe({ pcm: new Int16Array(16_000) }), 1);
+    expectWellFormedTranscript(await engine.transcribe({ pcm: new Int16Array(16_000) }), 1);
     expect(await engine.transcribe({ pcm: new Int16Array(0) })).toMatchObject({ text: "", duration: 0, segments: [], words: [] });
   });
 
@@ -115,25 +87,23 @@ describe("whisper.cpp engine on a generated model", () => {
     const { pcm, durationSeconds } = await clip("ldc93s1.wav");
     const info = await checkWhisperModelFile(ml.path);
     const detected = await multilingual.transcribe({ pcm });
-    expectWellFormed(detected, durationSeconds);
+    expectWellFormedTranscript(detected, durationSeconds);
     expect(info.languages).toContain(detected.language);
     expect((await multilingual.transcribe({ pcm, language: "pt-BR" })).language).toBe("pt");
     // whisper.cpp's binding throws from a native callback on an unknown code, which
     // would end the process: the engine refuses it before whisper.cpp sees it
     await expect(multilingual.transcribe({ pcm, language: "xx" })).rejects.toMatchObject({ code: "unsupported_language" });
-    expectWellFormed(await multilingual.transcribe({ pcm, language: "de" }), durationSeconds);
+    expectWellFormedTranscript(await multilingual.transcribe({ pcm, language: "de" }), durationSeconds);
   });
 
   it("a clip whose deadline passes is answered at once, one queued behind it is dropped, and the engine goes on", { timeout: 60_000 }, async () => {
     const { pcm } = await clip("jfk.wav");
-    const long = new Int16Array(pcm.length * 3);
-    for (let i = 0; i < 3; i++) long.set(pcm, i * pcm.length);
     const running = new AbortController();
     const queued = new AbortController();
-    const first = engine.transcribe({ pcm: long, signal: running.signal });
-    const second = engine.transcribe({ pcm: long, signal: queued.signal });
-    // the first clip is in whisper.cpp by now (transcribeData was called); 33 s of audio
-    // takes longer than this turn of the event loop to decode on any machine
+    const first = engine.transcribe({ pcm, signal: running.signal });
+    const second = engine.transcribe({ pcm, signal: queued.signal });
+    // the first clip is in whisper.cpp by now (transcribeData was called); 11 s of audio
+    // (a 30 s window, up to six decoding passes) takes longer than this turn of the event loop
     await new Promise((r) => setImmediate(r));
     const late = new AppError("unavailable", "deadline_passed", "the caller's deadline passed");
     running.abort(late);
@@ -143,7 +113,7 @@ describe("whisper.cpp engine on a generated model", () => {
     // The binding never settles a stopped transcription (1.1.3): an engine that waited
     // for it would answer nothing ever again. The next clip is answered.
     const { pcm: short, durationSeconds } = await clip("ldc93s1.wav");
-    expectWellFormed(await engine.transcribe({ pcm: short }), durationSeconds);
+    expectWellFormedTranscript(await engine.transcribe({ pcm: short }), durationSeconds);
     expect(engine.warm()).toBe(true);
   });
 

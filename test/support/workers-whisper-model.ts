@@ -43,6 +43,9 @@ export interface TinyWhisperModel {
 }
 
 const WIDTH = 16;
+const TEXT_CTX = 32;
+/** whisper.cpp decodes at most n_text_ctx / 2 − 4 tokens per 30 s window: 12 with this model. */
+export const TINY_TOKENS_PER_WINDOW = TEXT_CTX / 2 - 4;
 /**
  * The token embedding (also the output projection) is 30× wider than the other weights
  * (sd ≈ 0.9): with it as small as the rest, every logit is near zero, the 1501 timestamp
@@ -61,7 +64,7 @@ export async function writeTinyWhisperModel(path: string, options: TinyWhisperMo
     n_audio_state: WIDTH,
     n_audio_head: 2,
     n_audio_layer: 1,
-    n_text_ctx: 32,
+    n_text_ctx: TEXT_CTX,
     // whisper.cpp's cross-attention needs the same width on both sides
     n_text_state: WIDTH,
     n_text_head: 2,
