@@ -103,7 +103,8 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
     });
     let out: Awaited<typeof job.promise>;
     try {
-      out = await untilAborted(job.promise, request.signal, () => void job.stop().catch(() => undefined));
+      // stop() is a courtesy: the binding neither interrupts the decode nor settles the promise
+      out = await untilAborted(job.promise, request.signal, () => void Promise.resolve().then(() => job.stop()).catch(() => undefined));
     } catch (err) {
       if (request.signal?.aborted) throw err;
       throw new AppError("upstream", "whisper_failed", `whisper.cpp: ${(err as Error).message}`, { cause: err });
@@ -156,8 +157,8 @@ function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined, onAbort
   if (!signal) return p;
   return new Promise<T>((resolve, reject) => {
     const abort = () => {
-      onAbort?.();
       reject(signal.reason);
+      onAbort?.();
     };
     if (signal.aborted) return abort();
     signal.addEventListener("abort", abort, { once: true });
