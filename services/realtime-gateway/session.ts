@@ -144,7 +144,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
 
   const send = (event: ServerEvent) => {
     if (closing || closedDone) return;
-    metrics.sent(event, settings.turnDetection.silence_duration_ms);
+    metrics.sent(event, settings.turnDetection.type === "server_vad" ? settings.turnDetection.silence_duration_ms : null);
     const result = socket.send(JSON.stringify(event));
     closeIf({ kind: "event_sent", result, bufferedBytes: result === 2 ? 0 : socket.bufferedAmount() });
   };
