@@ -155,8 +155,9 @@ const proc = spawn(...serveCommand(), {
     DATA_DIR: `/tmp/stt-bench-${id}`,
     GATEWAY_ADMIN_TOKEN: adminToken,
     GATEWAY_SESSION_TOKEN_SECRET: randomBytes(16).toString("hex"),
-    RT_STREAM_DECODERS: "8",
-    RT_STREAM_DECODERS_WARM: "8",
+    // one session at a time needs one decoder (two: the next item's is loaded while one ends)
+    RT_STREAM_DECODERS: "2",
+    RT_STREAM_DECODERS_WARM: "2",
   },
   stdio: ["ignore", "pipe", "pipe"],
 });
@@ -175,7 +176,7 @@ try {
     body: JSON.stringify({ plan: "pro", owner_id: "bench-eot" }),
   });
   const { key } = ((await res.json()) as { data: { key: string } }).data;
-  await new Promise((r) => setTimeout(r, 4000)); // the decoders load their models
+  await new Promise((r) => setTimeout(r, 8000)); // the decoders load their models (0.44 CPU-s each on a shared machine)
   // one session at a time (a voice agent's one speaker), so the settings do not share the decoders' CPU
   const results: Awaited<ReturnType<typeof runSetting>>[] = [];
   for (const s of SETTINGS) results.push(await runSetting(baseUrl, key, s, turns));
