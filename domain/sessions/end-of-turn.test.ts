@@ -16,29 +16,23 @@ const given = (hypothesis: PauseHypothesis | null, over: Partial<TurnInput> = {}
 
 describe("semantic end of turn: what the words say", () => {
   it("given the language model's end-of-sentence probability, complete at 10% and up, mid-sentence at 2% and under", () => {
-    expect(judgeWords(heard(-1), false)).toBe("complete");
-    expect(judgeWords(heard(-1.01), false)).toBe("uncertain");
-    expect(judgeWords(heard(-1.69), false)).toBe("uncertain");
-    expect(judgeWords(heard(-1.7), false)).toBe("incomplete");
+    expect(judgeWords(heard(-1))).toBe("complete");
+    expect(judgeWords(heard(-1.01))).toBe("uncertain");
+    expect(judgeWords(heard(-1.69))).toBe("uncertain");
+    expect(judgeWords(heard(-1.7))).toBe("incomplete");
   });
   it("given words still changing, or a hypothesis that has not heard enough of the pause, no verdict either way", () => {
-    expect(judgeWords(heard(-0.5, { stableMs: 59 }), false)).toBe("uncertain");
-    expect(judgeWords(heard(-0.5, { stableMs: 60 }), false)).toBe("complete");
-    expect(judgeWords(heard(-2.5, { stableMs: 30 }), false)).toBe("uncertain");
-    expect(judgeWords(heard(-0.5, { heardMs: 59 }), false)).toBe("uncertain");
-    expect(judgeWords(heard(-0.5, { heardMs: 60 }), false)).toBe("complete");
-    expect(judgeWords(heard(-0.5, { heardMs: -200 }), false)).toBe("uncertain");
+    expect(judgeWords(heard(-0.5, { stableMs: 59 }))).toBe("uncertain");
+    expect(judgeWords(heard(-0.5, { stableMs: 60 }))).toBe("complete");
+    expect(judgeWords(heard(-2.5, { stableMs: 30 }))).toBe("uncertain");
+    expect(judgeWords(heard(-0.5, { heardMs: 59 }))).toBe("uncertain");
+    expect(judgeWords(heard(-0.5, { heardMs: 60 }))).toBe("complete");
+    expect(judgeWords(heard(-0.5, { heardMs: -200 }))).toBe("uncertain");
   });
   it("given no words, or none the model could score, or no decoder at all: uncertain", () => {
-    expect(judgeWords(heard(null, { words: 0 }), false)).toBe("uncertain");
-    expect(judgeWords(heard(null), false)).toBe("uncertain");
-    expect(judgeWords(null, false)).toBe("uncertain");
-  });
-  it("given a read that will hear the pause on its way, no verdict yet (null) rather than one on words not heard", () => {
-    expect(judgeWords(heard(-0.5, { heardMs: 30 }), true)).toBeNull();
-    expect(judgeWords(null, true)).toBeNull();
-    // what has heard the pause already is judged, whatever is on its way
-    expect(judgeWords(COMPLETE, true)).toBe("complete");
+    expect(judgeWords(heard(-0.5, { words: 0 }))).toBe("uncertain");
+    expect(judgeWords(heard(null))).toBe("uncertain");
+    expect(judgeWords(null)).toBe("uncertain");
   });
 });
 
@@ -56,9 +50,13 @@ describe("semantic end of turn: when to commit (medium)", () => {
     given(BETWEEN).when(500).then({ kind: "commit", words: "uncertain" });
     given(null).when(500).then({ kind: "commit", words: "uncertain" });
   });
-  it("given the read that hears the pause still coming, waits for it, but never past the bound", () => {
+  it("given a read of the pause on its way and none that heard enough of it, waits for it, but never past the bound", () => {
     given(heard(-0.5, { heardMs: -100 }), { readPending: true }).when(900).then({ kind: "wait" });
+    given(heard(-0.5, { heardMs: 59 }), { readPending: true }).when(900).then({ kind: "wait" });
     given(null, { readPending: true }).when(1200).then({ kind: "commit", words: "uncertain" });
+    // what has heard the pause already is judged, whatever is on its way
+    given(COMPLETE, { readPending: true }).when(240).then({ kind: "commit", words: "complete" });
+    given(INCOMPLETE, { readPending: true }).when(1200).then({ kind: "commit", words: "incomplete" });
   });
 });
 

@@ -33,7 +33,9 @@ export const EAGERNESS_TIMING: Record<Exclude<Eagerness, "auto">, TurnTiming> = 
   low: { completeMs: 350, uncertainMs: 800, maxMs: 2000 },
 };
 
-export const timingOf = (eagerness: Eagerness): TurnTiming => EAGERNESS_TIMING[eagerness === "auto" ? "medium" : eagerness];
+export function timingOf(eagerness: Eagerness): TurnTiming {
+  return EAGERNESS_TIMING[eagerness === "auto" ? "medium" : eagerness];
+}
 
 /** log10 P(</s> | last words) at or above this: the words look complete (10% and up). */
 const COMPLETE_LOG10 = -1;
@@ -76,23 +78,26 @@ export type TurnDecision =
   | { kind: "maybe_over"; words: WordsVerdict }
   | { kind: "wait" };
 
-/** What the words say about the turn, or null while a read that hears the pause is still coming. */
-export function judgeWords(h: PauseHypothesis | null, readPending: boolean): WordsVerdict | null {
-  const heard = h !== null && h.heardMs >= MIN_HEARD_MS;
-  if (!heard) return readPending ? null : "uncertain";
+/** What the words say about the turn: uncertain until a hypothesis has heard enough of the pause. */
+export function judgeWords(h: PauseHypothesis | null): WordsVerdict {
+  if (!heardPause(h)) return "uncertain";
   if (h.words === 0 || h.endOfSentence === null || h.stableMs < MIN_STABLE_MS) return "uncertain";
   if (h.endOfSentence >= COMPLETE_LOG10) return "complete";
   if (h.endOfSentence <= INCOMPLETE_LOG10) return "incomplete";
   return "uncertain";
 }
 
+function heardPause(h: PauseHypothesis | null): h is PauseHypothesis {
+  return h !== null && h.heardMs >= MIN_HEARD_MS;
+}
+
 export function decideEndOfTurn(input: TurnInput): TurnDecision {
   const t = timingOf(input.eagerness);
-  if (input.silenceMs >= t.maxMs) return { kind: "commit", words: judgeWords(input.hypothesis, false) ?? "uncertain" };
-  // never decide on words not heard yet: while the read that hears the pause is on its
-  // way, wait (up to the bound; a decoder that lags makes turns slower, not cut)
-  const words = judgeWords(input.hypothesis, input.readPending);
-  if (words === null) return { kind: "wait" };
+  const words = judgeWords(input.hypothesis);
+  if (input.silenceMs >= t.maxMs) return { kind: "commit", words };
+  // never decide on words not heard yet: while a read of the pause is on its way, wait
+  // (up to the bound; a decoder that lags makes turns slower, not cut)
+  if (input.readPending && !heardPause(input.hypothesis)) return { kind: "wait" };
   const needed = words === "complete" ? t.completeMs : words === "uncertain" ? t.uncertainMs : t.maxMs;
   if (input.silenceMs >= needed) return { kind: "commit", words };
   // the early signal: when the next more confident verdict would have committed
