@@ -30,6 +30,7 @@ export default {
     "domain/sessions/decider.ts",
     "domain/sessions/close-rules.ts",
     "domain/sessions/admission.ts",
+    "domain/sessions/end-of-turn.ts",
     "services/stt/layout.ts",
     "shared/audio/vad.ts",
     // the transcript pipeline: smart format (split over four files) and the append-only rule of streamed items

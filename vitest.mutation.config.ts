@@ -14,6 +14,7 @@ export default defineConfig({
       "domain/sessions/decider.test.ts",
       "domain/sessions/close-rules.test.ts",
       "domain/sessions/admission.test.ts",
+      "domain/sessions/end-of-turn.test.ts",
       "services/stt/layout.test.ts",
       "shared/audio/vad.test.ts",
       "domain/transcript/smart-format.test.ts",

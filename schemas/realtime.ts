@@ -20,13 +20,21 @@ export const INTERNAL_SAMPLE_RATE = 16000;
 
 // ---------------------------------------------------------------- turn detection
 
+/** How soon `semantic_vad` ends a turn (domain/sessions/end-of-turn.ts; `auto` is `medium`). */
+const eagerness = z.enum(["low", "medium", "high", "auto"]);
+export type Eagerness = z.infer<typeof eagerness>;
+const TURN_DETECTION_TYPES = ["server_vad", "semantic_vad"] as const;
+
 /**
- * Server VAD settings (WebRTC VAD). `threshold` is the fraction of 30 ms frames in a
- * 300 ms window that must be voiced to start speech; `silence_duration_ms` of unvoiced
- * audio ends it; `prefix_padding_ms` of audio before the start is kept in the utterance.
+ * Turn detection (WebRTC VAD). `threshold` is the fraction of 30 ms frames in a 300 ms
+ * window that must be voiced to start speech; `prefix_padding_ms` of audio before the
+ * start is kept in the utterance. `server_vad`: `silence_duration_ms` of unvoiced audio
+ * ends it. `semantic_vad` (streaming sessions only): the silence that ends it depends
+ * on whether the words so far look finished, by `eagerness` (docs/realtime.md,
+ * "Semantic end of turn"); `silence_duration_ms` is kept for a switch back.
  */
 export const turnDetection = z.object({
-  type: z.literal("server_vad"),
+  type: z.enum(TURN_DETECTION_TYPES),
   threshold: z.number().min(0.1).max(1),
   prefix_padding_ms: z.number().int().min(0).max(2000),
   silence_duration_ms: z.number().int().min(100).max(5000),
@@ -34,6 +42,14 @@ export const turnDetection = z.object({
   aggressiveness: z.number().int().min(0).max(3),
   /** Utterances longer than this are cut and transcribed in pieces. */
   max_utterance_ms: z.number().int().min(1000).max(30000),
+  /** semantic_vad: how soon a turn ends (absent: `auto`). */
+  eagerness: eagerness.optional(),
+  /**
+   * Opt-in (default false): `input_audio_buffer.turn_end_likely` when the semantic
+   * decider first thinks the turn may be over, `input_audio_buffer.turn_resumed` when
+   * speech goes on after it. semantic_vad only.
+   */
+  early_turn_events: z.boolean().optional(),
 });
 export type TurnDetection = z.infer<typeof turnDetection>;
 
@@ -82,7 +98,7 @@ const sessionUpdate = z.object({
   event_id: clientEventId,
   session: z
     .object({
-      turn_detection: turnDetection.omit({ type: true }).partial().extend({ type: z.literal("server_vad").optional() }).optional(),
+      turn_detection: turnDetection.partial().optional(),
       input_audio_transcription: z
         .object({
           language: safeString(16).min(2).optional(),
@@ -134,6 +150,8 @@ export const sessionCreated = z.object({
   }),
   /** Whether and how this session streams (an addition to spec 6.1's fields). */
   input_audio_transcription: streamingSettings.optional(),
+  /** The turn_detection types this session may switch to (an addition): semantic_vad needs a streaming engine. */
+  turn_detection_types: z.array(z.enum(TURN_DETECTION_TYPES)).optional(),
 });
 export type SessionCreated = z.infer<typeof sessionCreated>;
 
@@ -159,6 +177,24 @@ const committed = z.object({
   reason: z.enum(["vad", "commit", "max_length", "close"]),
 });
 const cleared = z.object({ type: z.literal("input_audio_buffer.cleared"), event_id: z.string() });
+/**
+ * Opt-in (`turn_detection.early_turn_events`, semantic_vad): the decider first thinks the
+ * open item's turn may be over (speech paused at `audio_end_ms`; `transcript` is the
+ * running hypothesis). A voice agent may start preparing its answer; `committed` (the
+ * turn is over) or `turn_resumed` (it is not) follows.
+ */
+const turnEndLikely = z.object({
+  type: z.literal("input_audio_buffer.turn_end_likely"),
+  ...itemBase,
+  audio_end_ms: z.number().int().nonnegative(),
+  transcript: z.string(),
+});
+/** After `turn_end_likely`: speech went on in the same item at `audio_start_ms`. */
+const turnResumed = z.object({
+  type: z.literal("input_audio_buffer.turn_resumed"),
+  ...itemBase,
+  audio_start_ms: z.number().int().nonnegative(),
+});
 
 const transcriptionDelta = z.object({
   type: z.literal("conversation.item.input_audio_transcription.delta"),
@@ -242,6 +278,8 @@ export const serverEvent = z.discriminatedUnion("type", [
   speechStopped,
   committed,
   cleared,
+  turnEndLikely,
+  turnResumed,
   transcriptionDelta,
   transcriptionInterim,
   transcriptionCompleted,

@@ -4,7 +4,7 @@ import { createSessionMetrics, PACING_WINDOW_MS } from "../services/realtime-gat
 import { rtVadDecision } from "../shared/metrics";
 
 /** VAD decision latency (ms) the session records for one speech_stopped, from a frame log. */
-async function decisionLatency(frames: { at: number; audioMs: number }[], sentAt: number, decidingMs: number): Promise<number> {
+async function decisionLatency(frames: { at: number; audioMs: number }[], sentAt: number, decidingMs: number, silence: number | null = 500): Promise<number> {
   let clock = 0;
   const m = createSessionMetrics(() => clock);
   for (const f of frames) {
@@ -14,8 +14,7 @@ async function decisionLatency(frames: { at: number; audioMs: number }[], sentAt
   clock = sentAt;
   const before = (await rtVadDecision.get()).values;
   const sum0 = before.find((v) => v.metricName?.endsWith("_sum"))?.value ?? 0;
-  const silence = 500;
-  m.sent({ type: "input_audio_buffer.speech_stopped", event_id: "e", item_id: "item_1", audio_end_ms: decidingMs - silence + VAD_TRAILING_MS }, silence);
+  m.sent({ type: "input_audio_buffer.speech_stopped", event_id: "e", item_id: "item_1", audio_end_ms: decidingMs - (silence ?? 500) + VAD_TRAILING_MS }, silence);
   const after = (await rtVadDecision.get()).values;
   const sum1 = after.find((v) => v.metricName?.endsWith("_sum"))?.value ?? 0;
   m.closed(1000);
@@ -28,6 +27,10 @@ function paced(count: number, arrival: (sent: number, i: number) => number = (t)
 }
 
 describe("realtime session metrics: VAD decision latency", () => {
+  it("given a semantic_vad session (no fixed silence), its decisions are not measured: the event does not tell where the decision was due", async () => {
+    expect(await decisionLatency(paced(110), 2_040, 2_000, null)).toBe(0);
+  });
+
   it("given frames read as they are sent, when speech_stopped goes out, then it is measured from the deciding frame's arrival", async () => {
     // deciding audio at 2,000 ms: frame 100 (ends at 2,000 ms) arrived at 2,000
     expect(await decisionLatency(paced(110), 2_040, 2_000)).toBe(40);

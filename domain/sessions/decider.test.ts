@@ -244,3 +244,28 @@ describe("session end", () => {
     expect(d.state!.currentItem).toBe(item(5000));
   });
 });
+
+describe("semantic_vad's early turn events", () => {
+  const semantic = (early: boolean): StartControl => ({ ...start, turn_detection: { ...defaultTurnDetection, type: "semantic_vad", eagerness: "auto", early_turn_events: early } });
+  const likely: DeciderInput = { kind: "turn_end_likely", atSample: 16_000, transcript: "for them" };
+  const resumed: DeciderInput = { kind: "turn_resumed", atSample: 20_800 };
+
+  it("given early_turn_events, turn_end_likely and turn_resumed for the open item, keyed by their place on the timeline", () => {
+    const d = given(begin(semantic(true)), audio(started(100))).when(likely);
+    expect(withIds(d.effects)).toEqual([
+      {
+        kind: "event",
+        id: `${sessionId}:input_audio_buffer.turn_end_likely:${item(100)}:16000`,
+        event: { type: "rt.server_event", data: { type: "input_audio_buffer.turn_end_likely", event_id: "evt_1", item_id: item(100), audio_end_ms: 1000, transcript: "for them" } },
+      },
+    ]);
+    const r = given(begin(semantic(true)), audio(started(100)), likely).when(resumed);
+    expect(eventsOf(r.effects)).toEqual([[`${sessionId}:input_audio_buffer.turn_resumed:${item(100)}:20800`, "input_audio_buffer.turn_resumed", item(100)]]);
+    expect(r.state).toEqual(d.state);
+  });
+  it("given them off (the default), or server_vad, or no open item: nothing", () => {
+    expect(given(begin(semantic(false)), audio(started(100))).when(likely).effects).toEqual([]);
+    expect(given(begin(), audio(started(100))).when(likely).effects).toEqual([]);
+    expect(given(begin(semantic(true))).when(resumed).effects).toEqual([]);
+  });
+});

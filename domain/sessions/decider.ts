@@ -1,6 +1,6 @@
 import type { AudioControl, ServerEvent, UtteranceCommand } from "../../schemas/realtime";
 import type { UtteranceEndReason, VadEvent } from "../../shared/audio/vad";
-import { msToSamples } from "../../shared/audio/vad";
+import { msToSamples, VAD_SAMPLE_RATE } from "../../shared/audio/vad";
 import type { RtEvent, SessionEventKey } from "./events";
 
 /**
@@ -36,6 +36,12 @@ export type DeciderInput =
   /** A client commit: `vad` is the segmenter's commit("commit"), [] when no speech was open. */
   | { kind: "commit"; vad: VadEvent[]; seq: number; clientEventId: string | null }
   | { kind: "clear"; seq: number }
+  /**
+   * semantic_vad: the open item's turn may be over (the pause began at `atSample`), or
+   * speech went on after that; sent as events only with `early_turn_events`.
+   */
+  | { kind: "turn_end_likely"; atSample: number; transcript: string }
+  | { kind: "turn_resumed"; atSample: number }
   /** The session ended; with `flush`, `vad` is the segmenter's commit("close"). */
   | { kind: "end"; flush: boolean; vad: VadEvent[] };
 
@@ -108,6 +114,19 @@ export function decide(input: DeciderInput, state: DeciderState | null, ctx: Dec
         state: { ...state, currentItem: null },
         effects: [{ kind: "drop_stream" }, serverEvent({ type: "input_audio_buffer.cleared", event_id: ctx.newId() }, { kind: "control", seq: input.seq })],
       };
+    case "turn_end_likely":
+    case "turn_resumed": {
+      const item = state.currentItem;
+      const t = state.settings.turn_detection;
+      if (!item || t.type !== "semantic_vad" || !t.early_turn_events) return { state, effects: [] };
+      const ms = Math.round((input.atSample * 1000) / VAD_SAMPLE_RATE);
+      const e: ServerEvent =
+        input.kind === "turn_end_likely"
+          ? { type: "input_audio_buffer.turn_end_likely", event_id: ctx.newId(), item_id: item, audio_end_ms: ms, transcript: input.transcript }
+          : { type: "input_audio_buffer.turn_resumed", event_id: ctx.newId(), item_id: item, audio_start_ms: ms };
+      // one of each per pause: the pause's place on the timeline tells them apart
+      return { state, effects: [serverEvent(e, { kind: "partial", item, at: input.atSample })] };
+    }
     case "end": {
       const effects: Effect[] = [];
       if (input.flush) {

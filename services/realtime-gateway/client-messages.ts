@@ -39,21 +39,40 @@ export interface SessionSettings {
   partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[] };
 }
 
-/** The settings after a session.update (fields not given are kept); null when the turn detection it makes is invalid. */
-export function updateSettings(current: SessionSettings, update: SessionUpdate["session"]): SessionSettings | null {
-  const next = turnDetectionSchema.safeParse({ ...current.turnDetection, ...update.turn_detection, type: "server_vad" });
-  if (!next.success) return null;
+export type SettingsUpdate = { ok: true; settings: SessionSettings } | { ok: false; code: string; message: string };
+
+/**
+ * The settings after a session.update (fields not given are kept), or why it is refused:
+ * a turn detection that is invalid, or `semantic_vad` where the engine cannot stream
+ * (it needs the running hypothesis; the session keeps what it had).
+ */
+export function updateSettings(current: SessionSettings, update: SessionUpdate["session"], streaming: boolean): SettingsUpdate {
+  const next = turnDetectionSchema.safeParse(normalTurnDetection({ ...current.turnDetection, ...update.turn_detection }));
+  if (!next.success) return { ok: false, code: "invalid_event", message: "Invalid turn_detection settings." };
+  if (next.data.type === "semantic_vad" && !streaming) {
+    return { ok: false, code: "semantic_vad_unavailable", message: "turn_detection.type semantic_vad needs a streaming engine; this server's engine cannot stream, so the session keeps server_vad (see turn_detection_types in session.created)." };
+  }
   const t = update.input_audio_transcription;
-  if (!t) return { ...current, turnDetection: next.data };
+  if (!t) return { ok: true, settings: { ...current, turnDetection: next.data } };
   const { transcription, partials } = current;
   return {
-    turnDetection: next.data,
-    transcription: { language: t.language ?? transcription.language, prompt: t.prompt ?? transcription.prompt, model: t.model ?? transcription.model },
-    partials: {
-      partial_interval_ms: t.partial_interval_ms ?? partials.partial_interval_ms,
-      interim_results: t.interim_results ?? partials.interim_results,
-      smart_format: t.smart_format ?? partials.smart_format,
-      redact: t.redact ?? partials.redact,
+    ok: true,
+    settings: {
+      turnDetection: next.data,
+      transcription: { language: t.language ?? transcription.language, prompt: t.prompt ?? transcription.prompt, model: t.model ?? transcription.model },
+      partials: {
+        partial_interval_ms: t.partial_interval_ms ?? partials.partial_interval_ms,
+        interim_results: t.interim_results ?? partials.interim_results,
+        smart_format: t.smart_format ?? partials.smart_format,
+        redact: t.redact ?? partials.redact,
+      },
     },
   };
+}
+
+/** semantic_vad shows its eagerness (`auto` unless given) and whether early events are on; server_vad has neither. */
+function normalTurnDetection(t: Partial<TurnDetection>): Partial<TurnDetection> {
+  const { eagerness, early_turn_events, ...rest } = t;
+  if (t.type !== "semantic_vad") return rest;
+  return { ...rest, eagerness: eagerness ?? "auto", early_turn_events: early_turn_events ?? false };
 }

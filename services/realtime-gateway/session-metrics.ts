@@ -80,8 +80,12 @@ export function createSessionMetrics(now: () => number, onDecision?: (latencyMs:
       frames = 0;
       bytes = 0;
     },
-    /** An event is being sent to the client. */
-    sent(event: ServerEvent, silenceDurationMs: number) {
+    /**
+     * An event is being sent to the client. `silenceDurationMs`: server_vad's silence;
+     * null for semantic_vad, whose decision point the event does not tell (anywhere from
+     * its shortest to its longest wait), so its decisions are not measured.
+     */
+    sent(event: ServerEvent, silenceDurationMs: number | null) {
       const t = now();
       switch (event.type) {
         case "input_audio_buffer.speech_started":
@@ -90,6 +94,7 @@ export function createSessionMetrics(now: () => number, onDecision?: (latencyMs:
         case "input_audio_buffer.speech_stopped": {
           stopped.set(event.item_id, t);
           started.delete(event.item_id);
+          if (silenceDurationMs === null) return;
           const deciding = dueAt(event.audio_end_ms - VAD_TRAILING_MS + silenceDurationMs);
           if (deciding !== undefined) {
             rtVadDecision.observe(Math.max(0, t - deciding) / 1000);

@@ -144,7 +144,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
 
   const send = (event: ServerEvent) => {
     if (closing || closedDone) return;
-    metrics.sent(event, settings.turnDetection.silence_duration_ms);
+    metrics.sent(event, settings.turnDetection.type === "server_vad" ? settings.turnDetection.silence_duration_ms : null);
     const result = socket.send(JSON.stringify(event));
     closeIf({ kind: "event_sent", result, bufferedBytes: result === 2 ? 0 : socket.bufferedAmount() });
   };
@@ -164,6 +164,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   else allowance.topUp();
 
   const messageTarget: MessageTarget = {
+    streaming: deps.streaming ?? false,
     settings: () => settings,
     changeSettings: (next) => {
       settings = next;
@@ -295,6 +296,8 @@ function announce(admission: Admission, deps: SessionDeps, settings: SessionSett
 
 /** What a client message acts on. */
 interface MessageTarget {
+  /** The engine decodes while spoken (semantic_vad needs it). */
+  streaming: boolean;
   settings(): SessionSettings;
   changeSettings(next: SessionSettings): void;
   control(message: AudioControl): void;
@@ -312,8 +315,9 @@ function applyClientMessage(message: ClientMessage, clientEventId: string | null
     case "input_audio_buffer.clear":
       return to.control({ kind: "clear", event_id: clientEventId });
     case "session.update": {
-      const next = updateSettings(to.settings(), message.session);
-      if (!next) return to.sendError("invalid_event", "Invalid turn_detection settings.", clientEventId);
+      const update = updateSettings(to.settings(), message.session, to.streaming);
+      if (!update.ok) return to.sendError(update.code, update.message, clientEventId);
+      const next = update.settings;
       to.changeSettings(next);
       to.control({ kind: "update", turn_detection: next.turnDetection, ...next.transcription, ...next.partials });
       to.send({
@@ -349,5 +353,6 @@ function sessionCreated(admission: Admission, settings: SessionSettings, streami
       remaining_audio_seconds: admission.remainingAudioSeconds,
     },
     input_audio_transcription: { streaming, ...settings.partials },
+    turn_detection_types: streaming ? ["server_vad", "semantic_vad"] : ["server_vad"],
   };
 }

@@ -5,7 +5,8 @@ import { decide, type DecideContext, type DeciderInput, type Effect } from "../.
 import type { KeyedEvent } from "../../domain/sessions/store";
 import type { Logger } from "../../shared/logger";
 import { tracer } from "../../shared/telemetry";
-import { newState, saveSettings, type HandleEnv, type SessionState } from "./session-state";
+import { newState, saveSettings, segmenterSettings, type HandleEnv, type SessionState } from "./session-state";
+import { watchTurn } from "./turn-taking";
 import { dropStream, feedStream, openStream, transcribe } from "./stream-items";
 
 /**
@@ -51,7 +52,7 @@ export function handleEntry(meta: MessageMeta, bytes: Uint8Array, partition: num
     state.lastSeen = Date.now();
     switch (c.kind) {
       case "update":
-        state.seg.update(c.turn_detection);
+        state.seg.update(segmenterSettings(c.turn_detection));
         return step(env, sessionId, state, { kind: "update", update: c }, out);
       case "commit":
         return step(env, sessionId, state, { kind: "commit", vad: state.seg.commit("commit"), seq: meta.seq, clientEventId: c.event_id }, out);
@@ -73,6 +74,8 @@ export function handleEntry(meta: MessageMeta, bytes: Uint8Array, partition: num
   if (!state.ring) {
     const vad = state.seg.push(pcm, at);
     if (vad.length) step(env, sessionId, state, { kind: "audio", vad }, out);
+    const turn = watchTurn(state, log, () => reconsiderTurn(env, sessionId));
+    if (turn) step(env, sessionId, state, turn, out);
     return;
   }
   // Streaming: VAD frame by VAD frame, so a decoder is fed exactly from speech_started
@@ -84,7 +87,25 @@ export function handleEntry(meta: MessageMeta, bytes: Uint8Array, partition: num
     const vad = state.seg.push(chunk, chunkAt);
     if (vad.length) step(env, sessionId, state, { kind: "audio", vad }, out);
     feedStream(env, sessionId, state);
+    // semantic_vad: a pause may end the turn before the segmenter's silence does
+    const turn = watchTurn(state, log, () => reconsiderTurn(env, sessionId));
+    if (turn) step(env, sessionId, state, turn, out);
   }
+}
+
+/**
+ * A semantic_vad pause's hypothesis arrived between two messages: the turn is decided
+ * again now rather than at the next frame (which may be 40 ms away, or never come if the
+ * client stopped sending); what it stores joins the partition's next ack.
+ */
+function reconsiderTurn(env: HandleEnv, sessionId: string) {
+  const state = env.sessions.get(sessionId);
+  if (!state) return;
+  const turn = watchTurn(state, env.log, () => reconsiderTurn(env, sessionId));
+  if (!turn) return;
+  const out: Promise<unknown>[] = [];
+  step(env, sessionId, state, turn, out);
+  if (out.length) env.track.get(state.partition)?.(Promise.all(out));
 }
 
 /**

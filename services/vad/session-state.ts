@@ -8,6 +8,7 @@ import type { Nats } from "../../shared/nats";
 import type { StreamDecoderPool, StreamUtterance } from "./stream-decoders";
 import type { EmittedWord } from "../../domain/transcript/item-transcript";
 import { AudioRing } from "./streaming";
+import { timingOf } from "../../domain/sessions/end-of-turn";
 
 /**
  * What the VAD holds per session, in memory on the partition's owner: the decider's
@@ -29,6 +30,22 @@ export interface SessionState {
   stream: OpenStream | null;
   /** CMN estimate the session's last streamed utterance ended with. */
   cmn: number[] | null;
+  /** semantic_vad: the pause (its first silent sample) the early signal was given for, if any (turn-taking.ts). */
+  turnSignalled: number | null;
+}
+
+/** The running hypothesis as last read, for the semantic end of turn (turn-taking.ts). */
+interface HeardWords {
+  text: string;
+  words: number;
+  /** log10 P(</s> | the last two words), or null. */
+  endOfSentence: number | null;
+  /** Timeline sample fed when it was read (-1: never read). */
+  readAt: number;
+  /** `readAt` of the first read that had these words. */
+  changedAt: number;
+  /** `fed` when the pause read in flight was asked for (null: none in flight). */
+  pendingAt: number | null;
 }
 
 /** An utterance being decoded while spoken (stream-items.ts). */
@@ -47,6 +64,7 @@ export interface OpenStream {
   /** Words out in deltas: as recognised and as shown. */
   emitted: EmittedWord[];
   lastInterim: string;
+  heard: HeardWords;
 }
 
 /** What handling a partition's entries needs, one per VAD process. */
@@ -60,6 +78,11 @@ export interface HandleEnv {
   kv: KV;
   pool: StreamDecoderPool | null;
   log: Logger;
+  /**
+   * Per partition, adds to what its next ack waits for: effects decided between its
+   * messages (a semantic end of turn decided when the hypothesis arrives, turn-taking.ts).
+   */
+  track: Map<number, (stored: Promise<unknown>) => void>;
 }
 
 /** Enough for the longest prefix padding (2 s) plus the VAD's 300 ms start window. */
@@ -73,11 +96,17 @@ export function newState(env: HandleEnv, decider: DeciderState, partition: numbe
     ring: env.pool ? new AudioRing(RING_SAMPLES) : null,
     stream: null,
     cmn: null,
-    seg: env.engine.createSegmenter(decider.settings.turn_detection),
+    turnSignalled: null,
+    seg: env.engine.createSegmenter(segmenterSettings(decider.settings.turn_detection)),
     partition,
     settingsSavedAt: 0,
     lastSeen: Date.now(),
   };
+}
+
+/** The segmenter's settings: semantic_vad's silence bound is its eagerness's longest wait (turn-taking.ts ends turns sooner). */
+export function segmenterSettings(t: TurnDetection): TurnDetection {
+  return t.type === "semantic_vad" ? { ...t, silence_duration_ms: timingOf(t.eagerness ?? "auto").maxMs } : t;
 }
 
 /** Keeps the session's settings for a takeover; null deletes them (the session is over). */

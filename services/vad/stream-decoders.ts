@@ -50,13 +50,15 @@ const endOutput = z.union([
   }),
   z.object({ error: z.string() }),
 ]);
-const hypOutput = z.object({ hyp: z.string(), frames: z.number(), words: z.array(z.tuple([z.string(), z.number()])) });
+const hypOutput = z.object({ hyp: z.string(), frames: z.number(), words: z.array(z.tuple([z.string(), z.number()])), eos: z.number().optional() });
 
 /** The running first-pass hypothesis: its text, each word's end frame, and the frames decoded so far (100 per second of voiced audio). */
 export interface StreamHypothesis {
   text: string;
   words: { word: string; endFrame: number }[];
   frames: number;
+  /** log10 P(</s> | the last two words) from the language model; null without words (or a last word it lacks). */
+  endOfSentence: number | null;
 }
 
 interface StreamWord {
@@ -218,10 +220,10 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
         if (pendingBytes >= FEED_GRAIN_SAMPLES * 2) flush();
       },
       async hypothesis() {
-        if (!open) return { text: "", words: [], frames: 0 };
+        if (!open) return { text: "", words: [], frames: 0, endOfSentence: null };
         flush();
         const out = hypOutput.parse(JSON.parse(await ask(p, OP.hyp)));
-        return { text: out.hyp, words: out.words.map(([word, endFrame]) => ({ word, endFrame })), frames: out.frames };
+        return { text: out.hyp, words: out.words.map(([word, endFrame]) => ({ word, endFrame })), frames: out.frames, endOfSentence: out.eos ?? null };
       },
       async end() {
         if (!open) throw new AppError("internal", "stream_closed", "the utterance was already ended");

@@ -49,7 +49,19 @@ export function openStream(env: HandleEnv, state: SessionState, item: string, st
   if (!env.pool || !state.ring) return;
   const utt = env.pool.acquire({ prompt: state.decider.settings.prompt, cmn: state.cmn });
   if (!utt) return;
-  state.stream = { item, utt, startSample, fed: startSample, hypAt: startSample, hypBusy: false, ended: false, previous: null, emitted: [], lastInterim: "" };
+  state.stream = {
+    item,
+    utt,
+    startSample,
+    fed: startSample,
+    hypAt: startSample,
+    hypBusy: false,
+    ended: false,
+    previous: null,
+    emitted: [],
+    lastInterim: "",
+    heard: { text: "", words: 0, endOfSentence: null, readAt: -1, changedAt: -1, pendingAt: null },
+  };
 }
 
 /** Drops the open stream (clear, session end, handover); its item, if committed later, goes the commit path. */
@@ -73,11 +85,33 @@ export function feedStream(env: HandleEnv, sessionId: string, state: SessionStat
   if (s.hypBusy || s.fed - s.hypAt < every) return;
   s.hypAt = s.fed;
   s.hypBusy = true;
+  const readAt = s.fed;
   s.utt
     .hypothesis()
-    .then((hyp) => onHypothesis(env, sessionId, state, s, hyp))
+    .then((hyp) => {
+      noteHeard(s, hyp, readAt);
+      onHypothesis(env, sessionId, state, s, hyp);
+    })
     .catch(() => undefined) // a lost decoder: the commit takes the fallback
     .finally(() => (s.hypBusy = false));
+}
+
+/**
+ * Keeps the latest hypothesis for the end of turn (turn-taking.ts): its words, their
+ * end-of-sentence probability, and since when (timeline sample) they have not changed.
+ * A decoder answers in request order, so `readAt` only grows.
+ */
+export function noteHeard(s: OpenStream, hyp: StreamHypothesis, readAt: number) {
+  const text = hyp.words.map((w) => w.word).join(" ");
+  const h = s.heard;
+  s.heard = {
+    text,
+    words: hyp.words.length,
+    endOfSentence: hyp.endOfSentence,
+    readAt,
+    changedAt: h.readAt < 0 || text !== h.text ? readAt : h.changedAt,
+    pendingAt: h.pendingAt !== null && h.pendingAt <= readAt ? null : h.pendingAt,
+  };
 }
 
 /** LocalAgreement-2: words two hypotheses in a row agree on go out as a delta; the whole hypothesis as an opt-in interim. */

@@ -145,7 +145,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const loops = new Map<number, { stop(how: "handover" | "lost"): Promise<void> }>();
   const defaults = options.defaults ?? defaultTurnDetection;
   const memberId = options.memberId ?? `vad_${hostname()}_${randomBytes(4).toString("hex")}`;
-  const env: HandleEnv = { engine, sessions, defaults, nats, store: options.sessions, kv, pool: options.decoders ?? null, log: logger };
+  const env: HandleEnv = { engine, sessions, defaults, nats, store: options.sessions, kv, pool: options.decoders ?? null, log: logger, track: new Map() };
 
   // The replica's load, for the gateways' admission (domain/sessions/admission.ts): the
   // worst lag behind the audio and the loop delay, per report interval, and what its
@@ -182,6 +182,9 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     // acks are cumulative (AckPolicy.All): every ACK_EVERY messages or ACK_INTERVAL_MS
     // the newest handled message is acked after `stored`, acknowledging all before it.
     let stored: Promise<unknown> = Promise.resolve();
+    env.track.set(p, (more) => {
+      stored = Promise.all([stored, more.catch((err) => log.warn("vad events not stored", { error: (err as Error).message }))]);
+    });
     let newest: JsMsg | null = null;
     let unacked = 0;
     let acking = true;
@@ -241,6 +244,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     const loop = loops.get(p);
     loops.delete(p);
     await loop?.stop(how);
+    env.track.delete(p);
     for (const [id, s] of sessions) {
       if (s.partition !== p) continue;
       dropStream(s);

@@ -186,6 +186,36 @@ describe("VAD segmenter", () => {
     }
   });
 
+  it("given a pause in open speech, pause tells where its silence began and how long it is; endTurn ends the utterance there as enough silence would", async () => {
+    const engine = await loadVadEngine();
+    const pcm = concat(load("ldc93s1.wav"), new Int16Array(16000));
+    // the same audio cut by silence (2 s, so it never does) and by endTurn at 240 ms of pause
+    const seg = engine.createSegmenter({ ...defaultTurnDetection, silence_duration_ms: 2000 });
+    const events: VadEvent[] = [];
+    let ended: { pause: { fromSample: number; samples: number }; at: number } | null = null;
+    for (let i = 0; i < pcm.length && !ended; i += 480) {
+      events.push(...seg.push(pcm.subarray(i, i + 480)));
+      const p = seg.pause;
+      if (p) {
+        // the silence so far counts whole frames from the last voiced one, up to the audio read
+        expect(p.fromSample + p.samples).toBe(seg.position);
+        expect(p.samples % 480).toBe(0);
+      }
+      if (p && p.samples >= 16 * 240 && i > 16000 * 2.5) ended = { pause: p, at: seg.position };
+    }
+    expect(ended).not.toBeNull();
+    const out = seg.endTurn();
+    expect(out.map((e) => e.kind)).toEqual(["speech_stopped", "utterance"]);
+    const utt = out[1] as Extract<VadEvent, { kind: "utterance" }>;
+    // the 200 ms of trailing audio after the last voiced frame, as a silence-ended utterance keeps
+    expect(utt.audioEndMs).toBe(Math.round((ended!.pause.fromSample + 16 * VAD_TRAILING_MS) / 16));
+    expect(utt.reason).toBe("vad");
+    expect(seg.speaking).toBe(false);
+    expect(seg.pause).toBeNull();
+    expect(seg.endTurn()).toEqual([]);
+    seg.close();
+  });
+
   it("given silence_duration_ms shorter than the trailing audio, when speech stops, then the utterance ends where the silence was decided", async () => {
     const stops = vadStops(await segmentTimed({ ...defaultTurnDetection, silence_duration_ms: 120 }));
     expect(stops.length).toBeGreaterThanOrEqual(1);

@@ -68,6 +68,10 @@ export interface VadSegmenter {
   /** Drops the open utterance and the buffered audio. */
   clear(): void;
   update(settings: VadSettings): void;
+  /** Ends the open utterance as enough silence would (a semantic end of turn); [] when none is open. */
+  endTurn(): VadEvent[];
+  /** The open utterance's current pause: where its silence began and how long it is (samples); null while voiced. */
+  readonly pause: { fromSample: number; samples: number } | null;
   readonly speaking: boolean;
   /** Samples consumed so far (timeline position of the next sample). */
   readonly position: number;
@@ -372,6 +376,14 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings, pool: P
     update(next) {
       settings = next;
       vad.setMode(next.aggressiveness);
+    },
+    endTurn() {
+      const events: VadEvent[] = [];
+      if (speaking) endUtterance(Math.min(framesStart, lastVoicedEnd + msToSamples(VAD_TRAILING_MS)), "vad", events);
+      return events;
+    },
+    get pause() {
+      return speaking && silentRun > 0 ? { fromSample: lastVoicedEnd, samples: silentRun } : null;
     },
     get speaking() {
       return speaking;

@@ -20,9 +20,11 @@
  *   op 1 START  payload: uint32 n_cmn, n_cmn float32 (CMN estimate to start from; 0 =
  *               the start-up one), then the UTF-8 prompt. No response.
  *   op 2 AUDIO  payload: PCM16LE samples, decoded now (ps_process_raw). No response.
- *   op 3 HYP    response {"hyp":"running hypothesis","frames":n,"words":[["word",end],..]}:
+ *   op 3 HYP    response {"hyp":"running hypothesis","frames":n,"words":[["word",end],..],"eos":x}:
  *               the first pass's running hypothesis, the frames decoded so far and each
- *               word's end frame (frames count voiced audio only)
+ *               word's end frame (frames count voiced audio only); "eos" (absent with no
+ *               words, or a last word the language model lacks) is log10 P(</s> | the
+ *               last two words): how likely the sentence ends there (end_of_sentence)
  *   op 4 END    response {"segments":[{"words":[..]}],"cmn":[..]}: the utterance's words
  *               (times from the utterance start) and the CMN estimate it ended with, for
  *               the same speaker's next utterance.
@@ -282,6 +284,31 @@ static void feed_flush(ps_decoder_t *ps) {
   feed_rest_n = 0;
 }
 
+/*
+ * End of sentence: log10 P(</s> | w1 w2) from the general language model (the raw
+ * probability, without the language weight or insertion penalty the search applies),
+ * for the realtime plane's semantic end of turn. "... for them" ends sentences often
+ * (about -0.5 on en-us), "... and the" almost never (about -2.1). A word the model does
+ * not know shortens the history (it backs off).
+ */
+static double end_of_sentence(ps_decoder_t *ps, const char *default_search, const char *w1, const char *w2, int *ok) {
+  ngram_model_t *lm = ps_get_lm(ps, default_search);
+  *ok = 0;
+  if (lm == NULL) return 0;
+  int32 end = ngram_wid(lm, "</s>");
+  if (end == NGRAM_INVALID_WID) return 0;
+  int32 unk = ngram_unknown_wid(lm);
+  int32 hist[2] = { ngram_wid(lm, w2), ngram_wid(lm, w1) };
+  int n = 2;
+  if (hist[0] == NGRAM_INVALID_WID || hist[0] == unk) n = 0;
+  else if (hist[1] == NGRAM_INVALID_WID || hist[1] == unk) n = 1;
+  if (n == 0) return 0;
+  int32 used;
+  int32 p = ngram_ng_prob(lm, end, hist, n, &used);
+  *ok = 1;
+  return logmath_log_to_log10(ps_get_logmath(ps), p);
+}
+
 static char *sbuf;
 static size_t scap;
 static int stream_open, stream_biased;
@@ -353,6 +380,9 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
       /* The running hypothesis, and each word's end frame against the frames decoded so
        * far, so the caller can tell settled words from the still-moving tail. */
       const char *hyp = NULL;
+      char last[2][256] = { "", "" };
+      double eos = 0;
+      int have_eos = 0;
       if (stream_open && !warming) hyp = ps_get_hyp(ps, NULL);
       printf("{\"hyp\":");
       json_string(stdout, hyp ? hyp : "");
@@ -369,9 +399,16 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
           printf("%s[", n++ ? "," : "");
           json_string(stdout, word);
           printf(",%d]", ef + 1);
+          snprintf(last[0], sizeof last[0], "%s", last[1]);
+          snprintf(last[1], sizeof last[1], "%s", word);
         }
+        if (n > 0) eos = end_of_sentence(ps, default_search, n > 1 ? last[0] : "<s>", last[1], &have_eos);
       }
-      printf("]}\n");
+      printf("]");
+      /* log10 P(</s> | the last two words) from the language model: how likely the
+       * sentence ends here (services/vad/turn-taking.ts); absent with no words */
+      if (have_eos) printf(",\"eos\":%.3f", eos);
+      printf("}\n");
       fflush(stdout);
       return 0;
     }
