@@ -5,7 +5,9 @@
  * are right); the delta latency redaction costs on the streamed path (words held back
  * until their entity is judged, simulated with LocalAgreement's cadence); and, with
  * --engine N, the same on PocketSphinx's own output of N cases per class spoken by
- * espeak-ng in two voices and rates.
+ * espeak-ng in two voices and rates. Last, apart from the generated set: the real digit
+ * recordings in Debian's pocketsphinx-testdata (recordedCases), their reference words and
+ * what the embedded engine hears in them (skipped when the package is not installed).
  * Run: npx tsx bench/formatting.ts [--per-class 40] [--engine 4]   (or ./scripts/bench.sh formatting)
  */
 import { parseArgs } from "node:util";
@@ -16,7 +18,8 @@ import { shapeTranscription, transcriptPipeline } from "../domain/transcript/pip
 import { findEntities, redactRules } from "../domain/transcript/redact";
 import { smartFormatText } from "../domain/transcript/smart-format";
 import { synthesise } from "../test/support/espeak";
-import { numberCases, type NumberCase } from "./support/number-cases";
+import { existsSync, readFileSync } from "node:fs";
+import { numberCases, RECORDED_DIR, recordedCases, type NumberCase } from "./support/number-cases";
 
 const { values } = parseArgs({ options: { "per-class": { type: "string", default: "40" }, engine: { type: "string", default: "0" } } });
 const cases = numberCases(Number(values["per-class"]));
@@ -126,4 +129,47 @@ if (perClass > 0) {
   }
   await engine.close();
   report(`PocketSphinx on espeak-ng (${n} clips; ${digitsRight} heard word for word)`, heard);
+}
+
+// 4. real recordings (Debian's pocketsphinx-testdata), apart from the generated set
+const recorded = recordedCases.filter((c) => existsSync(`${RECORDED_DIR}/${c.file}`));
+if (recorded.length) {
+  const reference = newScore();
+  for (const c of recorded) scoreCase(reference, c, c.spoken);
+  report(`real recordings, reference words (${recorded.length} clips)`, reference);
+  const engine = await createPocketsphinxEngine({ processes: 1 });
+  const heard = newScore();
+  let exactWords = 0;
+  let digitsHeard = 0;
+  let digitsSpoken = 0;
+  for (const c of recorded) {
+    const raw = readFileSync(`${RECORDED_DIR}/${c.file}`);
+    const pcm = new Int16Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength - (raw.byteLength % 2)));
+    const r = await engine.transcribe({ pcm });
+    const got = r.words.map((w) => w.word).join(" ");
+    const want = c.spoken.split(" ");
+    // digits heard: reference digits matched in order (longest common subsequence)
+    const lcs = lcsLength(want, got.split(" "));
+    if (got === c.spoken) exactWords++;
+    digitsHeard += lcs;
+    digitsSpoken += want.length;
+    scoreCase(heard, c, got);
+    const shaped = shapeTranscription(transcriptPipeline({ redact: c.redact }), r).text;
+    console.log(`  ${c.file}: said "${c.spoken}" -> heard "${got}" -> formatted "${smartFormatText(got)}" (want "${c.formatted}"); redact=${c.redact.join(",")}: "${shaped}"`);
+  }
+  await engine.close();
+  report(`real recordings, PocketSphinx's own output (${recorded.length} clips; ${exactWords} heard word for word; ${digitsHeard}/${digitsSpoken} digits heard in order)`, heard);
+}
+
+function lcsLength(a: readonly string[], b: readonly string[]): number {
+  const row = new Array<number>(b.length + 1).fill(0);
+  for (const x of a) {
+    let prev = 0;
+    for (let j = 1; j <= b.length; j++) {
+      const keep = row[j]!;
+      row[j] = x === b[j - 1] ? prev + 1 : Math.max(row[j]!, row[j - 1]!);
+      prev = keep;
+    }
+  }
+  return row[b.length]!;
 }

@@ -129,3 +129,18 @@ export function numberCases(perClass = 40, seed = 27): NumberCase[] {
 function isLuhn(s: string): boolean {
   return luhnComplete(s.slice(0, -1)) === s;
 }
+
+/** Where Debian's pocketsphinx-testdata keeps its recordings (16 kHz 16-bit mono raw). */
+export const RECORDED_DIR = "/usr/share/pocketsphinx/test/data";
+
+/**
+ * Real recordings of dictated digits in Debian's pocketsphinx-testdata. dhd.2934z.raw is
+ * a TIDIGITS utterance, named by its digits ("z" is zero); numbers.raw's words are what
+ * PocketSphinx's TIDIGITS models (tidigits/hmm, both its n-gram and its digit grammar)
+ * decode it as, which the general en-us model agrees with in sound ("thirty three four or
+ * six ninety two"); the pocketsphinx sources use it without an expected transcript.
+ */
+export const recordedCases: (NumberCase & { file: string })[] = [
+  { file: "numbers.raw", kind: "recorded", spoken: "three three four six nine eight two", formatted: "334-6982.", entities: [{ label: "NUMBER", words: "three three four six nine eight two" }], redact: ["numbers"] },
+  { file: "tidigits/dhd.2934z.raw", kind: "recorded", spoken: "two nine three four zero", formatted: "29340.", entities: [{ label: "NUMBER", words: "two nine three four zero" }], redact: ["numbers"] },
+];
