@@ -116,7 +116,7 @@ describe("embedded PocketSphinx engine on real speech", () => {
     expect(after.text).toBe(plain.text);
   });
 
-  it("replaces a crashed engine process; the clip it held fails retryably, later clips succeed", async () => {
+  it("replaces crashed engine processes; a clip that loses a second process too fails retryably, later clips succeed", async () => {
     const { pcm } = await decodeAudio(await readFile(`${FIX}/jfk.wav`));
     const children = () =>
       execFileSync("pgrep", ["-P", String(process.pid), "ps-worker"], { encoding: "utf8" }).split("\n").filter(Boolean).map(Number);
