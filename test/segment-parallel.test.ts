@@ -29,7 +29,9 @@ let key: string;
 
 beforeAll(async () => {
   stack = await startStack({
-    STT_SERVICES: "projector,transcriber,http-gateway",
+    // both gateways, so HTTP goes through the uWS bridge as in a deployment; no VAD, so
+    // the only ps-worker processes here are the engine's
+    STT_SERVICES: "projector,transcriber,http-gateway,realtime-gateway",
     POCKETSPHINX_PROCESSES: "2",
     SEGMENT_PIECE_MAX_SECONDS: String(MAX_PIECE_SECONDS),
     // the router gives a silent worker up after 3 heartbeats + 1 s: 2.5 s

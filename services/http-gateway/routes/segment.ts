@@ -71,6 +71,7 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
         `The file may be at most ${deps.config.workers.maxUploadBytes} bytes (SEGMENT_MAX_UPLOAD_BYTES) and at most the plan's maxAudioSecondsPerRequest long. ` +
         "Headers: `X-Worker-Id` (the worker that answered), `X-Fallback-Used` (1 when the fallback provider answered). " +
         "Timing (spec 8): one attempt on a warm primary worker (800 ms, or longer for slow engines on long clips: docs/workers.md), then the fallback provider; no server-side retry. " +
+        "A clip of 8 s or more (SEGMENT_SPLIT_MIN_SECONDS) is cut at pauses and its pieces decoded at once by the free engines, each piece under those rules (`X-Segment-Pieces`: how many; docs/segment.md). " +
         "Deprecated: a JSON job-submission body is accepted as a batch job (202, `Deprecation: true`, `Link` to /v1/audio/transcriptions/jobs).",
       security: [{ bearerAuth: [] }],
       request: { body: { required: true, content: { "multipart/form-data": { schema: segmentForm } } } },
