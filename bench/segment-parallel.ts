@@ -11,8 +11,9 @@
  * - "all": one ps-worker process per core: clips from SEGMENT_SPLIT_MIN_SECONDS (8 s) are
  *   cut at pauses and their pieces decoded at once;
  * - "replicas" (BENCH_REPLICAS=n, 0 to skip; default 4): no engine in the service, n worker
- *   replicas (`stt serve` with STT_SERVICES=transcriber, one ps-worker each) reached
- *   through the worker registry over NATS, as separate machines would be.
+ *   replicas (`stt serve` with STT_SERVICES=transcriber, BENCH_REPLICA_PROCESSES ps-worker
+ *   processes each, default 1) reached through the worker registry over NATS, as
+ *   separate machines would be.
  *
  * Requests alternate between the set-ups (one clip at a time, BENCH_ROUNDS rounds,
  * default 2), so they share the machine's load alike. Each row: wall time as the client
@@ -36,6 +37,7 @@ import { childPids, cpuSeconds, processTree } from "./support/proc";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const REPLICAS = Number(process.env.BENCH_REPLICAS ?? 4);
+const REPLICA_PROCESSES = Number(process.env.BENCH_REPLICA_PROCESSES ?? 1);
 const CLIPS = (process.env.BENCH_CLIPS ?? "3,11,60,300").split(",").map(Number);
 const CORES = availableParallelism();
 
@@ -96,7 +98,7 @@ async function replicated(n: number): Promise<Setup> {
   const stack = await startStack({ STT_SERVICES: SERVICES, WORKER_EMBEDDED: "none", LOG_LEVEL: "error" });
   const replicas: ServiceProcess[] = [];
   for (let i = 0; i < n; i++) {
-    replicas.push(await startServiceProcess(stack, "transcriber", { WORKER_ID: `replica${i}`, POCKETSPHINX_PROCESSES: "1", RT_STREAM_DECODERS_WARM: "0" }));
+    replicas.push(await startServiceProcess(stack, "transcriber", { WORKER_ID: `replica${i}`, POCKETSPHINX_PROCESSES: String(REPLICA_PROCESSES), RT_STREAM_DECODERS_WARM: "0" }));
   }
   const router = stack.runtime.ctx.router as RunningRouter;
   for (let t = 0; router.workers().filter((w) => w.warm).length < n; t++) {
