@@ -102,7 +102,9 @@ describe("decoded audio is bounded per process", () => {
     flac = readFileSync(path);
     provider = await startCountingProvider(gate, received);
     own = await startOwnService(
-      { NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222", WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_HEARTBEAT_MS: "500" },
+      // Whole clips at the worker (splitting off: a 4-hour clip would go as 100 pieces),
+      // so the two admitted clips wait there together, each held whole in this process.
+      { NATS_URL: process.env.NATS_URL ?? "nats://127.0.0.1:4222", WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_HEARTBEAT_MS: "500", SEGMENT_SPLIT_MIN_SECONDS: "100000" },
       { owner: "decode-memory", timeoutMs: 90_000 },
     );
     keys = [own.key];
@@ -193,7 +195,8 @@ describe("a clip bigger than the whole DECODE_MEMORY_MAX_MB", () => {
   beforeAll(async () => {
     provider = await startProviderServer("small-memory");
     // 1 MiB holds 32.7 s of decoded audio: pro's per-request limit (4 h) is far above it.
-    stack = await startStack({ WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_HEARTBEAT_MS: "500", DECODE_MEMORY_MAX_MB: "1" });
+    // splitting off: the clip that fits reaches the worker whole
+    stack = await startStack({ WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_HEARTBEAT_MS: "500", DECODE_MEMORY_MAX_MB: "1", SEGMENT_SPLIT_MIN_SECONDS: "100000" });
     key = (await stack.issueKey("pro", "tenant-small-memory")).key;
   }, 120_000);
   afterAll(async () => {

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeAudio } from "../shared/audio/decode";
+import { processStat } from "../shared/proc-cpu";
 import { encodeWav } from "../shared/audio/wav";
 import { wordErrorRate } from "../shared/workers/wer";
 import type { TranscriptionEngine } from "../shared/workers/types";
@@ -116,22 +117,51 @@ describe("embedded PocketSphinx engine on real speech", () => {
     expect(after.text).toBe(plain.text);
   });
 
-  it("replaces a crashed engine process; the clip it held fails retryably, later clips succeed", async () => {
+  it("replaces a crashed engine process and hands its clip to the next; a clip that loses a second process fails retryably; later clips succeed", async () => {
     const { pcm } = await decodeAudio(await readFile(`${FIX}/jfk.wav`));
     const children = () =>
       execFileSync("pgrep", ["-P", String(process.pid), "ps-worker"], { encoding: "utf8" }).split("\n").filter(Boolean).map(Number);
-    const before = children();
-    expect(before.length).toBe(2);
-    const inFlight = engine.transcribe({ pcm });
-    await new Promise((r) => setTimeout(r, 300));
-    for (const pid of before) process.kill(pid, "SIGKILL");
-    await expect(inFlight).rejects.toMatchObject({ code: "engine_crashed", retryable: true });
-    const until = Date.now() + 10_000;
-    while (children().filter((p) => !before.includes(p)).length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+    const ticks = (pid: number) => processStat(pid)?.ticks ?? 0;
+    /** The process of `pids` that starts decoding (its CPU time moves past `base`'s). */
+    const decoding = async (pids: number[]): Promise<number> => {
+      const base = new Map(pids.map((pid) => [pid, ticks(pid)]));
+      for (let i = 0; i < 1000; i++) {
+        const busy = pids.find((pid) => ticks(pid) > base.get(pid)! + 3);
+        if (busy) return busy;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      throw new Error("no process started decoding");
+    };
+    const poolOfTwo = async (without: number[]) => {
+      const until = Date.now() + 20_000;
+      // both processes loaded and in rotation (the engine's concurrency counts those)
+      while ((children().filter((p) => !without.includes(p)).length < 2 || engine.concurrency < 2) && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+      expect(engine.concurrency).toBe(2);
+      return children().filter((p) => !without.includes(p));
+    };
+    const jfk = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country.";
+
+    // Killed under the clip: the other process takes it, and the pool starts a new one.
+    const pids = children();
+    expect(pids).toHaveLength(2);
+    const once = engine.transcribe({ pcm });
+    const first = await decoding(pids);
+    process.kill(first, "SIGKILL");
+    expect(wordErrorRate(jfk, (await once).text).wer).toBeLessThan(0.5);
+
+    // Killed under it twice: the clip fails, retryably.
+    const again = await poolOfTwo([first]);
+    const twice = engine.transcribe({ pcm });
+    const a = await decoding(again);
+    process.kill(a, "SIGKILL");
+    const b = await decoding(again.filter((p) => p !== a));
+    process.kill(b, "SIGKILL");
+    await expect(twice).rejects.toMatchObject({ code: "engine_crashed", retryable: true });
+
+    await poolOfTwo([first, a, b]);
     const small = (await decodeAudio(await readFile(`${FIX}/ldc93s1.wav`))).pcm;
     const r = await engine.transcribe({ pcm: small });
     expect(r.words.length).toBeGreaterThan(3);
-    expect(engine.warm()).toBe(true);
   });
 
   it("transcribes silence and an empty clip without error (empty text)", async () => {

@@ -10,7 +10,7 @@ import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import { BACKLOG_EVERY_MS, publishBacklog, watchBacklog } from "../../shared/realtime-backlog";
 import type { WorkerRouter } from "../../shared/workers/types";
-import { createFairScheduler, type Grant, type QueuedUtterance } from "./fair-scheduler";
+import { createFairScheduler, type Grant, type QueuedUtterance } from "../../shared/workers/fair-scheduler";
 import { createOutcomeClaims } from "./outcome-claims";
 import { createSessionOwners } from "./session-owner";
 import { createUtteranceSlots } from "./utterance-slots";
@@ -24,7 +24,7 @@ import { createUtteranceSlots } from "./utterance-slots";
  * a router failure becomes `failed`, never a dropped item.
  *
  * Capacity and fairness (docs/realtime.md): commands are pulled from the durable into
- * a fair scheduler (fair-scheduler.ts; up to `PULL_BUFFER` held per replica, kept from
+ * a fair scheduler (shared/workers/fair-scheduler.ts; up to `PULL_BUFFER` held per replica, kept from
  * redelivery by the consumer wrapper's `working()` heartbeats). It sends them to the
  * engines round-robin across owners, at most `capacity()` at once: the warm workers'
  * announced `capacity.requests` split over the rt-transcriber replicas seen on the

@@ -32,6 +32,18 @@ export class ConnectionLost extends Error {
   }
 }
 
+/**
+ * The worker holding the clip stopped announcing itself (its registry entry went stale
+ * while the request waited): it died, so its answer will never come. Like no responders,
+ * not an attempt: the clip goes to the next warm worker.
+ */
+export class WorkerLost extends Error {
+  constructor(id: string) {
+    super(`worker ${id} stopped announcing itself while it held the clip`);
+    this.name = "WorkerLost";
+  }
+}
+
 /** NATS answered that nothing subscribes to the subject: no worker received the clip. */
 export function isNoResponders(err: unknown): boolean {
   const e = err as { code?: string; name?: string; message?: string; cause?: { name?: string }; isNoResponders?: () => boolean };
@@ -45,7 +57,7 @@ export function isTimeout(err: unknown): boolean {
 
 /** One attempt's failure, as the 502's message lists it. */
 export function describeFailure(who: string, err: unknown, timeoutMs: number): string {
-  if (err instanceof ConnectionLost) return `${who}: ${err.message}`;
+  if (err instanceof ConnectionLost || err instanceof WorkerLost) return `${who}: ${err.message}`;
   if (isTimeout(err)) return `${who} timed out after ${timeoutMs} ms`;
   if (isNoResponders(err)) return `${who} has no responders`;
   const e = err as { message?: string };

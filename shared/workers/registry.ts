@@ -28,6 +28,12 @@ export interface WorkerRegistry {
   markDead(id: string): void;
   /** Ids in the view that `markDead` left out and that have not announced themselves since. */
   leftOut(): string[];
+  /**
+   * True when `id` is registered but has not announced itself for longer than `staleMs`:
+   * it died without deleting its entry (a worker that stops deletes it first), so a clip
+   * it holds will never be answered. Never while the watch is blind.
+   */
+  lost(id: string): boolean;
   stop(): Promise<void>;
 }
 
@@ -151,6 +157,10 @@ export async function watchWorkerRegistry(nats: Nats, options: { staleMs: number
       return w && fresh(w) ? w : undefined;
     },
     leftOut: () => [...workers.values()].filter((w) => w.at <= (dead.get(w.id) ?? -Infinity)).map((w) => w.id),
+    lost: (id) => {
+      const w = workers.get(id);
+      return !blind && w !== undefined && now() - w.at > options.staleMs;
+    },
     markDead: (id) => {
       const w = workers.get(id);
       if (w) dead.set(id, w.at);

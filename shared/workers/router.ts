@@ -12,7 +12,7 @@ import { localWorker, type LocalWorker } from "./local";
 import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
 import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
 import type { TranscribeRequest, WorkerRouter } from "./types";
-import { ConnectionLost, describeFailure, isNoResponders, isTimeout, TranscriptionFailed, TRANSIENT_WORKER_CODES } from "./attempt-failures";
+import { ConnectionLost, describeFailure, isNoResponders, isTimeout, TranscriptionFailed, TRANSIENT_WORKER_CODES, WorkerLost } from "./attempt-failures";
 
 export { isTransientRoutingFailure } from "./attempt-failures";
 
@@ -37,7 +37,9 @@ export { isTransientRoutingFailure } from "./attempt-failures";
  *
  * "No responders" is not an attempt: NATS answers it at once when nothing subscribes
  * to the worker's subject, so no worker received the clip (it died, or stopped before
- * its registry entry went). The router marks that worker dead (left out until a newer
+ * its registry entry went). Nor is a worker in another process that stops announcing
+ * itself while it holds the clip (its entry stale for `staleMs`: it died, and its answer
+ * will never come): the request stops waiting then, not at its timeout. The router marks that worker dead (left out until a newer
  * heartbeat) and picks the next warm worker; only a worker that received the clip
  * counts as the primary attempt. A pinned worker has no next one.
  *
@@ -184,6 +186,8 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     localInFlight.set(worker.id, (localInFlight.get(worker.id) ?? 0) + 1);
     const lost = new AbortController();
     pending.add(lost);
+    // A worker that dies holding the clip never answers: once its heartbeats stop, stop waiting.
+    const watch = setInterval(() => registry.lost(worker.id) && lost.abort(new WorkerLost(worker.id)), Math.max(250, options.staleMs / 4));
     try {
       const reply = await withSpan(`worker request ${worker.kind}`, span, () =>
         withSignal(withSignal(nc.request(nats.topology.subjects.workerRequest(worker.id), payload, { timeout: timeoutMs, headers: traceHeaders() }), lost.signal), request.signal),
@@ -193,6 +197,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       return parsed.result;
     } finally {
       pending.delete(lost);
+      clearInterval(watch);
       stopServing?.();
       localInFlight.set(worker.id, Math.max(0, (localInFlight.get(worker.id) ?? 1) - 1));
     }
@@ -285,11 +290,11 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
           if (request.signal?.aborted) throw err;
           failures.push(describeFailure(worker.id, err, timeoutMs));
           skipped.add(worker.id);
-          if (isNoResponders(err)) {
+          if (isNoResponders(err) || err instanceof WorkerLost) {
             timeouts.pop();
             registry.markDead(worker.id);
             noResponders.add(worker.id);
-            options.logger?.warn("worker has no responders; marked dead until its next heartbeat", { workerId: worker.id });
+            options.logger?.warn(`worker ${err instanceof WorkerLost ? "lost holding a clip" : "has no responders"}; marked dead until its next heartbeat`, { workerId: worker.id });
             if (request.workerId) break;
             continue;
           }

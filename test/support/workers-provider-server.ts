@@ -17,6 +17,9 @@ export interface ProviderServer {
   requests: { model?: string; language?: string; prompt?: string; samples: number; auth?: string }[];
   /** `transcript`: answer this text (its words spread over the clip) instead of naming itself. */
   behaviour: { delayMs: number; failStatus?: number; cold: boolean; transcript?: string };
+  /** Transcription requests being answered now, and the most there were at once. */
+  inFlight: number;
+  maxInFlight: number;
   close(): Promise<void>;
 }
 
@@ -26,6 +29,8 @@ export async function startProviderServer(name: string): Promise<ProviderServer>
     name,
     requests: [],
     behaviour: { delayMs: 0, cold: false },
+    inFlight: 0,
+    maxInFlight: 0,
     close: async () => undefined,
   };
   const server: Server = createServer(async (req, res) => {
@@ -52,7 +57,9 @@ export async function startProviderServer(name: string): Promise<ProviderServer>
         samples,
         auth: req.headers.authorization,
       });
+      state.maxInFlight = Math.max(state.maxInFlight, ++state.inFlight);
       if (state.behaviour.delayMs) await new Promise((r) => setTimeout(r, state.behaviour.delayMs));
+      state.inFlight--;
       if (res.destroyed) return;
       if (state.behaviour.failStatus) return send(state.behaviour.failStatus, { error: { message: `${name} failing` } });
       const duration = samples / 16_000;

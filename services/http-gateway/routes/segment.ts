@@ -1,24 +1,26 @@
 import { randomUUID } from "node:crypto";
 import { segmentFailed, segmentTranscribed, type SegmentRequest } from "../../../domain/segments/events";
 import { createSegmentStore, type SegmentStore } from "../../../domain/segments/store";
+import { stitchPieces } from "../../../domain/transcript/pieces";
 import { shapeTranscription, transcriptPipeline } from "../../../domain/transcript/pipeline";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
-import { redactList, type RedactEntity } from "../../../schemas/redact";
-import { issueErrorCode } from "../../../schemas/safe-string";
-import { segmentFields, segmentForm } from "../../../schemas/segment";
+import { segmentForm } from "../../../schemas/segment";
 import { verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
 import type { AudioBudget } from "../../../domain/usage/budget";
 import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
 import { createPcmMemory, PCM_BYTES_PER_SECOND, PcmMemoryRefusal, type PcmHold, type PcmMemory } from "../../../shared/audio/pcm-memory";
 import { assertProbeFits, trustedDuration } from "../../../shared/audio/probe";
 import { AppError, toAppError, validationError } from "../../../shared/errors";
+import type { FairScheduler } from "../../../shared/workers/fair-scheduler";
 import { limitRequests, requireApiKey, type GatewayEnv } from "../auth-middleware";
-import { readBounded } from "../body-limit";
 import { requireNats } from "../nats-ready";
 import type { GatewayDeps } from "../deps";
-import { renderTranscription, type ResponseFormat } from "../segment-formats";
+import { parseFields, readForm } from "../segment-fields";
+import { renderTranscription } from "../segment-formats";
+import { createPieceScheduler, startPieces, type PieceOutcome } from "../segment-pieces";
+import { streamPieces } from "../segment-stream";
 import { JOBS_PATH, submitJob } from "./jobs";
 
 /**
@@ -44,14 +46,15 @@ import { JOBS_PATH, submitJob } from "./jobs";
  *    `audio_too_long`.
  *    Silence, empty and low-energy clips are transcribed and billed like any other.
  * 5. The worker router transcribes (warm primary, fallback, 502 `transcription_failed`).
+ *    A clip of at least SEGMENT_SPLIT_MIN_SECONDS, with two or more engine slots, is cut
+ *    at pauses and its pieces decoded at once, each an ordinary router request, then
+ *    stitched (segment-pieces.ts; docs/segment.md, "Long clips in parallel").
  * 6. Usage (plane "segment", the clip's audio seconds) and a SegmentTranscribed audit
  *    event are appended before answering; a request that fails after authentication
  *    appends SegmentFailed (and bills nothing). Audit events go through the segment
  *    store (domain/segments), with ids derived from the request id.
  */
 export const SEGMENT_PATH = "/v1/audio/transcriptions";
-const FORM_FIELDS_ALLOWANCE = 64 * 1024;
-const MAX_PROMPT_CHARS = 4000;
 
 type SegmentBudget = Pick<AudioBudget, "remaining" | "claim" | "release">;
 
@@ -68,6 +71,7 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
         `The file may be at most ${deps.config.workers.maxUploadBytes} bytes (SEGMENT_MAX_UPLOAD_BYTES) and at most the plan's maxAudioSecondsPerRequest long. ` +
         "Headers: `X-Worker-Id` (the worker that answered), `X-Fallback-Used` (1 when the fallback provider answered). " +
         "Timing (spec 8): one attempt on a warm primary worker (800 ms, or longer for slow engines on long clips: docs/workers.md), then the fallback provider; no server-side retry. " +
+        "A clip of 8 s or more (SEGMENT_SPLIT_MIN_SECONDS) is cut at pauses and its pieces decoded at once by the free engines, each piece under those rules (`X-Segment-Pieces`: how many; docs/segment.md). " +
         "Deprecated: a JSON job-submission body is accepted as a batch job (202, `Deprecation: true`, `Link` to /v1/audio/transcriptions/jobs).",
       security: [{ bearerAuth: [] }],
       request: { body: { required: true, content: { "multipart/form-data": { schema: segmentForm } } } },
@@ -104,10 +108,18 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
     });
   }
   const segments = createSegmentStore(deps.nats);
-  app.post(SEGMENT_PATH, (c) => handleSegment(c, deps, pcmMemory, segments));
+  // One per process too: long clips' pieces take turns on the engines (segment-pieces.ts).
+  const scheduler = createPieceScheduler(deps.router);
+  app.post(SEGMENT_PATH, (c) => handleSegment(c, deps, { pcmMemory, segments, scheduler }));
 }
 
-async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemory: PcmMemory, segments: SegmentStore): Promise<Response> {
+interface SegmentPlane {
+  pcmMemory: PcmMemory;
+  segments: SegmentStore;
+  scheduler: FairScheduler;
+}
+
+async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { pcmMemory, segments, scheduler }: SegmentPlane): Promise<Response> {
   const principal = c.get("principal");
   const contentType = c.req.header("content-type") ?? "";
   if (!/^multipart\/form-data\b/i.test(contentType)) {
@@ -132,6 +144,15 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
   const audit: SegmentRequest = { requestId, keyId: principal.keyId, ownerId: principal.ownerId, model: "stt-1", audioSeconds: 0, bytes: 0, responseFormat: "verbose_json" };
   let claimed: { budget: SegmentBudget; seconds: number } | undefined;
   let hold: PcmHold | undefined;
+  /** The request failed after authentication: nothing is billed (its audio goes back to the budget); audited. */
+  const failed = async (err: unknown, claim: typeof claimed): Promise<AppError> => {
+    const e = toAppError(err);
+    if (claim) await claim.budget.release(claim.seconds).catch(() => undefined);
+    await segments
+      .record(segmentFailed(audit, { code: e.code, message: e.message, totalMs: performance.now() - started }))
+      .catch((auditErr) => deps.logger.warn("could not record SegmentFailed", { requestId, error: String(auditErr) }));
+    return e;
+  };
   try {
     const form = await readForm(c.req.raw, contentType, deps.config.workers.maxUploadBytes);
     const fields = parseFields(form);
@@ -177,48 +198,82 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemor
     if (audio.durationSeconds > 0 && (await budget.claim(audio.durationSeconds)) === 0) throw quotaExhausted(await budget.remaining(), audio.durationSeconds);
     claimed = { budget, seconds: audio.durationSeconds };
     if (!deps.router) throw new AppError("unavailable", "no_workers", "no transcription workers are configured in this process");
-    const out = await deps.router.transcribe({
+    const workStarted = performance.now();
+    const run = startPieces({
+      router: deps.router,
+      scheduler,
+      policy: deps.config.workers.pieces,
       pcm: audio.pcm,
-      model: fields.model,
-      language: fields.language,
-      prompt: fields.prompt,
-      workerId: fields.workerId,
+      request: { model: fields.model, language: fields.language, prompt: fields.prompt, workerId: fields.workerId },
       signal: c.req.raw.signal,
+      owner: principal.ownerId,
+      requestId,
     });
-    const transcribed = { ...out.result, duration: out.result.duration || audio.durationSeconds };
-    const result = shapeTranscription(transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: out.formatted, prompt: fields.prompt, redact: fields.redact }), transcribed);
-    const now = deps.now();
-    await Promise.all([
-      deps.usage.record({
-        keyId: principal.keyId,
-        ownerId: principal.ownerId,
-        plane: "segment",
-        audioSeconds: audio.durationSeconds,
-        requests: 1,
-        subjectId: requestId,
-        at: now,
-      }),
-      segments.record(
-        segmentTranscribed(audit, { workerId: out.workerId, fallbackUsed: out.fallbackUsed, workerMs: out.workerMs, totalMs: performance.now() - started, textChars: result.text.length }),
-      ),
-    ]);
-    c.header("X-Worker-Id", out.workerId);
-    c.header("X-Fallback-Used", out.fallbackUsed ? "1" : "0");
+    c.header("X-Segment-Pieces", String(run.count));
+    const timing = (workerMs: number) =>
+      `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}, worker;dur=${workerMs.toFixed(2)}, total;dur=${(performance.now() - started).toFixed(2)}`;
+    const workers = (pieces: PieceOutcome[]) => [...new Set(pieces.map((p) => p.workerId))].join(", ");
+    const pipelineFor = (formatted: boolean) => transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: formatted, prompt: fields.prompt, redact: fields.redact });
+    // the worker's time: the router's for one piece, the wall clock of all of them for several
+    const workerMs = (pieces: PieceOutcome[]) => (run.count === 1 ? pieces[0]!.workerMs : performance.now() - workStarted);
+    /** Every piece is in: the delivered transcript, billed and audited. */
+    const finish = async (pieces: PieceOutcome[], worked = workerMs(pieces)): Promise<VerboseTranscription> => {
+      const stitched = stitchPieces(pieces, audio.durationSeconds);
+      const transcribed = { ...stitched, duration: stitched.duration || audio.durationSeconds };
+      const result = shapeTranscription(pipelineFor(pieces.every((p) => p.formatted)), transcribed);
+      await Promise.all([
+        deps.usage.record({
+          keyId: principal.keyId,
+          ownerId: principal.ownerId,
+          plane: "segment",
+          audioSeconds: audio.durationSeconds,
+          requests: 1,
+          subjectId: requestId,
+          at: deps.now(),
+        }),
+        segments.record(
+          segmentTranscribed(audit, {
+            workerId: workers(pieces),
+            fallbackUsed: pieces.some((p) => p.fallbackUsed),
+            workerMs: worked,
+            totalMs: performance.now() - started,
+            textChars: result.text.length,
+          }),
+        ),
+      ]);
+      return result;
+    };
+    if (fields.stream) {
+      // The answer starts with the first piece; the others follow as they come (segment-stream.ts).
+      const first = await run.piece(0);
+      c.header("X-Worker-Id", first.workerId);
+      c.header("X-Fallback-Used", first.fallbackUsed ? "1" : "0");
+      c.header("Server-Timing", timing(performance.now() - workStarted));
+      const held = hold;
+      hold = undefined; // the stream releases it
+      const claim = claimed;
+      return streamPieces(c, {
+        run,
+        first,
+        pipelineFor: (p) => pipelineFor(p.formatted),
+        finish: (pieces) => finish(pieces),
+        fail: (err) => failed(err, claim),
+        end: () => held.release(),
+      });
+    }
+    const pieces = await run.all();
+    const worked = workerMs(pieces);
+    const result = await finish(pieces, worked);
     // Where the time went (bench/segment.ts reads it): decode, worker(s), whole handler.
-    c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}, worker;dur=${out.workerMs.toFixed(2)}, total;dur=${(performance.now() - started).toFixed(2)}`);
-    if (fields.stream) return streamTranscription(c, result);
+    c.header("Server-Timing", timing(worked));
+    c.header("X-Worker-Id", workers(pieces));
+    c.header("X-Fallback-Used", pieces.some((p) => p.fallbackUsed) ? "1" : "0");
     const shaped = fields.granularities && !fields.granularities.includes("word") ? { ...result, words: undefined } : result;
     const rendered = renderTranscription(shaped as VerboseTranscription, fields.responseFormat);
     c.header("Content-Type", rendered.contentType);
     return c.body(rendered.body, 200);
   } catch (err) {
-    const e = toAppError(err);
-    // nothing is billed for a failed request: give its audio back to the budget
-    if (claimed) await claimed.budget.release(claimed.seconds).catch(() => undefined);
-    await segments
-      .record(segmentFailed(audit, { code: e.code, message: e.message, totalMs: performance.now() - started }))
-      .catch((auditErr) => deps.logger.warn("could not record SegmentFailed", { requestId, error: String(auditErr) }));
-    throw e;
+    throw await failed(err, claimed);
   } finally {
     // The worker has answered (or the request failed): nothing reads the PCM any more.
     hold?.release();
@@ -233,148 +288,5 @@ function quotaExhausted(remaining: number, seconds?: number): AppError {
   const clip = seconds === undefined ? "longer" : `${seconds.toFixed(1)} s`;
   return new AppError("rate_limited", "audio_quota_exhausted", `the audio budget of this key's billing window has ${remaining} s left; this clip is ${clip}`, {
     retryable: true,
-  });
-}
-
-interface SegmentFields {
-  file: Blob;
-  model: string;
-  language?: string;
-  prompt?: string;
-  responseFormat: ResponseFormat;
-  workerId?: string;
-  /** OpenAI's `stream=true`: server-sent transcript.text.delta / transcript.text.done events. */
-  stream: boolean;
-  /** `timestamp_granularities[]` when given: verbose_json carries `words` only if "word" is asked for. */
-  granularities?: ("word" | "segment")[];
-  /** `smart_format` (default true): punctuation, casing and numerals for engines that lack them. */
-  smartFormat: boolean;
-  /** `redact` (repeated or comma-separated): entities replaced by their labels (docs/formatting.md). */
-  redact?: RedactEntity[];
-}
-
-function parseFields(form: FormData): SegmentFields {
-  const file = form.get("file");
-  if (file === null || typeof file === "string") {
-    throw validationError("missing_file", "the `file` field (a file upload) is required", { param: "file", type: "invalid_request_error" });
-  }
-  const text = (name: string) => {
-    const v = form.get(name);
-    if (v === null) return undefined;
-    if (typeof v !== "string") throw validationError("invalid_request", `\`${name}\` must be a text field`, { param: name });
-    return v.trim() === "" ? undefined : v.trim();
-  };
-  const parsed = segmentFields.safeParse({
-    model: text("model"),
-    language: text("language"),
-    prompt: text("prompt"),
-    response_format: text("response_format"),
-    worker_id: text("worker_id"),
-  });
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const param = issue.path.join(".");
-    throw validationError(issueErrorCode(issue, param === "response_format" ? "invalid_response_format" : "invalid_request"), `${param}: ${issue.message}`, { param });
-  }
-  const f = parsed.data;
-  return {
-    file,
-    model: f.model,
-    language: f.language,
-    prompt: f.prompt?.slice(0, MAX_PROMPT_CHARS),
-    responseFormat: f.response_format,
-    workerId: f.worker_id,
-    stream: parseBoolean("stream", text("stream"), false),
-    smartFormat: parseBoolean("smart_format", text("smart_format"), true),
-    granularities: parseGranularities(form),
-    redact: parseRedact(form),
-    ...refuseIncludes(form),
-  };
-}
-
-function parseBoolean(name: string, value: string | undefined, absent: boolean): boolean {
-  if (value === undefined) return absent;
-  if (value === "true") return true;
-  if (value === "false") return false;
-  throw validationError("invalid_request", `${name}: must be true or false`, { param: name });
-}
-
-function parseRedact(form: FormData): RedactEntity[] | undefined {
-  const values = repeated(form, "redact");
-  if (values.length === 0) return undefined;
-  const parsed = redactList.safeParse(values);
-  if (!parsed.success) throw validationError("invalid_request", `redact: ${parsed.error.issues[0]!.message}`, { param: "redact" });
-  return parsed.data;
-}
-
-/** All values of a repeated field, under its OpenAI name with or without `[]`. */
-function repeated(form: FormData, name: string): string[] {
-  return [...form.getAll(`${name}[]`), ...form.getAll(name)].map((v) => (typeof v === "string" ? v.trim() : "")).filter(Boolean);
-}
-
-function parseGranularities(form: FormData): ("word" | "segment")[] | undefined {
-  const values = repeated(form, "timestamp_granularities");
-  if (values.length === 0) return undefined;
-  for (const v of values) {
-    if (v !== "word" && v !== "segment") {
-      throw validationError("invalid_request", `timestamp_granularities: ${JSON.stringify(v.slice(0, 40))} is not one of word, segment`, { param: "timestamp_granularities" });
-    }
-  }
-  return values as ("word" | "segment")[];
-}
-
-/** `include[]` asks for extras (OpenAI: `logprobs`); none is produced here, so each is refused by name. */
-function refuseIncludes(form: FormData): Record<string, never> {
-  const values = repeated(form, "include");
-  if (values.length > 0) {
-    throw validationError("unsupported_include", `include: ${JSON.stringify(values[0]!.slice(0, 40))} is not supported by this server (no include values are)`, { param: "include" });
-  }
-  return {};
-}
-
-/**
- * OpenAI's streamed transcription: server-sent `transcript.text.delta` events, one per
- * segment as the result is read, then `transcript.text.done` with the whole text and
- * the usage. The segment plane's engines answer whole clips, so the deltas follow the
- * transcription rather than the decoding.
- */
-function streamTranscription(c: Context<GatewayEnv>, result: VerboseTranscription): Response {
-  const encoder = new TextEncoder();
-  const event = (data: unknown) => encoder.encode(`data: ${JSON.stringify(data)}\n\n`);
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      const parts = result.segments.length ? result.segments.map((s, i) => (i === 0 ? s.text.trimStart() : s.text)) : [result.text];
-      for (const delta of parts) if (delta) controller.enqueue(event({ type: "transcript.text.delta", delta }));
-      controller.enqueue(event({ type: "transcript.text.done", text: result.text, usage: { type: "duration", seconds: Math.ceil(result.duration) } }));
-      controller.close();
-    },
-  });
-  c.header("Content-Type", "text/event-stream; charset=utf-8");
-  c.header("Cache-Control", "no-store");
-  return c.body(body, 200);
-}
-
-/** Reads the multipart body with a byte limit (413 before buffering more than that). */
-async function readForm(request: Request, contentType: string, maxFileBytes: number): Promise<FormData> {
-  const limit = maxFileBytes + FORM_FIELDS_ALLOWANCE;
-  const declared = Number(request.headers.get("content-length") ?? "NaN");
-  if (Number.isFinite(declared) && declared > limit) throw fileTooLarge(maxFileBytes);
-  const body = request.body ? await readBounded(request.body, limit) : new Uint8Array(0);
-  if (body === undefined) throw fileTooLarge(maxFileBytes);
-  let form: FormData;
-  try {
-    form = await new Response(body as Uint8Array<ArrayBuffer>, { headers: { "content-type": contentType } }).formData();
-  } catch {
-    throw validationError("invalid_multipart", "the multipart/form-data body could not be parsed", { type: "invalid_request_error" });
-  }
-  const file = form.get("file");
-  if (file !== null && typeof file !== "string" && file.size > maxFileBytes) throw fileTooLarge(maxFileBytes);
-  return form;
-}
-
-function fileTooLarge(maxFileBytes: number): AppError {
-  return new AppError("too_large", "file_too_large", `the file is larger than the ${maxFileBytes}-byte upload limit`, {
-    param: "file",
-    type: "invalid_request_error",
   });
 }

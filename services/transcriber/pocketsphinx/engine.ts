@@ -14,8 +14,9 @@ import { ensurePocketsphinxBinary } from "../../../shared/pocketsphinx/build";
  * The embedded engine: a pool of persistent ps-worker processes (PocketSphinx 0.8,
  * Debian's en-us model). Each process loads the model once and then serves clips one
  * at a time over stdin/stdout, so no request pays a model load; the pool is sized to
- * the cores and requests queue for a free process. A process that dies is replaced
- * and the clip it held fails with a retryable error.
+ * the cores and requests queue for a free process. A process that dies is replaced,
+ * and the clip it held goes to the next free process (once: a clip that kills a second
+ * process fails with a retryable error).
  *
  * A process that is alive but frozen (stopped, swapped out, wedged) would hold a clip
  * until the router's attempt times out, and then every later clip it is handed. So each
@@ -76,6 +77,8 @@ type PsOutput = z.infer<typeof psOutput>;
 
 interface Job {
   request: EngineRequest;
+  /** Given to another process once already, after the first died holding it. */
+  redone?: boolean;
   resolve: (r: VerboseTranscription) => void;
   reject: (e: unknown) => void;
 }
@@ -134,7 +137,15 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
         if (!proc.ready) rejectReady(new Error(`ps-worker exited during start (code ${code})`));
         const job = proc.current;
         proc.current = undefined;
-        job?.reject(new AppError("unavailable", "engine_crashed", `pocketsphinx process exited (${signal ?? code})`));
+        proc.onLine = undefined;
+        if (job && !closed && !job.redone) {
+          // The process died under the clip (killed, out of memory): the next process takes
+          // it, once; a clip that kills a second process fails.
+          job.redone = true;
+          options.logger?.warn("pocketsphinx process exited holding a clip; the next process takes it", { code, signal });
+          queue.unshift(job);
+          pump();
+        } else job?.reject(new AppError("unavailable", "engine_crashed", `pocketsphinx process exited (${signal ?? code})`));
         if (!closed) {
           options.logger?.warn("pocketsphinx process exited; replacing it", { code, signal });
           spawnProc().then((p) => procs.push(p)).catch((e) => options.logger?.error("pocketsphinx restart failed", { err: e }));

@@ -1,0 +1,155 @@
+import type { SlicePlan } from "../../domain/jobs/slicing";
+import { planPieces, type PiecePolicy } from "../../domain/transcript/pieces";
+import type { VerboseTranscription } from "../../schemas/transcription";
+import { AppError } from "../../shared/errors";
+import { createFairScheduler, type FairScheduler, type Grant, type QueuedUtterance } from "../../shared/workers/fair-scheduler";
+import type { TranscribeRequest, WorkerRouter } from "../../shared/workers/types";
+
+/**
+ * A segment request's clip through the engines as pieces (docs/segment.md, "Long clips in
+ * parallel"): a clip long enough is cut at pauses (domain/transcript/pieces.ts) and its
+ * pieces are decoded at once by free engines, each piece an ordinary router request (the
+ * warm worker's timeout, the fallback provider and the next warm worker apply to it
+ * alone, so a piece that fails moves on without redoing the others).
+ *
+ * Fairness: every piece of every long request in this process waits its turn in one fair
+ * scheduler (shared/workers/fair-scheduler.ts, the realtime plane's): owners take turns,
+ * a request has at most `inFlight` pieces in the engines (SEGMENT_PIECES_IN_FLIGHT), and
+ * all requests together at most what the warm workers announce they take at once. A
+ * request hands the scheduler its next piece only when one of its own finishes, so a
+ * piece's wait there is other requests' turns, never its own request's queue.
+ * Single-piece clips (the single-request path) go straight to the router as before.
+ *
+ * One failure ends the request: the other pieces are no longer waited for, and those
+ * not yet started never start.
+ */
+export interface PieceOutcome {
+  index: number;
+  startSample: number;
+  endSample: number;
+  /** The engine's answer, times from the piece's start. */
+  result: VerboseTranscription;
+  workerId: string;
+  fallbackUsed: boolean;
+  formatted: boolean;
+  workerMs: number;
+}
+
+export interface PiecesRun {
+  readonly count: number;
+  /** Piece `i`'s outcome once transcribed; rejects with the run's first failure. */
+  piece(i: number): Promise<PieceOutcome>;
+  /** Every piece's outcome in order; rejects with the first failure. */
+  all(): Promise<PieceOutcome[]>;
+}
+
+export interface PiecesOptions {
+  router: WorkerRouter;
+  scheduler: FairScheduler;
+  policy: PiecePolicy & { inFlight: number };
+  pcm: Int16Array;
+  /** What every piece's router request carries besides its audio. */
+  request: Omit<TranscribeRequest, "pcm" | "signal" | "fallbackOnly" | "timeoutMs">;
+  /** The HTTP request's: aborting it stops every piece. */
+  signal: AbortSignal;
+  owner: string;
+  requestId: string;
+}
+
+/** A piece waiting longer than this for an engine (every engine busy with other requests' pieces) fails the request 503. */
+const PIECE_MAX_WAIT_MS = 600_000;
+
+/** The process's scheduler for segment pieces: capacity is what the warm workers announce (at least 1). */
+export function createPieceScheduler(router: WorkerRouter | undefined): FairScheduler {
+  const scheduler = createFairScheduler({
+    capacity: () => Math.max(1, router?.capacity?.().requests ?? 1),
+    // a busy engine is waited for; the fallback provider is each piece's router's to use
+    fallback: () => false,
+    maxWaitMs: PIECE_MAX_WAIT_MS,
+  });
+  // capacity follows the registry: a worker that came up takes waiting pieces
+  setInterval(() => scheduler.pump(), 1000).unref();
+  return scheduler;
+}
+
+/**
+ * Engine slots a request's pieces may use at once: the warm workers' announced clips at
+ * once (the pinned worker's alone with `worker_id`), at most the per-request cap.
+ */
+function pieceSlots(router: WorkerRouter, workerId: string | undefined, inFlight: number): number {
+  const workers = router.workers?.() ?? [];
+  const total = workerId
+    ? (workers.find((w) => w.id === workerId && w.warm)?.concurrency ?? 1)
+    : (router.capacity?.().requests ?? 1);
+  return Math.max(1, Math.min(inFlight, total));
+}
+
+export function startPieces(options: PiecesOptions): PiecesRun {
+  const { router, scheduler, pcm } = options;
+  const plan = planPieces(pcm, pieceSlots(router, options.request.workerId, options.policy.inFlight), options.policy);
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(options.signal.reason);
+  if (options.signal.aborted) onAbort();
+  else options.signal.addEventListener("abort", onAbort, { once: true });
+  const settled = plan.map(() => deferred<PieceOutcome>());
+  let failure: unknown;
+  let started = 0;
+  let finished = 0;
+
+  const fail = (err: unknown) => {
+    if (failure !== undefined) return;
+    failure = err;
+    controller.abort(err);
+    for (const d of settled) d.reject(err);
+    options.signal.removeEventListener("abort", onAbort);
+  };
+
+  const transcribe = async (slice: SlicePlan, fallbackOnly: boolean): Promise<PieceOutcome> => {
+    const out = await router.transcribe({ ...options.request, pcm: pcm.subarray(slice.startSample, slice.endSample), signal: controller.signal, fallbackOnly });
+    return { ...slice, result: out.result, workerId: out.workerId, fallbackUsed: out.fallbackUsed, formatted: out.formatted, workerMs: out.workerMs };
+  };
+
+  const scheduled = async (slice: SlicePlan): Promise<PieceOutcome> => {
+    const turn: QueuedUtterance = { owner: options.owner, sessionId: options.requestId, itemId: String(slice.index), maxPerSession: options.policy.inFlight, committedAt: Date.now() };
+    const grant: Grant = await scheduler.enqueue(turn);
+    try {
+      if (grant === "expired") throw busy(`no engine was free for a piece of this clip within ${PIECE_MAX_WAIT_MS / 1000} s`);
+      if (grant === "stopped") throw busy("the gateway is stopping");
+      controller.signal.throwIfAborted();
+      return await transcribe(slice, grant === "fallback");
+    } finally {
+      scheduler.release(turn, grant);
+    }
+  };
+
+  const startNext = () => {
+    if (failure !== undefined || started >= plan.length) return;
+    const slice = plan[started++]!;
+    (plan.length === 1 ? transcribe(slice, false) : scheduled(slice)).then((outcome) => {
+      settled[slice.index]!.resolve(outcome);
+      if (++finished === plan.length) options.signal.removeEventListener("abort", onAbort);
+      startNext();
+    }, fail);
+  };
+  for (let k = 0; k < Math.min(options.policy.inFlight, plan.length); k++) startNext();
+
+  return {
+    count: plan.length,
+    piece: (i) => settled[i]!.promise,
+    all: () => Promise.all(settled.map((d) => d.promise)),
+  };
+}
+
+const busy = (message: string) => new AppError("unavailable", "server_busy", message, { headers: { "Retry-After": "5" } });
+
+function deferred<T>(): { promise: Promise<T>; resolve(v: T): void; reject(e: unknown): void } {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // nobody may be waiting for a piece when the run fails: that is not an unhandled rejection
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}

@@ -1,0 +1,88 @@
+import type { Context } from "hono";
+import { placePiece } from "../../domain/transcript/pieces";
+import { shapeTranscription, type TranscriptPipeline } from "../../domain/transcript/pipeline";
+import type { VerboseTranscription } from "../../schemas/transcription";
+import type { AppError } from "../../shared/errors";
+import type { GatewayEnv } from "./auth-middleware";
+import type { PieceOutcome, PiecesRun } from "./segment-pieces";
+
+/**
+ * OpenAI's streamed transcription (`stream=true`): server-sent `transcript.text.delta`
+ * events, then `transcript.text.done` with the whole text and the usage. A clip decoded
+ * as pieces (segment-pieces.ts) streams each piece's text in clip order as soon as it and
+ * every piece before it are transcribed; a single-piece clip streams once it is. Each
+ * delta is one segment's formatted text, with the space that joins it to the one before,
+ * so the deltas joined are the done event's text (formatting works segment by segment, so
+ * a piece formatted alone reads as it does in the whole clip).
+ *
+ * The response starts with the first piece (a failure before it is an ordinary error
+ * answer). A piece failing later ends the stream with an `error` event in OpenAI's
+ * envelope (`{"type":"error","error":{message,type,code}}`; the openai SDK throws it)
+ * instead of the done event, and nothing is billed.
+ */
+export interface StreamedPieces {
+  run: PiecesRun;
+  first: PieceOutcome;
+  /** The pipeline a piece's words go through (smart format unless its engine formats). */
+  pipelineFor(piece: PieceOutcome): TranscriptPipeline;
+  /** Every piece is in: stitch, shape, bill and audit; the delivered transcript. */
+  finish(pieces: PieceOutcome[]): Promise<VerboseTranscription>;
+  /** A piece failed: give the budget back, audit; the error to report. */
+  fail(err: unknown): Promise<AppError>;
+  /** The stream is over, however it ended: the clip's PCM may go. */
+  end(): void;
+}
+
+export function streamPieces(c: Context<GatewayEnv>, s: StreamedPieces): Response {
+  const encoder = new TextEncoder();
+  const event = (data: unknown) => encoder.encode(`data: ${JSON.stringify(data)}\n\n`);
+  let open = true;
+  const produce = async (controller: ReadableStreamDefaultController<Uint8Array>) => {
+    const send = (data: unknown) => {
+      if (open) controller.enqueue(event(data));
+    };
+    let leading = true;
+    const emit = (piece: PieceOutcome) => {
+      const shaped = shapeTranscription(s.pipelineFor(piece), placePiece(piece));
+      for (const part of segmentTexts(shaped)) {
+        send({ type: "transcript.text.delta", delta: leading ? part : ` ${part}` });
+        leading = false;
+      }
+    };
+    try {
+      const pieces = [s.first];
+      emit(s.first);
+      for (let i = 1; i < s.run.count; i++) {
+        pieces.push(await s.run.piece(i));
+        emit(pieces[i]!);
+      }
+      const result = await s.finish(pieces);
+      send({ type: "transcript.text.done", text: result.text, usage: { type: "duration", seconds: Math.ceil(result.duration) } });
+    } catch (err) {
+      const e = await s.fail(err);
+      send({ type: "error", error: { message: e.message, type: e.type ?? (e.status >= 500 ? "server_error" : "invalid_request_error"), code: e.code, param: e.param ?? null } });
+    } finally {
+      s.end();
+      if (open) controller.close();
+      open = false;
+    }
+  };
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      void produce(controller);
+    },
+    cancel() {
+      // the client went away: the HTTP request's signal stops the pieces
+      open = false;
+    },
+  });
+  c.header("Content-Type", "text/event-stream; charset=utf-8");
+  c.header("Cache-Control", "no-store");
+  return c.body(body, 200);
+}
+
+/** A transcription's text segment by segment (its whole text when it has no segments). */
+function segmentTexts(r: VerboseTranscription): string[] {
+  const parts = r.segments.length ? r.segments.map((s) => s.text.trim()) : [r.text.trim()];
+  return parts.filter(Boolean);
+}
