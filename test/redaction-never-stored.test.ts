@@ -40,7 +40,9 @@ beforeAll(async () => {
     hookBodies.push((await readBody(req)).toString());
     res.writeHead(200).end();
   });
-  const engine = { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_HEARTBEAT_MS: "500" };
+  // the engine answers the one transcript to every request: a clip is one request, never
+  // split into pieces that would each carry the card number
+  const engine = { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_HEARTBEAT_MS: "500", SEGMENT_SPLIT_MIN_SECONDS: "600" };
   stack = await startStack({ ...engine, STT_SERVICES: "projector,http-gateway" });
   child = await startServiceProcess(
     stack,
