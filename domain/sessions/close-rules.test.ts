@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { CLOSE, type CloseReason } from "../../schemas/realtime";
-import { closeFor, decideClose, NATS_OUTAGE_CLOSE_MS, upstreamAvailable, upstreamCloseReason, type SessionCheck, type SessionLimits } from "./close-rules";
+import { closeFor, decideClose, NATS_OUTAGE_CLOSE_MS, OUTCOME_GRACE_MS, upstreamAvailable, upstreamCloseReason, type SessionCheck, type SessionLimits } from "./close-rules";
 
 const limits: SessionLimits = {
   maxFrameBytes: 1024 * 1024,
@@ -31,6 +31,8 @@ const swept = (over: Partial<Extract<SessionCheck, { kind: "swept" }>> = {}): Se
   lastAudioAt: T0 + 9_000,
   gracefulDeadline: null,
   upstreamAvailable: true,
+  upstreamLostAt: null,
+  pendingItems: 0,
   bufferedBytes: 0,
   overloadedMs: 0,
   natsHealthy: true,
@@ -141,6 +143,14 @@ describe("the sweep", () => {
 
   it("upstream unavailable (breaker open, NATS down too long) closes 1013 upstream_unavailable before any limit", () => {
     given({ maxSessionSeconds: 1 }).when(swept({ upstreamAvailable: false })).then(CLOSE.upstreamUnavailable);
+  });
+
+  it("with upstream gone and committed items still owed their outcome, the session waits up to OUTCOME_GRACE_MS, then closes 1013 all the same", () => {
+    const lost = T0 + 10_000 - OUTCOME_GRACE_MS;
+    given().when(swept({ upstreamAvailable: false, upstreamLostAt: lost + 1, pendingItems: 1 })).then("keep");
+    given().when(swept({ upstreamAvailable: false, upstreamLostAt: lost, pendingItems: 1 })).then(CLOSE.upstreamUnavailable);
+    given().when(swept({ upstreamAvailable: false, upstreamLostAt: lost + 1, pendingItems: 0 })).then(CLOSE.upstreamUnavailable);
+    given().when(swept({ upstreamAvailable: false, upstreamLostAt: null, pendingItems: 3 })).then(CLOSE.upstreamUnavailable);
   });
 
   it("open longer than max_session_seconds closes 1008 session_duration_limit (at the limit it goes on)", () => {

@@ -59,6 +59,10 @@ export type SessionCheck =
       lastAudioAt: number;
       gracefulDeadline: number | null;
       upstreamAvailable: boolean;
+      /** When this session first saw the upstream unavailable (null while it is available). */
+      upstreamLostAt: number | null;
+      /** Committed items whose outcome has not reached the client yet. */
+      pendingItems: number;
       bufferedBytes: number;
       overloadedMs: number;
       natsHealthy: boolean;
@@ -141,11 +145,23 @@ function budgetVerdict(check: { audioMs: number; allowanceMs: number; budgetExha
 /** The sweep's rules, first match wins; while a graceful close waits, only its deadline counts. */
 function sweepVerdict(check: Extract<SessionCheck, { kind: "swept" }>, limits: SessionLimits): Verdict {
   if (check.gracefulDeadline !== null) return check.now >= check.gracefulDeadline ? closeWith(CLOSE.normal) : keep;
-  if (!check.upstreamAvailable) return closeWith(CLOSE.upstreamUnavailable);
+  if (!check.upstreamAvailable) return outcomesOwed(check) ? keep : closeWith(CLOSE.upstreamUnavailable);
   if (check.now - check.startedAt > limits.maxSessionSeconds * 1000) return closeWith(CLOSE.sessionDurationLimit);
   if (check.now - check.lastAudioAt > limits.idleTimeoutSeconds * 1000) return closeWith(CLOSE.idleTimeout);
   if (check.bufferedBytes > limits.maxClientBufferBytes) return closeWith(CLOSE.clientBackpressure);
   return backpressureVerdict(check, limits);
+}
+
+/**
+ * How long a session whose upstream is gone stays open for the outcomes of items it
+ * committed before: the `failed` of the utterance whose failures opened the breaker
+ * travels the event stream, and closing at once lost it under load (the client saw 1013
+ * and never heard of its last item).
+ */
+export const OUTCOME_GRACE_MS = 2_000;
+
+function outcomesOwed(check: { pendingItems: number; upstreamLostAt: number | null; now: number }): boolean {
+  return check.pendingItems > 0 && check.upstreamLostAt !== null && check.now - check.upstreamLostAt < OUTCOME_GRACE_MS;
 }
 
 /**

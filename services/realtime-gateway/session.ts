@@ -151,9 +151,13 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const sendError = (code: string, message: string, clientEventId: string | null = null) =>
     send({ type: "error", event_id: `evt_${randomUUID()}`, error: { type: "invalid_request_error", code, message, event_id: clientEventId } });
 
-  const subscription = forwardSessionEvents(deps.nats, sessionId, send, (progress) =>
-    closeIf({ kind: "event_forwarded", closeRequested: gracefulDeadline !== null, ...progress }, finish),
-  );
+  // committed items whose outcome has not reached the client, and when the sweep first saw the upstream gone
+  let pendingItems = 0;
+  let upstreamLostAt: number | null = null;
+  const subscription = forwardSessionEvents(deps.nats, sessionId, send, (progress) => {
+    pendingItems = progress.pendingItems;
+    closeIf({ kind: "event_forwarded", closeRequested: gracefulDeadline !== null, ...progress }, finish);
+  });
 
   const control = (message: AudioControl) => publisher.control(message);
   announce(admission, deps, settings, control, log);
@@ -223,10 +227,11 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     shed() {
       close(closeFor("load_shed"));
     },
-    /** Called by the gateway's sweep (every 250 ms); `upstreamAvailable` false (workers' breaker open, NATS down too long) closes 1013. */
+    /** Called by the gateway's sweep (every 250 ms); `upstreamAvailable` false (workers' breaker open, NATS down too long) closes 1013, once the items committed before have their outcome (at most OUTCOME_GRACE_MS). */
     tick(now: number, upstreamAvailable: boolean) {
       metrics.flush();
       if (closing) return;
+      upstreamLostAt = upstreamAvailable ? null : (upstreamLostAt ?? now);
       const check: SessionCheck = {
         kind: "swept",
         now,
@@ -234,6 +239,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
         lastAudioAt,
         gracefulDeadline,
         upstreamAvailable,
+        upstreamLostAt,
+        pendingItems,
         bufferedBytes: socket.bufferedAmount(),
         overloadedMs: publisher.overloadedForMs(now),
         natsHealthy: natsHealthy(),
