@@ -23,7 +23,7 @@ export const INTERNAL_SAMPLE_RATE = 16000;
 /** How soon `semantic_vad` ends a turn (domain/sessions/end-of-turn.ts; `auto` is `medium`). */
 const eagerness = z.enum(["low", "medium", "high", "auto"]);
 export type Eagerness = z.infer<typeof eagerness>;
-const TURN_DETECTION_TYPES = ["server_vad", "semantic_vad"] as const;
+const TURN_DETECTION_TYPES = ["server_vad", "semantic_vad", "manual"] as const;
 
 /**
  * Turn detection (WebRTC VAD). `threshold` is the fraction of 30 ms frames in a 300 ms
@@ -31,7 +31,10 @@ const TURN_DETECTION_TYPES = ["server_vad", "semantic_vad"] as const;
  * start is kept in the utterance. `server_vad`: `silence_duration_ms` of unvoiced audio
  * ends it. `semantic_vad` (streaming sessions only): the silence that ends it depends
  * on whether the words so far look finished, by `eagerness` (docs/realtime.md,
- * "Semantic end of turn"); `silence_duration_ms` is kept for a switch back.
+ * "Semantic end of turn"); `silence_duration_ms` is kept for a switch back. `manual`: no
+ * voice detection, every frame counts as speech, so the audio since the last commit (or
+ * clear) is one open item that only `input_audio_buffer.commit` ends (OpenAI's
+ * `turn_detection: null`; `max_utterance_ms` still cuts it into consecutive items).
  */
 export const turnDetection = z.object({
   type: z.enum(TURN_DETECTION_TYPES),

@@ -129,7 +129,7 @@ describe("semantic end of turn", () => {
 describe("turn_detection on the native door", () => {
   it("session.created lists semantic_vad where the engine streams; semantic_vad shows its eagerness (auto) and early events (off)", async () => {
     const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
-    expect(sessionCreated.parse(await c.next("session.created")).turn_detection_types).toEqual(["server_vad", "semantic_vad"]);
+    expect(sessionCreated.parse(await c.next("session.created")).turn_detection_types).toEqual(["server_vad", "semantic_vad", "manual"]);
     c.sendJson({ type: "session.update", session: { turn_detection: { type: "semantic_vad" } } });
     expect((await c.next("session.updated")).session.turn_detection).toMatchObject({ type: "semantic_vad", eagerness: "auto", early_turn_events: false, silence_duration_ms: 500 });
     c.sendJson({ type: "session.update", session: { turn_detection: { eagerness: "eager" } } });
@@ -148,7 +148,7 @@ describe("turn_detection on the native door", () => {
     const c = await connectRt(wsUrl(plain.baseUrl), { authorization: `Bearer ${k}` });
     const created = sessionCreated.parse(await c.next("session.created"));
     expect(created.turn_detection.type).toBe("server_vad");
-    expect(created.turn_detection_types).toEqual(["server_vad"]);
+    expect(created.turn_detection_types).toEqual(["server_vad", "manual"]);
     c.sendJson({ type: "session.update", event_id: "u1", session: { turn_detection: { type: "semantic_vad", eagerness: "high" } } });
     expect((await c.next("error")).error).toMatchObject({ type: "invalid_request_error", code: "semantic_vad_unavailable", event_id: "u1" });
     c.sendJson({ type: "session.update", session: { turn_detection: { silence_duration_ms: 600 } } });

@@ -23,8 +23,8 @@ import { createSessionMetrics } from "./session-metrics";
  * recorded through the sessions store.
  */
 export interface SessionSocket {
-  /** uWS semantics: 1 sent, 0 buffered (backpressure), 2 dropped. */
-  send(text: string): number;
+  /** One server event, in the door's wire protocol (native JSON, or OpenAI's: openai-door.ts). uWS semantics: 1 sent, 0 buffered (backpressure), 2 dropped. */
+  send(event: ServerEvent): number;
   bufferedAmount(): number;
   end(code: number, reason: string): void;
 }
@@ -145,7 +145,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const send = (event: ServerEvent) => {
     if (closing || closedDone) return;
     metrics.sent(event, settings.turnDetection.type === "server_vad" ? settings.turnDetection.silence_duration_ms : null);
-    const result = socket.send(JSON.stringify(event));
+    const result = socket.send(event);
     closeIf({ kind: "event_sent", result, bufferedBytes: result === 2 ? 0 : socket.bufferedAmount() });
   };
   const sendError = (code: string, message: string, clientEventId: string | null = null) =>
@@ -218,6 +218,15 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       const read = readClientFrame(frame);
       if (!read.ok) return sendError(read.code, read.message, read.clientEventId);
       applyClientMessage(read.message, read.clientEventId, messageTarget);
+    },
+    /** A client message already parsed (the OpenAI door translates its events to these). */
+    onMessage(message: ClientMessage, clientEventId: string | null) {
+      if (closing) return;
+      applyClientMessage(message, clientEventId, messageTarget);
+    },
+    /** Closes with a close code (the OpenAI door's oversize text frame: 1009). */
+    end(reason: CloseReason) {
+      close(reason);
     },
     /** The session's key was revoked (on any gateway): close 1008 key_revoked now. */
     revoke() {
@@ -360,6 +369,6 @@ function sessionCreated(admission: Admission, settings: SessionSettings, streami
       remaining_audio_seconds: admission.remainingAudioSeconds,
     },
     input_audio_transcription: { streaming, ...settings.partials },
-    turn_detection_types: streaming ? ["server_vad", "semantic_vad"] : ["server_vad"],
+    turn_detection_types: streaming ? ["server_vad", "semantic_vad", "manual"] : ["server_vad", "manual"],
   };
 }

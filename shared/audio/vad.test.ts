@@ -407,4 +407,17 @@ describe("VAD segmenter: exact timings, settings and offsets", () => {
       expectAudioOf(u, pcm);
     }
   });
+  it("manual: silence and speech alike are one open item until the commit, then the next starts at once", async () => {
+    const engine = await loadVadEngine();
+    const seg = engine.createSegmenter({ ...defaultTurnDetection, type: "manual", prefix_padding_ms: 0 });
+    const pcm = concat(new Int16Array(16000 * 2), load("jfk.wav").subarray(0, 16000), new Int16Array(16000 * 2));
+    const pushed: VadEvent[] = [];
+    for (let i = 0; i < pcm.length; i += 640) pushed.push(...seg.push(pcm.subarray(i, i + 640)));
+    expect(pushed.map((e) => e.kind)).toEqual(["speech_started"]);
+    const committed = seg.commit("commit");
+    const utt = committed.find((e) => e.kind === "utterance");
+    expect(utt).toMatchObject({ audioStartMs: 0, audioEndMs: 5000, reason: "commit" });
+    expect(seg.push(new Int16Array(960)).map((e) => e.kind)).toEqual(["speech_started"]);
+    seg.close();
+  });
 });

@@ -36,7 +36,8 @@ const FIRST_UTTERANCE_GUESS_SAMPLES = 2 * VAD_SAMPLE_RATE;
 /** Room for this many samples past the recent audio while silent (0.3 s: a move every ten frames). */
 const SILENT_SLACK_SAMPLES = 4800;
 
-type VadSettings = Pick<TurnDetection, "threshold" | "prefix_padding_ms" | "silence_duration_ms" | "aggressiveness" | "max_utterance_ms">;
+/** `type` matters only when `manual`: every frame counts as voiced (the client commits). */
+type VadSettings = Pick<TurnDetection, "threshold" | "prefix_padding_ms" | "silence_duration_ms" | "aggressiveness" | "max_utterance_ms"> & { type?: TurnDetection["type"] };
 
 export type UtteranceEndReason = "vad" | "commit" | "max_length" | "close";
 
@@ -296,12 +297,13 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings, pool: P
   };
 
   const onFrame = (frame: Int16Array, start: number, out: VadEvent[]) => {
-    const voiced = vad.classify(frame);
+    const manual = settings.type === "manual";
+    const voiced = manual || vad.classify(frame);
     append(frame, start);
     if (!speaking) {
       keepFrom = Math.max(keepFrom, bufStart + bufLen - recentCapacity());
       pushWindow(start, voiced);
-      if (voiced && winVoicedCount >= Math.ceil(settings.threshold * WINDOW_FRAMES)) {
+      if (voiced && (manual || winVoicedCount >= Math.ceil(settings.threshold * WINDOW_FRAMES))) {
         const begin = Math.max(floor, firstVoicedInWindow() - msToSamples(settings.prefix_padding_ms), keptStart());
         startUtterance(begin);
         lastVoicedEnd = start + frame.length;
