@@ -1,4 +1,4 @@
-import uWS, { type HttpResponse, type us_listen_socket, type WebSocket } from "@trufflesuite/uws-js-unofficial";
+import uWS, { type us_listen_socket, type WebSocket } from "@trufflesuite/uws-js-unofficial";
 import { createAudioBatcher } from "./audio-publisher";
 import { randomBytes } from "node:crypto";
 import { REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
@@ -12,7 +12,8 @@ import type { Limits } from "../../schemas/plans";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
 import { clientAddress } from "../../shared/auth-throttle";
-import { AppError, errorHeaders, toAppError } from "../../shared/errors";
+import { AppError, toAppError } from "../../shared/errors";
+import { websocketRequired, writeRefusal } from "./upgrade-refusal";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 import type { WorkerRouter } from "../../shared/workers/types";
@@ -22,12 +23,15 @@ import { watchGatewayFlag } from "./gateway-flag";
 import { bridgeToFetch, type FetchHandler } from "./http-bridge";
 import { bindWithin, listenErrorCode } from "../../shared/listen";
 import { createLeases } from "./leases";
-import { openSession, type Session } from "./session";
+import { openSession, type Session, type SessionSocket } from "./session";
+import { OPENAI_MAX_TEXT_FRAME_BYTES, OPENAI_REALTIME_PATH } from "../../schemas/openai-realtime";
+import { createOpenAiDoor, doorAdmission, readOpenAiUpgrade, type OpenAiDoor, type OpenAiUpgrade } from "./openai-door";
 import { createHeadroom } from "./headroom";
 
 /**
  * The realtime gateway: one uWebSockets.js listener serving the WebSocket
- * /v1/audio/transcriptions/stream, the demo page, and (through the bridge) every other
+ * /v1/audio/transcriptions/stream, the OpenAI Realtime door /v1/realtime (the same
+ * sessions in OpenAI's protocol: openai-door.ts), the demo page, and (through the bridge) every other
  * HTTP route of the hono app, so the whole service lives under one base URL.
  */
 export interface RealtimeContext {
@@ -69,33 +73,17 @@ export interface RealtimeGateway {
 interface SocketData {
   admission: Admission;
   session?: Session;
+  /** The OpenAI door's upgrade (`/v1/realtime`); absent on the native door. */
+  openai?: OpenAiUpgrade;
+  door?: OpenAiDoor;
 }
+type Door = "native" | "openai";
 
 const SWEEP_MS = 250;
 const MAX_WIRE_FRAME_BYTES = 16 * 1024 * 1024;
 // uSockets' listen options (the package's `ListenOptions` enum is types only)
 const LIBUS_LISTEN_DEFAULT = 0;
 const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
-
-function statusLine(status: number): string {
-  const text: Record<number, string> = { 400: "Bad Request", 401: "Unauthorized", 426: "Upgrade Required", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable" };
-  return `${status} ${text[status] ?? "Error"}`;
-}
-
-function openAiType(e: AppError): string {
-  if (e.status === 401) return "authentication_error";
-  if (e.status === 429) return "rate_limit_error";
-  if (e.status >= 500) return "server_error";
-  return "invalid_request_error";
-}
-
-/** Writes a refused upgrade: the OpenAI-style error envelope with the AppError's headers. */
-function writeRefusal(res: HttpResponse, e: AppError): void {
-  res.writeStatus(statusLine(e.status));
-  res.writeHeader("content-type", "application/json");
-  for (const [k, v] of Object.entries(errorHeaders(e))) res.writeHeader(k, v);
-  res.end(JSON.stringify({ error: { message: e.message, type: openAiType(e), code: e.code } }), true);
-}
 
 /** Closes a socket that may already be closed (uWS throws on a closed one). */
 function endQuietly(ws: WebSocket<SocketData>, { code, reason }: { code: number; reason: string }): void {
@@ -112,12 +100,6 @@ function newestOpen(sessions: Set<Session>): Session | undefined {
   for (const s of sessions) if (!s.closeReason) newest = s;
   return newest;
 }
-
-const websocketRequired = () =>
-  new AppError("validation", "websocket_required", `${REALTIME_PATH} is a WebSocket endpoint: send an HTTP/1.1 upgrade request (Connection: Upgrade, Upgrade: websocket).`, {
-    status: 426,
-    headers: { Upgrade: "websocket" },
-  });
 
 export async function startRealtimeGateway(ctx: RealtimeContext, options: RealtimeGatewayOptions = {}): Promise<RealtimeGateway> {
   const { config, nats, logger } = ctx;
@@ -154,13 +136,20 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), logger: log });
 
   const openSocketSession = (ws: WebSocket<SocketData>, data: SocketData) => {
+    const raw = { send: (text: string) => ws.send(text, false), bufferedAmount: () => ws.getBufferedAmount(), end: (code: number, reason: string) => ws.end(code, reason) };
+    let socket: SessionSocket = { ...raw, send: (event) => raw.send(JSON.stringify(event)) };
+    let admission = data.admission;
+    if (data.openai) {
+      // the OpenAI door: its events in, OpenAI's out, over the same session (openai-door.ts)
+      data.door = createOpenAiDoor(raw, admission, { upgrade: data.openai, vad: defaultTurnDetection, maxFrameBytes: rt.maxFrameBytes, now: nowMs });
+      const refused = data.door.refusal();
+      if (refused) return endQuietly(ws, refused);
+      socket = data.door.sessionSocket;
+      admission = doorAdmission(admission);
+    }
     const session = openSession(
-      data.admission,
-      {
-        send: (text) => ws.send(text, false),
-        bufferedAmount: () => ws.getBufferedAmount(),
-        end: (code, reason) => ws.end(code, reason),
-      },
+      admission,
+      socket,
       {
         nats,
         usage: ctx.usage,
@@ -181,6 +170,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     );
     data.session = session;
     sessions.add(session);
+    data.door?.attach(session);
     // revoked between its admission and now: the feed's close already passed it by
     if (keyCache.isRevoked(session.keyId)) setImmediate(() => session.revoke());
   };
@@ -198,11 +188,12 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   });
 
   const app = uWS.App();
-  app.ws<SocketData>(REALTIME_PATH, {
+  const socketBehavior = (door: Door): uWS.WebSocketBehavior<SocketData> => ({
     // uWS drops a frame over maxPayloadLength with a bare TCP close (1006 at the client):
-    // accept up to 16 MiB and close 1009 frame_too_large ourselves above config (1 MiB).
+    // accept up to 16 MiB and close 1009 frame_too_large ourselves above config (1 MiB;
+    // the OpenAI door: its text frames up to OPENAI_MAX_TEXT_FRAME_BYTES, base64 audio).
     // uWS buffers a frame until it is whole, so this bounds memory per socket too.
-    maxPayloadLength: Math.max(MAX_WIRE_FRAME_BYTES, rt.maxFrameBytes + 1024),
+    maxPayloadLength: door === "openai" ? OPENAI_MAX_TEXT_FRAME_BYTES + 1024 * 1024 : Math.max(MAX_WIRE_FRAME_BYTES, rt.maxFrameBytes + 1024),
     maxBackpressure: rt.maxClientBufferBytes + 1024 * 1024,
     idleTimeout: 120,
     sendPingsAutomatically: true,
@@ -213,7 +204,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         aborted = true;
       });
       const key = req.getHeader("sec-websocket-key");
-      const protocol = req.getHeader("sec-websocket-protocol");
+      const openai = door === "openai" ? readOpenAiUpgrade(req.getQuery() ?? "", req.getHeader("sec-websocket-protocol"), req.getHeader("openai-beta")) : undefined;
+      const protocol = openai ? openai.protocol : req.getHeader("sec-websocket-protocol");
       // permessage-deflate is declined (compression is DISABLED): PCM barely compresses
       // and inflating every frame would cost CPU per session.
       const extensions = "";
@@ -231,7 +223,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
             return;
           }
           try {
-            res.upgrade<SocketData>({ admission }, key, protocol, extensions, context);
+            res.upgrade<SocketData>({ admission, openai }, key, protocol, extensions, context);
           } catch (err) {
             // the socket went away between the check and the upgrade
             log.warn("upgrade could not complete", { error: (err as Error).message });
@@ -261,10 +253,13 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       }
     },
     message: (ws, message, isBinary) => {
-      const session = ws.getUserData().session;
+      const { session, door } = ws.getUserData();
       if (!session) return;
       try {
-        if (isBinary) session.onAudio(message);
+        if (door) {
+          if (isBinary) door.onBinary();
+          else door.onText(message);
+        } else if (isBinary) session.onAudio(message);
         else session.onText(message);
       } catch (err) {
         log.error("session error", { error: (err as Error).message });
@@ -279,13 +274,15 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       void data.session?.closed(code, Buffer.from(message).toString("utf8")).catch((err) => log.warn("session cleanup failed", { error: (err as Error).message }));
     },
   });
+  app.ws<SocketData>(REALTIME_PATH, socketBehavior("native"));
+  app.ws<SocketData>(OPENAI_REALTIME_PATH, socketBehavior("openai"));
 
   const onHandlerError = (err: unknown) => log.error("http handler failed", { error: (err as Error)?.message ?? String(err), stack: (err as Error)?.stack });
   app.any("/*", (res, req) => {
     // A throw out of a uWS handler ends the process: every path is guarded.
     try {
       const url = req.getUrl();
-      if (url === REALTIME_PATH) return void writeRefusal(res, websocketRequired());
+      if (url === REALTIME_PATH || url === OPENAI_REALTIME_PATH) return void writeRefusal(res, websocketRequired(url));
       if (handleDemoRoutes(res, req, { config, db: ctx.db, now })) return;
       if (!options.fetch) {
         res.writeStatus("404 Not Found").writeHeader("content-type", "application/json");

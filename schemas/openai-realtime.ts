@@ -1,0 +1,233 @@
+import { z } from "zod";
+
+/**
+ * The OpenAI Realtime door's wire contract (`WS /v1/realtime`, docs/realtime.md "The
+ * OpenAI Realtime door"): the client events of OpenAI's transcription sessions, GA and
+ * the older beta shapes, as the `openai` SDK 6 types them (resources/realtime/realtime.ts,
+ * resources/beta/realtime/realtime.ts), and the server events the door sends. The door
+ * translates them to and from the native events (schemas/realtime.ts); one session
+ * implementation serves both.
+ *
+ * Nested objects are not strict: a field OpenAI added later (SDK 7's `keywords`) is
+ * ignored rather than refused, so a newer client still connects.
+ */
+
+export const OPENAI_REALTIME_PATH = "/v1/realtime";
+/** The subprotocol the door selects in its 101 (the SDK's browser class and `ws` require exactly it). */
+export const OPENAI_SUBPROTOCOL = "realtime";
+/** Offered by beta browser clients (with `realtime`); the Node beta client sends `OpenAI-Beta: realtime=v1`. */
+export const OPENAI_BETA_SUBPROTOCOL = "openai-beta.realtime-v1";
+export const LOGPROBS_INCLUDE = "item.input_audio_transcription.logprobs";
+/**
+ * The largest text frame the door reads: an `input_audio_buffer.append` of 15 MiB of
+ * base64 (OpenAI's documented limit per event) and its JSON. Above it: close 1009.
+ */
+export const OPENAI_MAX_TEXT_FRAME_BYTES = 16 * 1024 * 1024;
+
+// ---------------------------------------------------------------- session config
+
+const BETA_FORMATS = ["pcm16", "g711_ulaw", "g711_alaw"] as const;
+/** `audio/pcm` is 24 kHz only, as upstream ("Only a 24kHz sample rate is supported"). */
+const gaFormat = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("audio/pcm"), rate: z.literal(24000).optional() }),
+  z.object({ type: z.literal("audio/pcmu") }),
+  z.object({ type: z.literal("audio/pcma") }),
+]);
+
+const transcription = z
+  .object({
+    model: z.string().max(100).optional(),
+    /** ISO-639-1 */
+    language: z.string().regex(/^[a-zA-Z]{2,3}([-_][a-zA-Z0-9]{2,8})?$/).optional(),
+    prompt: z.string().max(2000).refine((s) => !/[\u0000]/.test(s), "must not contain NUL").optional(),
+    delay: z.enum(["minimal", "low", "medium", "high", "xhigh"]).optional(),
+  })
+  .nullable();
+export type OpenAiTranscription = z.infer<typeof transcription>;
+
+const eagerness = z.enum(["low", "medium", "high", "auto"]);
+const serverVad = z.object({
+  type: z.literal("server_vad"),
+  threshold: z.number().min(0).max(1).optional(),
+  prefix_padding_ms: z.number().int().min(0).optional(),
+  silence_duration_ms: z.number().int().min(0).optional(),
+  idle_timeout_ms: z.number().int().nullable().optional(),
+  create_response: z.boolean().optional(),
+  interrupt_response: z.boolean().optional(),
+});
+const semanticVad = z.object({
+  type: z.literal("semantic_vad"),
+  eagerness: eagerness.optional(),
+  create_response: z.boolean().optional(),
+  interrupt_response: z.boolean().optional(),
+});
+const turnDetection = z.discriminatedUnion("type", [serverVad, semanticVad]).nullable();
+/** Beta turn detection: `type` may be left out (server_vad). */
+const betaTurnDetection = z
+  .object({
+    type: z.enum(["server_vad", "semantic_vad"]).optional(),
+    threshold: z.number().min(0).max(1).optional(),
+    prefix_padding_ms: z.number().int().min(0).optional(),
+    silence_duration_ms: z.number().int().min(0).optional(),
+    eagerness: eagerness.optional(),
+    create_response: z.boolean().optional(),
+    interrupt_response: z.boolean().optional(),
+  })
+  .nullable();
+
+const noiseReduction = z.object({ type: z.enum(["near_field", "far_field"]).optional() }).nullable();
+export type OpenAiNoiseReduction = z.infer<typeof noiseReduction>;
+const include = z.array(z.literal(LOGPROBS_INCLUDE)).nullable();
+
+const clientEventId = z.string().max(128).optional();
+
+/** GA `session.update`; `session.type` other than `transcription` is refused by the door (a conversation session). */
+const sessionUpdate = z.object({
+  type: z.literal("session.update"),
+  event_id: clientEventId,
+  session: z.object({
+    type: z.string(),
+    audio: z
+      .object({
+        input: z
+          .object({
+            format: gaFormat.optional(),
+            transcription: transcription.optional(),
+            turn_detection: turnDetection.optional(),
+            noise_reduction: noiseReduction.optional(),
+          })
+          .optional(),
+      })
+      .optional(),
+    include: include.optional(),
+  }),
+});
+export type OpenAiSessionUpdate = z.infer<typeof sessionUpdate>;
+
+/** Beta `transcription_session.update`: flat fields. */
+const transcriptionSessionUpdate = z.object({
+  type: z.literal("transcription_session.update"),
+  event_id: clientEventId,
+  session: z.object({
+    input_audio_format: z.enum(BETA_FORMATS).optional(),
+    input_audio_transcription: z.object({ model: z.string().max(100).optional(), language: transcription.unwrap().shape.language, prompt: transcription.unwrap().shape.prompt }).nullable().optional(),
+    turn_detection: betaTurnDetection.optional(),
+    input_audio_noise_reduction: noiseReduction.optional(),
+    include: include.optional(),
+    modalities: z.array(z.string()).optional(),
+  }),
+});
+export type OpenAiTranscriptionSessionUpdate = z.infer<typeof transcriptionSessionUpdate>;
+
+export const openAiClientEvent = z.discriminatedUnion("type", [
+  sessionUpdate,
+  transcriptionSessionUpdate,
+  z.object({ type: z.literal("input_audio_buffer.append"), event_id: clientEventId, audio: z.string() }),
+  z.object({ type: z.literal("input_audio_buffer.commit"), event_id: clientEventId }),
+  z.object({ type: z.literal("input_audio_buffer.clear"), event_id: clientEventId }),
+  /** Accepted live upstream (not in SDK 6's union): flush, deliver pending transcripts, close 1000. */
+  z.object({ type: z.literal("session.close"), event_id: clientEventId }),
+]);
+export type OpenAiClientEvent = z.infer<typeof openAiClientEvent>;
+export const OPENAI_CLIENT_EVENT_TYPES = openAiClientEvent.options.map((o) => o.shape.type.value);
+/** Client events of conversation sessions: known upstream, refused in a transcription session. */
+export const CONVERSATION_EVENT_TYPES = [
+  "conversation.item.create",
+  "conversation.item.truncate",
+  "conversation.item.delete",
+  "conversation.item.retrieve",
+  "response.create",
+  "response.cancel",
+  "output_audio_buffer.clear",
+];
+
+// ---------------------------------------------------------------- server events
+
+const withId = { event_id: z.string() };
+const gaTurnDetectionView = z
+  .union([
+    z.object({ type: z.literal("server_vad"), threshold: z.number(), prefix_padding_ms: z.number().int(), silence_duration_ms: z.number().int() }),
+    z.object({ type: z.literal("semantic_vad"), eagerness }),
+  ])
+  .nullable();
+const transcriptionView = z.object({ model: z.string().optional(), language: z.string().optional(), prompt: z.string().optional(), delay: z.string().optional() }).nullable();
+
+/** The GA transcription session object, as `session.created` / `session.updated` show it. */
+const openAiSessionView = z.object({
+  type: z.literal("transcription"),
+  object: z.literal("realtime.transcription_session"),
+  id: z.string(),
+  expires_at: z.number().int(),
+  audio: z.object({
+    input: z.object({
+      format: gaFormat,
+      transcription: transcriptionView,
+      turn_detection: gaTurnDetectionView,
+      noise_reduction: noiseReduction,
+    }),
+  }),
+  include: include,
+});
+export type OpenAiSessionView = z.infer<typeof openAiSessionView>;
+
+/** The beta transcription session object (`transcription_session.created` / `.updated`). */
+const betaSessionView = z.object({
+  id: z.string(),
+  object: z.literal("realtime.transcription_session"),
+  expires_at: z.number().int(),
+  input_audio_format: z.enum(BETA_FORMATS),
+  input_audio_transcription: transcriptionView,
+  turn_detection: z
+    .object({ type: z.enum(["server_vad", "semantic_vad"]), threshold: z.number().optional(), prefix_padding_ms: z.number().int().optional(), silence_duration_ms: z.number().int().optional(), eagerness: eagerness.optional() })
+    .nullable(),
+  input_audio_noise_reduction: noiseReduction,
+  include: include,
+  client_secret: z.null(),
+});
+export type BetaSessionView = z.infer<typeof betaSessionView>;
+
+const conversationItem = z.object({
+  id: z.string(),
+  object: z.literal("realtime.item"),
+  type: z.literal("message"),
+  status: z.literal("completed"),
+  role: z.literal("user"),
+  content: z.array(z.object({ type: z.literal("input_audio"), transcript: z.string().nullable() })),
+});
+const logprob = z.object({ token: z.string(), logprob: z.number(), bytes: z.array(z.number().int()) });
+export type OpenAiLogprob = z.infer<typeof logprob>;
+const errorBody = z.object({ type: z.string(), code: z.string().nullable(), message: z.string(), param: z.string().nullable(), event_id: z.string().nullable() });
+export type OpenAiErrorBody = z.infer<typeof errorBody>;
+
+export const openAiServerEvent = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("session.created"), ...withId, session: openAiSessionView }),
+  z.object({ type: z.literal("session.updated"), ...withId, session: openAiSessionView }),
+  z.object({ type: z.literal("transcription_session.created"), ...withId, session: betaSessionView }),
+  z.object({ type: z.literal("transcription_session.updated"), ...withId, session: betaSessionView }),
+  z.object({ type: z.literal("input_audio_buffer.speech_started"), ...withId, item_id: z.string(), audio_start_ms: z.number().int() }),
+  z.object({ type: z.literal("input_audio_buffer.speech_stopped"), ...withId, item_id: z.string(), audio_end_ms: z.number().int() }),
+  z.object({ type: z.literal("input_audio_buffer.committed"), ...withId, item_id: z.string(), previous_item_id: z.string().nullable() }),
+  z.object({ type: z.literal("input_audio_buffer.cleared"), ...withId }),
+  z.object({ type: z.literal("conversation.item.added"), ...withId, previous_item_id: z.string().nullable(), item: conversationItem }),
+  z.object({ type: z.literal("conversation.item.done"), ...withId, previous_item_id: z.string().nullable(), item: conversationItem }),
+  z.object({ type: z.literal("conversation.item.created"), ...withId, previous_item_id: z.string().nullable(), item: conversationItem }),
+  z.object({ type: z.literal("conversation.item.input_audio_transcription.delta"), ...withId, item_id: z.string(), content_index: z.literal(0), delta: z.string() }),
+  z.object({
+    type: z.literal("conversation.item.input_audio_transcription.completed"),
+    ...withId,
+    item_id: z.string(),
+    content_index: z.literal(0),
+    transcript: z.string(),
+    usage: z.object({ type: z.literal("duration"), seconds: z.number().nonnegative() }),
+    logprobs: z.array(logprob).optional(),
+  }),
+  z.object({
+    type: z.literal("conversation.item.input_audio_transcription.failed"),
+    ...withId,
+    item_id: z.string(),
+    content_index: z.literal(0),
+    error: z.object({ type: z.string(), code: z.string().nullable(), message: z.string(), param: z.string().nullable() }),
+  }),
+  z.object({ type: z.literal("error"), ...withId, error: errorBody }),
+]);
+export type OpenAiServerEvent = z.infer<typeof openAiServerEvent>;

@@ -1,0 +1,33 @@
+import { describe, expect, it } from "vitest";
+import { defaultTurnDetection } from "../../schemas/realtime";
+import { applyBetaUpdate, applySessionUpdate, betaView, defaultDoorConfig, gaView, nativeSettings } from "./openai-config";
+
+const vad = defaultTurnDetection;
+const start = defaultDoorConfig(vad, null, null);
+
+describe("OpenAI door: session config", () => {
+  it("a GA update changes the fields present only; turn detection maps onto our VAD (clamped, shown as in effect)", () => {
+    const r = applySessionUpdate(start, { type: "transcription", audio: { input: { turn_detection: { type: "server_vad", threshold: 0.05, silence_duration_ms: 50, prefix_padding_ms: 200 } } } }, vad);
+    if (!r.ok) throw new Error("refused");
+    expect(r.config.format).toBe("pcm");
+    expect(r.config.turnDetection).toEqual({ type: "server_vad", threshold: 0.1, prefix_padding_ms: 200, silence_duration_ms: 100 });
+    expect(nativeSettings(r.config, vad).turn_detection).toMatchObject({ type: "server_vad", threshold: 0.1, silence_duration_ms: 100, aggressiveness: vad.aggressiveness });
+  });
+  it("turn_detection null is our manual type; semantic_vad keeps its eagerness (auto when absent)", () => {
+    const manual = applySessionUpdate(start, { type: "transcription", audio: { input: { turn_detection: null, format: { type: "audio/pcmu" } } } }, vad);
+    if (!manual.ok) throw new Error("refused");
+    expect(nativeSettings(manual.config, vad).turn_detection).toMatchObject({ type: "manual", max_utterance_ms: 30000 });
+    expect(gaView(manual.config, "sess_1", 5).audio.input).toMatchObject({ format: { type: "audio/pcmu" }, turn_detection: null });
+    const semantic = applySessionUpdate(start, { type: "transcription", audio: { input: { turn_detection: { type: "semantic_vad" } } } }, vad);
+    expect(semantic.ok && nativeSettings(semantic.config, vad).turn_detection).toMatchObject({ type: "semantic_vad", eagerness: "auto" });
+  });
+  it("refuses a conversation session whole", () => {
+    expect(applySessionUpdate(start, { type: "realtime", audio: { input: { turn_detection: null } } }, vad)).toMatchObject({ ok: false, error: { code: "invalid_value", param: "session.type" } });
+  });
+  it("beta flat fields: g711_alaw, transcription, include; shown flat", () => {
+    const r = applyBetaUpdate(start, { input_audio_format: "g711_alaw", input_audio_transcription: { model: "whisper-1", language: "en" }, include: ["item.input_audio_transcription.logprobs"], turn_detection: { silence_duration_ms: 800 } }, vad);
+    if (!r.ok) throw new Error("refused");
+    expect(betaView(r.config, "sess_1", 5)).toMatchObject({ input_audio_format: "g711_alaw", input_audio_transcription: { model: "whisper-1", language: "en" }, turn_detection: { type: "server_vad", silence_duration_ms: 800 }, include: ["item.input_audio_transcription.logprobs"] });
+    expect(nativeSettings(r.config, vad).input_audio_transcription).toEqual({ model: "whisper-1", language: "en" });
+  });
+});

@@ -1,0 +1,196 @@
+import { randomBytes } from "node:crypto";
+import { OPENAI_BETA_SUBPROTOCOL, OPENAI_MAX_TEXT_FRAME_BYTES, OPENAI_SUBPROTOCOL, type OpenAiClientEvent, type OpenAiServerEvent } from "../../schemas/openai-realtime";
+import { CLOSE, clientMessage, INTERNAL_SAMPLE_RATE, type ClientMessage, type ServerEvent, type TurnDetection } from "../../schemas/realtime";
+import { decodeG711 } from "../../shared/audio/g711";
+import { createResampler, type Resampler } from "../../shared/audio/resample";
+import type { Admission } from "./admit";
+import { applyBetaUpdate, applySessionUpdate, defaultDoorConfig, nativeSettings, type DoorConfig, type DoorConfigUpdate } from "./openai-config";
+import { newDoorState, readOpenAiFrame, translateServerEvent, type DoorState } from "./openai-events";
+import type { Session, SessionSocket } from "./session";
+
+/**
+ * The OpenAI Realtime door (`WS /v1/realtime`): an adapter in front of the one session
+ * implementation (session.ts). OpenAI client events become native messages and audio
+ * (base64 `input_audio_buffer.append` decoded, G.711 expanded, resampled to the session's
+ * 16 kHz), native server events become OpenAI's (openai-events.ts). Keys, plans, leases,
+ * quotas, usage, VAD, streaming recognition, metrics and traces are the native session's.
+ */
+
+/** What the upgrade request tells the door (read before the 101). */
+export interface OpenAiUpgrade {
+  /** The subprotocol answered: exactly `realtime` when offered (never the key-carrying one), else none. */
+  protocol: string;
+  beta: boolean;
+  /** `?intent=`; anything but `transcription` is answered with `error` and close 4000 after the 101. */
+  intent: string | null;
+  /** `?model=`: the default transcription model (a preference for the worker router). */
+  model: string | null;
+}
+
+export function readOpenAiUpgrade(query: string, offeredProtocols: string, openaiBeta: string): OpenAiUpgrade {
+  const url = new URL(`http://x/?${query}`);
+  const offered = offeredProtocols.split(",").map((p) => p.trim());
+  return {
+    protocol: offered.includes(OPENAI_SUBPROTOCOL) ? OPENAI_SUBPROTOCOL : "",
+    beta: offered.includes(OPENAI_BETA_SUBPROTOCOL) || /\brealtime=v1\b/.test(openaiBeta),
+    intent: url.searchParams.get("intent"),
+    model: url.searchParams.get("model")?.slice(0, 100) || null,
+  };
+}
+
+/** The session the door opens: audio reaches it as 16 kHz mono PCM16, whatever the client's format. */
+export const doorAdmission = (admission: Admission): Admission => ({ ...admission, sampleRate: INTERNAL_SAMPLE_RATE, channels: 1 });
+
+/** The socket the door writes OpenAI's JSON to (uWS semantics for send: 1 sent, 0 buffered, 2 dropped). */
+export interface DoorSocket {
+  send(text: string): number;
+  bufferedAmount(): number;
+  end(code: number, reason: string): void;
+}
+
+export interface OpenAiDoorOptions {
+  upgrade: OpenAiUpgrade;
+  /** The gateway's VAD defaults (server_vad values shown until the client changes them). */
+  vad: TurnDetection;
+  /** The session's largest binary frame: decoded audio is handed over in pieces of at most this. */
+  maxFrameBytes: number;
+  /** A session config bound to the credential (e.g. an ephemeral secret's), applied at open. */
+  preset?: DoorConfig;
+  now: () => number;
+}
+
+export type OpenAiDoor = ReturnType<typeof createOpenAiDoor>;
+
+/** OpenAI's shortest committable buffer. */
+const MIN_COMMIT_SAMPLES = INTERNAL_SAMPLE_RATE / 10;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const eventId = () => `event_${randomBytes(12).toString("base64url")}`;
+
+export function createOpenAiDoor(socket: DoorSocket, admission: Admission, options: OpenAiDoorOptions) {
+  const { upgrade, vad } = options;
+  const state: DoorState = newDoorState(options.preset ?? defaultDoorConfig(vad, upgrade.model, admission.language), upgrade.beta);
+  const ctx = { eventId, sessionId: admission.sessionId, expiresAt: Math.floor(options.now() / 1000) + admission.limits.maxSessionSeconds };
+  let session: Session | null = null;
+  let muted = false; // applying a preset: session.created already showed it
+  // samples (16 kHz) appended since the last commit or clear: OpenAI refuses a commit under 100 ms
+  let buffered = 0;
+  const resamplers: Partial<Record<"pcm" | "g711", Resampler>> = {};
+  const resampler = (kind: "pcm" | "g711") => (resamplers[kind] ??= createResampler(kind === "pcm" ? 24000 : 8000, INTERNAL_SAMPLE_RATE, 1));
+  const chunkBytes = Math.max(2, Math.floor(options.maxFrameBytes / 2) * 2);
+
+  const sendOpenAi = (event: OpenAiServerEvent) => socket.send(JSON.stringify(event));
+  const sendError = (code: string, message: string, param: string | null, clientEventId: string | null) =>
+    sendOpenAi({ type: "error", event_id: eventId(), error: { type: "invalid_request_error", code, message, param, event_id: clientEventId } });
+
+  /** What the native session sends, in OpenAI's shapes; the worst send result (so the session sees backpressure). */
+  const sessionSocket: SessionSocket = {
+    send(event: ServerEvent) {
+      if (muted) return 1;
+      if (event.type === "input_audio_buffer.committed" && event.reason !== "max_length") buffered = 0;
+      let worst = 1;
+      for (const e of translateServerEvent(state, event, ctx)) {
+        const r = sendOpenAi(e);
+        worst = r === 2 || worst === 2 ? 2 : Math.min(worst, r);
+      }
+      return worst;
+    },
+    bufferedAmount: () => socket.bufferedAmount(),
+    end: (code, reason) => socket.end(code, reason),
+  };
+
+  /** Hands a native client message to the session (parsed again: its strings must be storable). */
+  const toSession = (message: ClientMessage, clientEventId: string | null) => {
+    const parsed = clientMessage.safeParse(message);
+    if (!parsed.success) return sendError("invalid_value", `Invalid session settings: ${parsed.error.issues[0]?.message ?? "invalid"}.`, "session", clientEventId);
+    session?.onMessage(parsed.data, clientEventId);
+  };
+
+  const update = (result: DoorConfigUpdate, clientEventId: string | null) => {
+    if (!result.ok) return sendError(result.error.code, result.error.message, result.error.param, clientEventId);
+    state.updating = { previous: state.config };
+    state.config = result.config;
+    toSession({ type: "session.update", ...(clientEventId ? { event_id: clientEventId } : {}), session: nativeSettings(result.config, vad) }, clientEventId);
+    // refused (error) or not answered at all (closing): nothing changes
+    if (state.updating) state.config = state.updating.previous;
+    state.updating = null;
+  };
+
+  const append = (audio: string, clientEventId: string | null) => {
+    if (audio.length % 4 !== 0 || !BASE64.test(audio)) return sendError("invalid_value", "Invalid 'audio'. Expected base64-encoded audio bytes.", "audio", clientEventId);
+    const bytes = Buffer.from(audio, "base64");
+    if (bytes.length === 0) return;
+    let pcm: Int16Array;
+    if (state.config.format === "pcm") {
+      if (bytes.length % 2 !== 0) return sendError("invalid_value", "Invalid 'audio': audio/pcm holds whole 16-bit samples (an even number of bytes).", "audio", clientEventId);
+      // Buffer.from may start at an odd offset in its pool: copy into aligned memory then
+      const samples = bytes.byteOffset % 2 === 0 ? new Int16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2) : new Int16Array(new Uint8Array(bytes).buffer);
+      pcm = resampler("pcm").push(samples);
+    } else pcm = resampler("g711").push(decodeG711(bytes, state.config.format === "pcmu" ? "ulaw" : "alaw"));
+    buffered += pcm.length;
+    const view = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+    for (let at = 0; at < view.length && session && !session.closeReason; at += chunkBytes) {
+      session.onAudio(view.slice(at, at + chunkBytes).buffer);
+    }
+  };
+
+  const apply = (event: OpenAiClientEvent, clientEventId: string | null) => {
+    const id = clientEventId ? { event_id: clientEventId } : {};
+    switch (event.type) {
+      case "input_audio_buffer.append":
+        return append(event.audio, clientEventId);
+      case "input_audio_buffer.commit":
+        if (state.config.turnDetection === null && buffered < MIN_COMMIT_SAMPLES) {
+          const ms = ((buffered * 1000) / INTERNAL_SAMPLE_RATE).toFixed(2);
+          return sendError("input_audio_buffer_commit_empty", `Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has ${ms}ms of audio.`, null, clientEventId);
+        }
+        buffered = 0;
+        return toSession({ type: "input_audio_buffer.commit", ...id }, clientEventId);
+      case "input_audio_buffer.clear":
+        buffered = 0;
+        return toSession({ type: "input_audio_buffer.clear", ...id }, clientEventId);
+      case "session.update":
+        return update(applySessionUpdate(state.config, event.session, vad), clientEventId);
+      case "transcription_session.update":
+        state.beta = true; // a beta client that sent no beta header
+        return update(applyBetaUpdate(state.config, event.session, vad), clientEventId);
+      case "session.close":
+        return toSession({ type: "session.close", ...id }, clientEventId);
+      default: {
+        const never: never = event;
+        return never;
+      }
+    }
+  };
+
+  return {
+    /** The socket to open the native session on. */
+    sessionSocket,
+    /** Why this connection cannot be a transcription session (an `?intent` other than transcription), or null. */
+    refusal(): { code: number; reason: string } | null {
+      if (upgrade.intent === null || upgrade.intent === "transcription") return null;
+      sendError("invalid_value", `Invalid value for 'intent': ${JSON.stringify(upgrade.intent.slice(0, 50))}. This server serves transcription sessions only: use ?intent=transcription.`, "intent", null);
+      return { code: 4000, reason: "invalid_request_error.invalid_value" };
+    },
+    /** The session opened on `sessionSocket`; a preset config is applied now, before any audio. */
+    attach(s: Session) {
+      session = s;
+      if (options.preset) {
+        muted = true;
+        toSession({ type: "session.update", session: nativeSettings(state.config, vad) }, null);
+        muted = false;
+      }
+    },
+    /** A text frame: one OpenAI client event. */
+    onText(frame: ArrayBuffer) {
+      if (!session || session.closeReason) return;
+      if (frame.byteLength > OPENAI_MAX_TEXT_FRAME_BYTES) return session.end(CLOSE.frameTooLarge);
+      const read = readOpenAiFrame(Buffer.from(frame).toString("utf8"));
+      if (!read.ok) return sendOpenAi({ type: "error", event_id: eventId(), error: read.error });
+      apply(read.event, read.clientEventId);
+    },
+    /** A binary frame: OpenAI accepts none. */
+    onBinary() {
+      sendError("invalid_event", "Expected a text WebSocket message; binary frames are not supported.", null, null);
+    },
+  };
+}
