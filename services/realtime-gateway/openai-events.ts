@@ -166,7 +166,7 @@ export function translateServerEvent(s: DoorState, event: ServerEvent, ctx: Tran
       s.held.clear();
       return [{ type: event.type, event_id: id() }];
     case `${T}.delta`: {
-      if (!transcribing || s.finished.has(event.item_id)) return [];
+      if (!transcribing || s.finished.has(event.item_id) || event.delta === "") return [];
       if (manual && !s.committed.has(event.item_id)) {
         const held = s.held.get(event.item_id) ?? [];
         held.push(event.delta);
