@@ -225,6 +225,14 @@ describe("the OpenAI Realtime door: hostile input", () => {
     c.ws.close();
   });
 
+  it("is documented in /openapi.json (so /docs); plain HTTP gets 426", async () => {
+    const doc = await (await stack.fetch("/openapi.json")).json();
+    expect(doc.paths[OPENAI_REALTIME_PATH].get.summary).toContain("OpenAI Realtime");
+    const res = await stack.fetch(OPENAI_REALTIME_PATH);
+    expect(res.status).toBe(426);
+    expect((await res.json()).error.code).toBe("websocket_required");
+  });
+
   it("an ?intent other than transcription is answered with error and close 4000; no key is an HTTP 401 before the upgrade", async () => {
     const c = await connectRt(url("?intent=conversation"), bearer());
     const e = await c.next("error");
