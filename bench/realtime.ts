@@ -41,6 +41,11 @@
  * Every session is admitted (the service's admission by headroom is lifted: this bench
  * measures the plane itself past its limits); `--admit 1` keeps the defaults, so the
  * sessions the plane has no headroom for are refused 503 and counted as refused.
+ * `--door openai` drives the OpenAI Realtime door (`/v1/realtime?intent=transcription`,
+ * docs/realtime.md) instead of the native stream: the same speech resampled to 24 kHz
+ * (`audio/pcm`), each frame an `input_audio_buffer.append` of base64 in a text frame,
+ * default session settings (no interims: the native door asks for them); the figures
+ * compare the two doors on the same plane.
  * `--engine zero` measures the plane apart from engine capacity: the only worker is an
  * OpenAI-compatible server in this process that answers every clip at once with an
  * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
@@ -57,6 +62,7 @@ import WebSocket from "ws";
 import { connectNats, destroyTopology } from "../shared/nats";
 import { loadConfig } from "../shared/config";
 import { createDb, dropSchema } from "../shared/db/index";
+import { createResampler } from "../shared/audio/resample";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -67,6 +73,7 @@ const psProcesses = args.get("ps-processes") ?? "1";
 const audioSource = args.get("audio") ?? "jfk";
 const zeroEngine = args.get("engine") === "zero";
 const admit = args.has("admit");
+const openaiDoor = args.get("door") === "openai";
 const provider = zeroEngine ? await startZeroEngine() : null;
 
 const id = randomBytes(4).toString("hex");
@@ -166,6 +173,14 @@ async function main() {
   const loop = speechLoop(audioSource);
   const loopBytes = new Uint8Array(loop.buffer);
   const frameBytes = (16000 * 2 * frameMs) / 1000;
+  // --door openai: the loop at 24 kHz, a frame of it per 16 kHz frame (sentBytes stays in 16 kHz bytes)
+  const loop24 = openaiDoor ? createResampler(16000, 24000, 1).push(loop) : null;
+  const loop24Bytes = loop24 ? new Uint8Array(loop24.buffer, loop24.byteOffset, loop24.byteLength) : null;
+  const toAppend = (from: number, frame: Uint8Array) => {
+    const at = Math.floor((from * 3) / 4) * 2;
+    const audio = Buffer.from(loop24Bytes!.subarray(at, Math.min(loop24Bytes!.length, at + (frame.length * 3) / 2))).toString("base64");
+    return JSON.stringify({ type: "input_audio_buffer.append", audio });
+  };
 
   const nats = await connectNats({ url: base.nats.url, prefix });
   const closedAudio = new Map<string, number>();
@@ -184,7 +199,7 @@ async function main() {
     },
   });
 
-  console.log(`realtime bench: ${seconds} s of ${audioSource} speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, a fresh server per round`);
+  console.log(`realtime bench${openaiDoor ? " (the OpenAI Realtime door)" : ""}: ${seconds} s of ${audioSource} speech per session, ${frameMs} ms frames, PocketSphinx processes ${psProcesses}, a fresh server per round`);
   console.log("sessions | held | closes | lost ms | vad pending | VAD decision p50/p99 | stopped→transcript p50/p99 minus engine (wait+work) | engine wait p50/p99 | stopped→transcript with engine p50/p99 | completed/failed of committed | first partial after speech_started | MB/session | server CPU");
   let proc: ChildProcess | undefined;
   let extras: ChildProcess[] = [];
@@ -214,7 +229,7 @@ async function main() {
       const metricsBefore = await scrapeMetrics(baseUrl);
       const sessions: SessionRun[] = [];
       for (let i = 0; i < n; i++) {
-        const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, {
+        const ws = new WebSocket(`ws://127.0.0.1:${port}${openaiDoor ? "/v1/realtime?intent=transcription" : "/v1/audio/transcriptions/stream"}`, {
           headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` },
           perMessageDeflate: process.env.BENCH_DEFLATE === "1",
           // A zero masking key (valid: RFC 6455 lets the client pick any key) makes
@@ -244,7 +259,8 @@ async function main() {
         ws.on("message", (data) => {
           const t = performance.now();
           const e = JSON.parse(data.toString());
-          if (e.type === "session.created") {
+          if (e.type === "session.created" && openaiDoor) s.sessionId = e.session.id;
+          else if (e.type === "session.created") {
             s.sessionId = e.session_id;
             ws.send(JSON.stringify({ type: "session.update", session: { input_audio_transcription: { interim_results: true } } }));
           }
@@ -301,7 +317,7 @@ async function main() {
             while ((s.frames ?? 0) < due) {
               const from = (s.offset + s.sentBytes) % loopBytes.length;
               const frame = loopBytes.subarray(from, Math.min(loopBytes.length, from + frameBytes));
-              s.ws.send(frame);
+              s.ws.send(openaiDoor ? toAppend(from, frame) : frame);
               s.sentBytes += frame.length;
               s.frames = (s.frames ?? 0) + 1;
               s.sendLog.record(s.sentBytes, performance.now());
