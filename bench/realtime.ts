@@ -264,6 +264,11 @@ async function main() {
             s.sessionId = e.session_id;
             ws.send(JSON.stringify({ type: "session.update", session: { input_audio_transcription: { interim_results: true } } }));
           }
+          if (openaiDoor && e.type === "input_audio_buffer.committed") {
+            // OpenAI's committed carries no times: those of the item's speech events
+            e.audio_start_ms = s.events.find((x) => x.type === "input_audio_buffer.speech_started" && x.item_id === e.item_id)?.audio_start_ms;
+            e.audio_end_ms = s.events.find((x) => x.type === "input_audio_buffer.speech_stopped" && x.item_id === e.item_id)?.audio_end_ms;
+          }
           const text = e.delta ?? e.transcript;
           s.events.push({ type: e.type, t, item_id: e.item_id, worker_ms: e.worker_ms, queue_ms: e.queue_ms, audio_end_ms: e.audio_end_ms, audio_start_ms: e.audio_start_ms, text: typeof text === "string" ? text.length : undefined, worker_id: e.worker_id });
         });
