@@ -123,6 +123,8 @@ export const openAiClientEvent = z.discriminatedUnion("type", [
   sessionUpdate,
   transcriptionSessionUpdate,
   z.object({ type: z.literal("input_audio_buffer.append"), event_id: clientEventId, audio: z.string() }),
+  /** The same, by the name the live GA server also accepts. */
+  z.object({ type: z.literal("session.input_audio_buffer.append"), event_id: clientEventId, audio: z.string() }),
   z.object({ type: z.literal("input_audio_buffer.commit"), event_id: clientEventId }),
   z.object({ type: z.literal("input_audio_buffer.clear"), event_id: clientEventId }),
   /** Accepted live upstream (not in SDK 6's union): flush, deliver pending transcripts, close 1000. */

@@ -137,6 +137,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     const id = clientEventId ? { event_id: clientEventId } : {};
     switch (event.type) {
       case "input_audio_buffer.append":
+      case "session.input_audio_buffer.append":
         return append(event.audio, clientEventId);
       case "input_audio_buffer.commit":
         if (state.config.turnDetection === null && buffered < MIN_COMMIT_SAMPLES) {

@@ -98,5 +98,6 @@ describe("OpenAI door: client frames", () => {
     expect(readOpenAiFrame(JSON.stringify({ type: "session.update", session: { type: "transcription", audio: { input: { format: { type: "audio/pcm", rate: 16000 } } } } }))).toMatchObject({ ok: false, error: { param: "session.audio.input.format.rate" } });
     expect(readOpenAiFrame(JSON.stringify({ type: "input_audio_buffer.append" }))).toMatchObject({ ok: false, error: { code: "missing_required_parameter", param: "audio" } });
     expect(readOpenAiFrame(JSON.stringify({ type: "input_audio_buffer.append", audio: "AAAA", event_id: "a" }))).toMatchObject({ ok: true, clientEventId: "a" });
+    expect(readOpenAiFrame(JSON.stringify({ type: "session.input_audio_buffer.append", audio: "AAAA" }))).toMatchObject({ ok: true });
   });
 });
