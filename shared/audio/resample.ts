@@ -43,6 +43,7 @@ export function createResampler(inRate: number, outRate: number, channels = 1): 
   const kernel = inRate > outRate ? lowPassKernel((0.45 * outRate) / inRate) : null;
   // FIR history (last TAPS-1 mono input samples) and the interpolation state.
   const history = new Float32Array(TAPS - 1);
+  let work = new Float32Array(0);
   let prev = 0; // last filtered sample of the previous chunk
   let pos = 0; // fractional read position relative to the current chunk's first sample (may be negative: -1 = prev)
 
@@ -62,25 +63,27 @@ export function createResampler(inRate: number, outRate: number, channels = 1): 
 
       let filtered = mono;
       if (kernel) {
-        filtered = new Float32Array(frames);
+        // the history and this chunk in one buffer: the FIR's inner loop reads it without a branch
         const h = TAPS - 1;
+        if (work.length < h + frames) work = new Float32Array(h + frames);
+        work.set(history);
+        work.set(mono, h);
+        filtered = new Float32Array(frames);
+        // the kernel is symmetric: fold the window, half the multiplications
+        const mid = h / 2;
+        const km = kernel[mid]!;
         for (let i = 0; i < frames; i++) {
-          let acc = 0;
-          for (let t = 0; t < TAPS; t++) {
-            const j = i - h + t;
-            acc += kernel[t]! * (j >= 0 ? mono[j]! : history[h + j]!);
-          }
+          let acc = km * work[i + mid]!;
+          for (let t = 0; t < mid; t++) acc += kernel[t]! * (work[i + t]! + work[i + h - t]!);
           filtered[i] = acc;
         }
         // keep the last h raw samples for the next chunk
-        if (frames >= h) history.set(mono.subarray(frames - h));
-        else {
-          history.copyWithin(0, frames);
-          history.set(mono, h - frames);
-        }
+        history.set(work.subarray(frames, frames + h));
       }
 
-      const out: number[] = [];
+      // straight into PCM (no array of numbers to grow): at most this many outputs
+      const out = new Int16Array(Math.max(0, Math.ceil((frames - pos) / step) + 1));
+      let n = 0;
       // pos indexes `filtered`, with -1 meaning `prev`.
       while (pos <= frames - 1 && frames > 0) {
         const i = Math.floor(pos);
@@ -88,14 +91,15 @@ export function createResampler(inRate: number, outRate: number, channels = 1): 
         const a = i < 0 ? prev : filtered[i]!;
         const b = filtered[i + 1 < frames ? i + 1 : frames - 1]!;
         if (i + 1 >= frames && frac > 0) break;
-        out.push(a + (b - a) * frac);
+        const v = Math.round(a + (b - a) * frac);
+        out[n++] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
         pos += step;
       }
       if (frames > 0) {
         prev = filtered[frames - 1]!;
         pos -= frames;
       }
-      return floatToPcm(out);
+      return out.subarray(0, n);
     },
   };
 }
