@@ -45,7 +45,8 @@
  * docs/realtime.md) instead of the native stream: the same speech resampled to 24 kHz
  * (`audio/pcm`), each frame an `input_audio_buffer.append` of base64 in a text frame,
  * default session settings (no interims: the native door asks for them); the figures
- * compare the two doors on the same plane.
+ * compare the two doors on the same plane. `--rate 24000` has the native clients send the
+ * same 24 kHz audio (`?sample_rate=24000`), so both doors pay the same resampling.
  * `--engine zero` measures the plane apart from engine capacity: the only worker is an
  * OpenAI-compatible server in this process that answers every clip at once with an
  * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
@@ -74,6 +75,8 @@ const audioSource = args.get("audio") ?? "jfk";
 const zeroEngine = args.get("engine") === "zero";
 const admit = args.has("admit");
 const openaiDoor = args.get("door") === "openai";
+// --rate 24000: native clients send 24 kHz (resampled by the gateway, as the OpenAI door's audio/pcm is)
+const native24 = !openaiDoor && args.get("rate") === "24000";
 const provider = zeroEngine ? await startZeroEngine() : null;
 
 const id = randomBytes(4).toString("hex");
@@ -174,13 +177,13 @@ async function main() {
   const loopBytes = new Uint8Array(loop.buffer);
   const frameBytes = (16000 * 2 * frameMs) / 1000;
   // --door openai: the loop at 24 kHz, a frame of it per 16 kHz frame (sentBytes stays in 16 kHz bytes)
-  const loop24 = openaiDoor ? createResampler(16000, 24000, 1).push(loop) : null;
+  const loop24 = openaiDoor || native24 ? createResampler(16000, 24000, 1).push(loop) : null;
   const loop24Bytes = loop24 ? new Uint8Array(loop24.buffer, loop24.byteOffset, loop24.byteLength) : null;
-  const toAppend = (from: number, frame: Uint8Array) => {
+  const at24 = (from: number, frame: Uint8Array) => {
     const at = Math.floor((from * 3) / 4) * 2;
-    const audio = Buffer.from(loop24Bytes!.subarray(at, Math.min(loop24Bytes!.length, at + (frame.length * 3) / 2))).toString("base64");
-    return JSON.stringify({ type: "input_audio_buffer.append", audio });
+    return loop24Bytes!.subarray(at, Math.min(loop24Bytes!.length, at + (frame.length * 3) / 2));
   };
+  const toAppend = (from: number, frame: Uint8Array) => JSON.stringify({ type: "input_audio_buffer.append", audio: Buffer.from(at24(from, frame)).toString("base64") });
 
   const nats = await connectNats({ url: base.nats.url, prefix });
   const closedAudio = new Map<string, number>();
@@ -229,7 +232,7 @@ async function main() {
       const metricsBefore = await scrapeMetrics(baseUrl);
       const sessions: SessionRun[] = [];
       for (let i = 0; i < n; i++) {
-        const ws = new WebSocket(`ws://127.0.0.1:${port}${openaiDoor ? "/v1/realtime?intent=transcription" : "/v1/audio/transcriptions/stream"}`, {
+        const ws = new WebSocket(`ws://127.0.0.1:${port}${openaiDoor ? "/v1/realtime?intent=transcription" : `/v1/audio/transcriptions/stream${native24 ? "?sample_rate=24000" : ""}`}`, {
           headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` },
           perMessageDeflate: process.env.BENCH_DEFLATE === "1",
           // A zero masking key (valid: RFC 6455 lets the client pick any key) makes
@@ -322,7 +325,7 @@ async function main() {
             while ((s.frames ?? 0) < due) {
               const from = (s.offset + s.sentBytes) % loopBytes.length;
               const frame = loopBytes.subarray(from, Math.min(loopBytes.length, from + frameBytes));
-              s.ws.send(openaiDoor ? toAppend(from, frame) : frame);
+              s.ws.send(openaiDoor ? toAppend(from, frame) : native24 ? at24(from, frame) : frame);
               s.sentBytes += frame.length;
               s.frames = (s.frames ?? 0) + 1;
               s.sendLog.record(s.sentBytes, performance.now());
