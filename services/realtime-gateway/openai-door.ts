@@ -128,8 +128,9 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     } else pcm = resampler("g711").push(decodeG711(bytes, state.config.format === "pcmu" ? "ulaw" : "alaw"));
     buffered += pcm.length;
     const view = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+    // views, not copies: the session's publisher copies what it keeps, as it must for uWS's frames
     for (let at = 0; at < view.length && session && !session.closeReason; at += chunkBytes) {
-      session.onAudio(view.slice(at, at + chunkBytes).buffer);
+      session.onAudio(view.subarray(at, at + chunkBytes));
     }
   };
 

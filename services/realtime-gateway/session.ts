@@ -190,8 +190,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     id: sessionId,
     keyId: principal.keyId,
     admission,
-    /** A binary frame: PCM16LE at the session's rate and channel count. */
-    onAudio(frame: ArrayBuffer) {
+    /** A binary frame: PCM16LE at the session's rate and channel count (the OpenAI door hands a view of its decoded audio). */
+    onAudio(frame: ArrayBuffer | Uint8Array) {
       if (closing) return;
       const verdict = decideClose({ kind: "frame_received", binary: true, bytes: frame.byteLength, bytesPerFrame }, rules);
       if (verdict.kind === "close") return close(verdict.reason);
@@ -202,7 +202,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
         );
       }
       lastAudioAt = deps.now();
-      const samples = aligner.push(new Uint8Array(frame));
+      const samples = aligner.push(frame instanceof Uint8Array ? frame : new Uint8Array(frame));
       inputFrames += samples.length / admission.channels;
       metrics.audio(frame.byteLength, audioMs());
       if (closeIf({ kind: "audio_counted", audioMs: audioMs(), allowanceMs: allowance.allowanceMs, budgetExhausted: allowance.exhausted })) return;
