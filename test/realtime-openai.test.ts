@@ -190,6 +190,8 @@ describe("the OpenAI Realtime door: hostile input", () => {
     await expectError(() => c.ws.send("{not json"), { code: "invalid_json", param: null, event_id: null });
     await expectError(() => c.sendJson({ type: "nope.nope", event_id: "e1" }), { code: "invalid_value", param: "type", event_id: "e1" });
     await expectError(() => c.sendJson({ type: "input_audio_buffer.append", event_id: "e2", audio: "not base64!" }), { code: "invalid_value", param: "audio", event_id: "e2" });
+    await expectError(() => c.sendJson({ type: "input_audio_buffer.append", event_id: "e2b", audio: "AAAA AAA" }), { code: "invalid_value", param: "audio", event_id: "e2b" });
+    await expectError(() => c.sendJson({ type: "input_audio_buffer.append", event_id: "e2c", audio: "AA=AAAAA" }), { code: "invalid_value", param: "audio", event_id: "e2c" });
     await expectError(() => c.sendJson({ type: "session.update", event_id: "e3", session: { type: "transcription", audio: { input: { format: { type: "audio/flac" } } } } }), { param: "session.audio.input.format.type", event_id: "e3" });
     await expectError(() => c.sendJson({ type: "session.update", event_id: "e4", session: { type: "realtime", audio: { input: { turn_detection: null } } } }), { code: "invalid_value", param: "session.type", event_id: "e4" });
     await expectError(() => c.sendJson({ type: "response.create", event_id: "e5" }), { param: "type", event_id: "e5" });
