@@ -8,7 +8,7 @@ import type { Db } from "../../shared/db/index";
 import { traceHeaders } from "../../shared/telemetry";
 import type { StepCommand } from "../../schemas/jobs";
 import { jobEventEnvelope } from "../../domain/jobs/events";
-import { findIdleJobs, findQuietJobs } from "../../domain/jobs/queries";
+import { findQuietJobs } from "../../domain/jobs/queries";
 import { stepKind } from "../../domain/jobs/decider";
 import type { JobStore } from "../../domain/jobs/store";
 
@@ -127,11 +127,11 @@ export async function startProcessManager(options: ProcessManagerOptions) {
 
   const stallAfterMs = options.stallAfterMs ?? 10 * 60_000;
   const idleAfterMs = options.idleAfterMs ?? 30_000;
-  const advanceQuiet = async (find: typeof findQuietJobs, quietMs: number, stalled: boolean, what: string) => {
+  const advanceQuiet = async (quietMs: number, stalled: boolean, what: string) => {
     if (!options.db) return;
     const now = options.now();
     const before = new Date(now.getTime() - quietMs);
-    for (const workflowId of await find(options.db, before, 200)) {
+    for (const workflowId of await findQuietJobs(options.db, before, 200, { idle: !stalled })) {
       const command = { type: "Advance" as const, now: now.toISOString(), reviewAvailable: options.reviewAvailable, ...(stalled ? { stalledBefore: before.toISOString() } : {}) };
       const { events } = await store.execute(workflowId, command, { fresh: true });
       const started = events.filter((e) => e.type === "StepStarted").map((e) => (e.type === "StepStarted" ? e.data.step : ""));
@@ -146,8 +146,8 @@ export async function startProcessManager(options: ProcessManagerOptions) {
     return timer;
   };
   const timers = [
-    every(Math.max(1000, Math.floor(stallAfterMs / 4)), () => advanceQuiet(findQuietJobs, stallAfterMs, true, "restarted stalled steps")),
-    every(Math.max(1000, Math.floor(idleAfterMs / 3)), () => advanceQuiet(findIdleJobs, idleAfterMs, false, "advanced a job whose next decision was lost")),
+    every(Math.max(1000, Math.floor(stallAfterMs / 4)), () => advanceQuiet(stallAfterMs, true, "restarted stalled steps")),
+    every(Math.max(1000, Math.floor(idleAfterMs / 3)), () => advanceQuiet(idleAfterMs, false, "advanced a job whose next decision was lost")),
   ];
   return {
     stop: async () => {
