@@ -70,6 +70,11 @@ export interface VadSegmenter {
   update(settings: VadSettings): void;
   /** Ends the open utterance as enough silence would (a semantic end of turn); [] when none is open. */
   endTurn(): VadEvent[];
+  /**
+   * A copy of the open utterance's whole frames from timeline sample `from` on; null
+   * when no utterance is open or `from` is outside it.
+   */
+  openAudio(from: number): Int16Array | null;
   /** The open utterance's current pause: where its silence began and how long it is (samples); null while voiced. */
   readonly pause: { fromSample: number; samples: number } | null;
   readonly speaking: boolean;
@@ -381,6 +386,10 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings, pool: P
       const events: VadEvent[] = [];
       if (speaking) endUtterance(Math.min(framesStart, lastVoicedEnd + msToSamples(VAD_TRAILING_MS)), "vad", events);
       return events;
+    },
+    openAudio(from) {
+      if (!speaking || from < bufStart || from > bufStart + bufLen) return null;
+      return buf.slice(from - bufStart, bufLen);
     },
     get pause() {
       return speaking && silentRun > 0 ? { fromSample: lastVoicedEnd, samples: silentRun } : null;
