@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readFile } from "node:fs/promises";
+import type { VerboseTranscription } from "../schemas/transcription";
+import { fixturePath } from "./support/fixtures";
+import { startStack, type Stack } from "./support/stack";
+import { JFK_WORDS, LDC_WORDS, STEREO_OFFSET_SECONDS, stereoCall } from "./support/stereo";
+import { waitFor } from "./support/jobs-helpers";
+
+// Issue 29, multichannel: a stereo call (jfk on channel 0, ldc93s1 on channel 1 from 2 s)
+// through the real stack and the embedded PocketSphinx engines.
+const CALL = stereoCall();
+
+let stack: Stack;
+let pro: { key: string; id: string };
+
+beforeAll(async () => {
+  stack = await startStack({ POCKETSPHINX_PROCESSES: "2" });
+  pro = await stack.issueKey("pro", "tenant-multichannel");
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+const post = (bytes: Uint8Array, fields: Record<string, string> = {}) => {
+  const form = new FormData();
+  form.set("file", new Blob([new Uint8Array(bytes)]), "call.wav");
+  for (const [k, v] of Object.entries(fields)) form.set(k, v);
+  return stack.fetch("/v1/audio/transcriptions", { method: "POST", body: form, headers: { authorization: `Bearer ${pro.key}` } });
+};
+
+/** Lower-case words of one channel in the merged view. */
+const wordsOn = (r: { words: { word: string; channel?: number }[] }, channel: number) => r.words.filter((w) => w.channel === channel).map((w) => w.word.toLowerCase());
+
+describe("segment plane: multichannel=true", () => {
+  it("transcribes each channel on its own: channels[] and a merged view in time order, every word and segment labelled", async () => {
+    const res = await post(CALL, { multichannel: "true" });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as VerboseTranscription;
+    console.log(`channel 0: ${body.channels?.[0]?.text}\nchannel 1: ${body.channels?.[1]?.text}`);
+    expect(body.duration).toBeCloseTo(11, 1);
+    expect(body.channels!.map((c) => c.channel)).toEqual([0, 1]);
+    // each recording's words on its own channel, and not on the other
+    const left = wordsOn(body, 0);
+    const right = wordsOn(body, 1);
+    expect(JFK_WORDS.some((w) => left.includes(w))).toBe(true);
+    expect(LDC_WORDS.filter((w) => right.includes(w)).length).toBeGreaterThanOrEqual(2);
+    expect(JFK_WORDS.some((w) => right.includes(w))).toBe(false);
+    expect(LDC_WORDS.filter((w) => left.includes(w)).length).toBeLessThan(2);
+    // channel 1 speaks from the offset on
+    expect(body.channels![1]!.words[0]!.start).toBeGreaterThanOrEqual(STEREO_OFFSET_SECONDS - 0.3);
+    // merged: every word and segment labelled, in time order, segments renumbered
+    expect(body.words.every((w) => w.channel === 0 || w.channel === 1)).toBe(true);
+    expect(body.segments.every((s) => s.channel === 0 || s.channel === 1)).toBe(true);
+    const starts = body.words.map((w) => w.start);
+    expect(starts).toEqual([...starts].sort((a, b) => a - b));
+    expect(body.segments.map((s) => s.id)).toEqual(body.segments.map((_, i) => i));
+    expect(new Set(body.segments.map((s) => s.channel))).toEqual(new Set([0, 1]));
+    // formatting ran on each channel as on a mono clip
+    expect(body.words.every((w) => w.punctuated_word !== undefined)).toBe(true);
+  });
+
+  it("billing counts audio seconds per channel: the 11 s stereo call is 22 s", async () => {
+    const before = await billed();
+    const res = await post(CALL, { multichannel: "true", response_format: "json" });
+    expect(res.status).toBe(200);
+    await waitFor(async () => ((await billed()) - before > 21.9 ? true : undefined), { timeoutMs: 20_000, what: "the usage projection" });
+    expect((await billed()) - before).toBeCloseTo(22, 1);
+  });
+
+  it("SRT and WebVTT cues say the channel", async () => {
+    const srt = await (await post(CALL, { multichannel: "true", response_format: "srt" })).text();
+    expect(srt).toMatch(/\n\[Channel 0\] \S/);
+    expect(srt).toMatch(/\n\[Channel 1\] \S/);
+    const vtt = await (await post(CALL, { multichannel: "true", response_format: "vtt" })).text();
+    expect(vtt).toMatch(/^WEBVTT\n/);
+    expect(vtt).toMatch(/\n<v Channel 0>\S/);
+    expect(vtt).toMatch(/\n<v Channel 1>\S/);
+  });
+
+  it("a mono clip with multichannel=true is one channel, 0; without multichannel a stereo clip is mixed down as before", async () => {
+    const mono = (await (await post(await readFile(fixturePath("ldc93s1.wav")), { multichannel: "true" })).json()) as VerboseTranscription;
+    expect(mono.channels!.map((c) => c.channel)).toEqual([0]);
+    expect(mono.words.every((w) => w.channel === 0)).toBe(true);
+    const mixed = (await (await post(CALL)).json()) as VerboseTranscription;
+    expect(mixed.channels).toBeUndefined();
+    expect(mixed.words.some((w) => "channel" in w)).toBe(false);
+  });
+
+  it("400 too_many_channels past 8 channels; 400 unsupported_combination with stream=true", async () => {
+    const nine = await post(silentWav(9, 1), { multichannel: "true" });
+    expect(nine.status).toBe(400);
+    expect(await nine.json()).toMatchObject({ error: { code: "too_many_channels", param: "multichannel" } });
+    const streamed = await post(CALL, { multichannel: "true", stream: "true" });
+    expect(streamed.status).toBe(400);
+    expect(await streamed.json()).toMatchObject({ error: { code: "unsupported_combination" } });
+  });
+});
+
+async function billed(): Promise<number> {
+  const row = await stack.db.selectFrom("usage_windows").select("audio_seconds").where("key_id", "=", pro.id).executeTakeFirst();
+  return Number(row?.audio_seconds ?? 0);
+}
+
+/** A PCM16 16 kHz WAV of `channels` silent channels, `seconds` long. */
+function silentWav(channels: number, seconds: number): Uint8Array {
+  const data = 16_000 * seconds * channels * 2;
+  const b = Buffer.alloc(44 + data);
+  b.write("RIFF", 0, "ascii");
+  b.writeUInt32LE(36 + data, 4);
+  b.write("WAVEfmt ", 8, "ascii");
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(channels, 22);
+  b.writeUInt32LE(16_000, 24);
+  b.writeUInt32LE(16_000 * channels * 2, 28);
+  b.writeUInt16LE(channels * 2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write("data", 36, "ascii");
+  b.writeUInt32LE(data, 40);
+  return b;
+}
