@@ -4,7 +4,8 @@ import type { VerboseTranscription } from "../schemas/transcription";
 import { fixturePath } from "./support/fixtures";
 import { startStack, type Stack } from "./support/stack";
 import { JFK_WORDS, LDC_WORDS, STEREO_OFFSET_SECONDS, stereoCall } from "./support/stereo";
-import { waitFor } from "./support/jobs-helpers";
+import type { JobView } from "../schemas/jobs";
+import { serveAudio, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 
 // Issue 29, multichannel: a stereo call (jfk on channel 0, ldc93s1 on channel 1 from 2 s)
 // through the real stack and the embedded PocketSphinx engines.
@@ -93,6 +94,47 @@ describe("segment plane: multichannel=true", () => {
     const streamed = await post(CALL, { multichannel: "true", stream: "true" });
     expect(streamed.status).toBe(400);
     expect(await streamed.json()).toMatchObject({ error: { code: "unsupported_combination" } });
+  });
+});
+
+describe("batch plane: multichannel in the job body", () => {
+  let audio: LocalHttp;
+  beforeAll(async () => {
+    audio = await serveAudio(CALL);
+  });
+  afterAll(async () => {
+    await audio?.stop();
+  });
+
+  it("slices and transcribes each channel on its own; the result has channels[] and merged segments in time order, billed per channel", async () => {
+    const before = await billed();
+    const { status, workflowId } = await submitJob(stack.fetch, pro.key, { audio_url: `${audio.url}/call.wav`, multichannel: true, segment_seconds: 30, language: "en" });
+    expect(status).toBe(202);
+    const view: JobView = await waitForJobEnd(stack.fetch, pro.key, workflowId, { timeoutMs: 120_000 });
+    expect(view.error).toBeNull();
+    const result = view.output!.result;
+    console.log(`job channel 0: ${result.channels?.[0]?.text}\njob channel 1: ${result.channels?.[1]?.text}`);
+    expect(result.metadata.chunk_count).toBe(2);
+    expect(result.metadata.audio_duration_seconds).toBeCloseTo(11, 1);
+    expect(result.channels!.map((c) => c.channel)).toEqual([0, 1]);
+    const textOf = (channel: number) => result.channels![channel]!.text.toLowerCase();
+    expect(JFK_WORDS.some((w) => textOf(0).includes(w))).toBe(true);
+    expect(LDC_WORDS.filter((w) => textOf(1).split(/\W+/).includes(w)).length).toBeGreaterThanOrEqual(2);
+    expect(JFK_WORDS.some((w) => textOf(1).includes(w))).toBe(false);
+    // merged view: labelled, in time order, numbered from 0
+    expect(result.segments.every((s) => s.channel === 0 || s.channel === 1)).toBe(true);
+    const starts = result.segments.map((s) => s.start_time);
+    expect(starts).toEqual([...starts].sort((a, b) => a - b));
+    expect(result.segments.map((s) => s.id)).toEqual(result.segments.map((_, i) => i));
+    expect(result.channels![1]!.segments[0]!.start_time).toBeGreaterThanOrEqual(STEREO_OFFSET_SECONDS - 0.3);
+    // 11 s × 2 channels
+    await waitFor(async () => ((await billed()) - before > 21.9 ? true : undefined), { timeoutMs: 20_000, what: "the job's usage" });
+    expect((await billed()) - before).toBeCloseTo(22, 1);
+  });
+
+  it("400 unsupported_combination for redact_audio with multichannel", async () => {
+    const { status } = await submitJob(stack.fetch, pro.key, { audio_url: `${audio.url}/call.wav`, multichannel: true, redact: "pci", redact_audio: true });
+    expect(status).toBe(400);
   });
 });
 
