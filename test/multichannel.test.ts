@@ -5,6 +5,8 @@ import { fixturePath } from "./support/fixtures";
 import { startStack, type Stack } from "./support/stack";
 import { JFK_WORDS, LDC_WORDS, STEREO_OFFSET_SECONDS, stereoCall } from "./support/stereo";
 import type { JobView } from "../schemas/jobs";
+import { parseWav } from "../shared/audio/wav";
+import { connectRt, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { serveAudio, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 
 // Issue 29, multichannel: a stereo call (jfk on channel 0, ldc93s1 on channel 1 from 2 s)
@@ -135,6 +137,49 @@ describe("batch plane: multichannel in the job body", () => {
   it("400 unsupported_combination for redact_audio with multichannel", async () => {
     const { status } = await submitJob(stack.fetch, pro.key, { audio_url: `${audio.url}/call.wav`, multichannel: true, redact: "pci", redact_audio: true });
     expect(status).toBe(400);
+  });
+});
+
+describe("realtime native door: channels=2&multichannel=true", () => {
+  const T = "conversation.item.input_audio_transcription";
+
+  it("streams the call interleaved: each channel has its own VAD and items, every item event carries its channel", async () => {
+    const wav = parseWav(CALL)!;
+    expect(wav.channels).toBe(2);
+    const pcm = new Int16Array(wav.data.buffer.slice(wav.data.byteOffset, wav.data.byteOffset + wav.data.byteLength));
+    const before = await billed();
+    const c = await connectRt(wsUrl(stack.baseUrl, "sample_rate=16000&channels=2&multichannel=true"), { authorization: `Bearer ${pro.key}` });
+    const created = await c.next("session.created");
+    expect(created.audio).toEqual({ format: "pcm_s16le", sample_rate: 16000, channels: 2, multichannel: true });
+    await streamPcm(c, pcm, { speed: 2, chunkBytes: 1280 });
+    await streamPcm(c, silence(1.5 * 2), { speed: 2, chunkBytes: 1280 }); // 1.5 s of stereo silence ends both channels' turns
+    c.sendJson({ type: "session.close" });
+    expect((await c.closed).code).toBe(1000);
+
+    const committed = c.events.filter((e) => e.type === "input_audio_buffer.committed");
+    const completed = c.events.filter((e) => e.type === `${T}.completed`);
+    console.log(completed.map((e) => `ch${e.channel} ${e.item_id} ${e.audio_start_ms}-${e.audio_end_ms}: ${e.transcript}`).join("\n"));
+    // every item event says its channel, and item ids are the channel's own
+    for (const e of c.events.filter((x) => "item_id" in x)) {
+      expect([0, 1]).toContain(e.channel);
+      expect(e.item_id).toContain(`_ch${e.channel}_`);
+    }
+    expect(new Set(committed.map((e) => e.channel))).toEqual(new Set([0, 1]));
+    expect(completed.length).toBe(committed.length);
+    const said = (channel: number) => completed.filter((e) => e.channel === channel).map((e) => e.transcript.toLowerCase()).join(" ").split(/\W+/);
+    expect(JFK_WORDS.some((w) => said(0).includes(w))).toBe(true);
+    expect(LDC_WORDS.filter((w) => said(1).includes(w)).length).toBeGreaterThanOrEqual(2);
+    expect(JFK_WORDS.some((w) => said(1).includes(w))).toBe(false);
+    // channel 1's speech starts at the offset, on its own timeline
+    const firstRight = c.events.find((e) => e.type === "input_audio_buffer.speech_started" && e.channel === 1);
+    expect(firstRight.audio_start_ms).toBeGreaterThanOrEqual(STEREO_OFFSET_SECONDS * 1000 - 400);
+    // billed per channel: (11 s + 1.5 s) × 2
+    await waitFor(async () => ((await billed()) - before > 24.9 ? true : undefined), { timeoutMs: 20_000, what: "the session's usage" });
+    expect((await billed()) - before).toBeCloseTo(25, 0);
+  });
+
+  it("400 invalid_multichannel for a value other than true or false", async () => {
+    await expect(connectRt(wsUrl(stack.baseUrl, "channels=2&multichannel=yes"), { authorization: `Bearer ${pro.key}` })).rejects.toMatchObject({ status: 400, body: { error: { code: "invalid_multichannel" } } });
   });
 });
 
