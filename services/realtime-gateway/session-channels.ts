@@ -42,7 +42,7 @@ export interface SessionAudio {
 }
 
 /** The lane id of channel `channel` of session `sessionId` (`sess_…`): still a session id, and its items' ids say the channel. */
-export function channelLaneId(sessionId: string, channel: number): string {
+function channelLaneId(sessionId: string, channel: number): string {
   return `sess_ch${channel}_${sessionId.slice(5)}`;
 }
 
