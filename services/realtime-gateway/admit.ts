@@ -51,6 +51,8 @@ export interface Admission {
   limits: Limits;
   sampleRate: number;
   channels: number;
+  /** `multichannel=true`: each channel has its own VAD and items (session-channels.ts); else the channels are mixed down. */
+  multichannel: boolean;
   remainingAudioSeconds: number;
   /** The key's live window budget, drawn as audio arrives (domain/usage/budget.ts). */
   budget: AudioBudget;
@@ -152,11 +154,16 @@ export function parseAudioParams(query: string, defaultRate: number) {
   const channelsParam = url.searchParams.get("channels");
   const channels = channelsParam === null ? 1 : Number(channelsParam);
   if (channels !== 1 && channels !== 2) throw validationError("invalid_channels", "channels must be 1 or 2 (interleaved).", { param: "channels" });
+  const multichannelParam = url.searchParams.get("multichannel");
+  if (multichannelParam !== null && multichannelParam !== "true" && multichannelParam !== "false") {
+    throw validationError("invalid_multichannel", "multichannel must be true or false.", { param: "multichannel" });
+  }
+  const multichannel = multichannelParam === "true";
   const language = url.searchParams.get("language");
   if (language !== null && !/^[a-zA-Z]{2,3}([-_][a-zA-Z0-9]{2,8})?$/.test(language)) {
     throw validationError("invalid_language", "language must be an ISO-639-1 code such as 'en'.", { param: "language" });
   }
-  return { sampleRate, channels, language };
+  return { sampleRate, channels, multichannel, language };
 }
 
 export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admission> {
@@ -194,6 +201,7 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
     limits,
     sampleRate: params.sampleRate,
     channels: params.channels,
+    multichannel: params.multichannel,
     remainingAudioSeconds: remaining,
     budget,
     language: params.language,
