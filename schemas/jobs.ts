@@ -59,6 +59,8 @@ export const submitJobBody = z.object({
   /** With `redact`: also write redacted_audio.wav, the audio with each redacted span silenced. */
   redact_audio: z.boolean({ error: "redact_audio must be a boolean" }).optional(),
   metadata: safeJsonObject(metadataLimits, { error: "metadata must be an object" }).optional(),
+  /** Each audio channel transcribed on its own, billed per channel (docs/jobs.md "Multichannel"). */
+  multichannel: z.boolean({ error: "multichannel must be a boolean" }).optional(),
 });
 
 export const submitJobResponse = z.object({
@@ -123,6 +125,8 @@ const jobSegment = z.object({
   duration: z.number(),
   text: z.string(),
   confidence: z.number().min(0).max(1),
+  /** `multichannel`: the audio channel (0-based) of the segment. */
+  channel: z.number().int().nonnegative().optional(),
 });
 export type JobSegment = z.infer<typeof jobSegment>;
 
@@ -140,6 +144,8 @@ export const chunkArtifact = z.object({
   language: z.string(),
   model: z.string(),
   worker_id: z.string().optional(),
+  /** `multichannel`: the channel this slice is of. */
+  channel: z.number().int().nonnegative().optional(),
   text: z.string(),
   segments: z.array(jobSegment.omit({ id: true })),
   /** With `redact`: where the slice's redacted words were spoken (for redacted_audio.wav). */
@@ -152,6 +158,8 @@ export type ChunkArtifact = z.infer<typeof chunkArtifact>;
 export const jobResult = z.object({
   text: z.string(),
   segments: z.array(jobSegment),
+  /** `multichannel`: each channel's text and segments (the segments' ids are those of the merged `segments`). */
+  channels: z.array(z.object({ channel: z.number().int().nonnegative(), text: z.string(), segments: z.array(jobSegment) })).optional(),
   summary: z.object({
     total_duration: z.number(),
     total_speech_duration: z.number(),

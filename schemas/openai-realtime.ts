@@ -13,8 +13,6 @@ import { z } from "zod";
  */
 
 export const OPENAI_REALTIME_PATH = "/v1/realtime";
-/** The subprotocol the door selects in its 101 (the SDK's browser class and `ws` require exactly it). */
-export const OPENAI_SUBPROTOCOL = "realtime";
 /** Offered by beta browser clients (with `realtime`); the Node beta client sends `OpenAI-Beta: realtime=v1`. */
 export const OPENAI_BETA_SUBPROTOCOL = "openai-beta.realtime-v1";
 export const LOGPROBS_INCLUDE = "item.input_audio_transcription.logprobs";

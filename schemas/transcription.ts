@@ -19,6 +19,8 @@ export const transcriptWord = z.object({
   punctuated_word: z.string().optional(),
   /** Redaction (`redact`): the entity this word was part of; `word` then shows `[entity]`, never what was said. */
   entity: z.string().optional(),
+  /** `multichannel=true`: the audio channel (0-based) the word was spoken on (docs/segment.md "Multichannel"). */
+  channel: z.number().int().nonnegative().optional(),
 });
 export type TranscriptWord = z.infer<typeof transcriptWord>;
 
@@ -33,6 +35,8 @@ export const transcriptSegment = z.object({
   avg_logprob: z.number().default(0),
   compression_ratio: z.number().default(1),
   no_speech_prob: z.number().min(0).max(1).default(0),
+  /** `multichannel=true`: the audio channel (0-based) of the segment. */
+  channel: z.number().int().nonnegative().optional(),
 });
 export type TranscriptSegment = z.infer<typeof transcriptSegment>;
 
@@ -43,5 +47,12 @@ export const verboseTranscription = z.object({
   text: z.string(),
   segments: z.array(transcriptSegment),
   words: z.array(transcriptWord),
+  /**
+   * `multichannel=true`: each channel's own transcript, in channel order; the top-level
+   * text, segments and words are then all channels merged in time order.
+   */
+  channels: z
+    .array(z.object({ channel: z.number().int().nonnegative(), text: z.string(), segments: z.array(transcriptSegment), words: z.array(transcriptWord) }))
+    .optional(),
 });
 export type VerboseTranscription = z.infer<typeof verboseTranscription>;

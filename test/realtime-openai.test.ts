@@ -227,6 +227,33 @@ describe("the OpenAI Realtime door: hostile input", () => {
     c.ws.close();
   });
 
+  it("an ek_ secret's session config is the session's start; a browser authenticates with the subprotocol alone", async () => {
+    const res = await stack.fetch("/v1/realtime/client_secrets", {
+      method: "POST",
+      headers: { ...bearer(), "content-type": "application/json" },
+      body: JSON.stringify({ session: { type: "transcription", audio: { input: { format: { type: "audio/pcmu" }, turn_detection: null, transcription: { model: "whisper-1", language: "en" } } }, include: ["item.input_audio_transcription.logprobs"] } }),
+    });
+    expect(res.status).toBe(200);
+    const secret = (await res.json()).value as string;
+    expect(secret).toMatch(/^ek_/);
+    const ws = new WebSocket(url("?intent=transcription"), ["realtime", `openai-insecure-api-key.${secret}`]);
+    const first = await new Promise<any>((resolve, reject) => (ws.once("message", (d) => resolve(JSON.parse(d.toString()))), ws.once("error", reject)));
+    expect(ws.protocol).toBe("realtime");
+    expect(first).toMatchObject({ type: "session.created", session: { audio: { input: { format: { type: "audio/pcmu" }, turn_detection: null, transcription: { model: "whisper-1", language: "en" } } }, include: ["item.input_audio_transcription.logprobs"] } });
+    // the preset is in effect: a manual commit of µ-law audio
+    const events: any[] = [];
+    ws.on("message", (d) => events.push(JSON.parse(d.toString())));
+    for (let i = 0; i < ulaw.length; i += 8000) ws.send(JSON.stringify({ type: "input_audio_buffer.append", audio: ulaw.subarray(i, i + 8000).toString("base64") }));
+    ws.send(JSON.stringify({ type: "input_audio_buffer.append", audio: Buffer.alloc(8000, 0xff).toString("base64") }));
+    ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+    const deadline = Date.now() + 60_000;
+    while (!events.some((e) => e.type === `${T}.completed`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const done = events.find((e) => e.type === `${T}.completed`);
+    expect(done.logprobs.length).toBeGreaterThan(3);
+    expect(events.some((e) => e.type === "session.updated")).toBe(false);
+    ws.close();
+  });
+
   it("is documented in /openapi.json (so /docs); plain HTTP gets 426", async () => {
     const doc = await (await stack.fetch("/openapi.json")).json();
     expect(doc.paths[OPENAI_REALTIME_PATH].get.summary).toContain("OpenAI Realtime");

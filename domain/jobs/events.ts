@@ -31,6 +31,8 @@ const jobSpec = z.object({
   /** `redact_audio`: write redacted_audio.wav at aggregation. */
   redactAudio: z.boolean().optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
+  /** `multichannel`: each channel sliced and transcribed on its own; absent in jobs before it existed. */
+  multichannel: z.boolean().optional(),
   /** The plan's maxAudioSecondsPerRequest when the job was submitted. */
   maxAudioSeconds: z.number().nonnegative(),
 });
@@ -41,6 +43,8 @@ const chunkPlan = z.object({
   index: z.number().int().nonnegative(),
   startSample: z.number().int().nonnegative(),
   endSample: z.number().int().nonnegative(),
+  /** `multichannel`: the channel of the slice; samples are then frames of the interleaved PCM. */
+  channel: z.number().int().nonnegative().optional(),
 });
 export type ChunkPlan = z.infer<typeof chunkPlan>;
 
@@ -64,8 +68,10 @@ const jobEvent = z.discriminatedUnion("type", [
       sampleRate: z.number().int().positive(),
       samples: z.number().int().nonnegative(),
       durationSeconds: z.number().nonnegative(),
-      /** Object key of the decoded 16 kHz mono PCM16LE audio. */
+      /** Object key of the decoded 16 kHz mono PCM16LE audio (`channels` interleaved with multichannel). */
       audioKey: z.string(),
+      /** `multichannel`: how many channels `audioKey` interleaves; `samples` are then frames. Absent: mono. */
+      channels: z.number().int().positive().optional(),
       at,
     }),
   }),

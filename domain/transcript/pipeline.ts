@@ -1,5 +1,6 @@
 import type { VerboseTranscription } from "../../schemas/transcription";
 import type { RedactEntity } from "../../schemas/redact";
+import { channelStage } from "./channels";
 import { redactRules } from "./redact";
 import { redactStage } from "./redact-stage";
 import { smartFormatStage } from "./smart-format-stage";
@@ -24,6 +25,8 @@ export interface TranscriptOptions {
   prompt?: string | null;
   /** The request's `redact`: a redaction stage runs last, on every engine (formatted or not). */
   redact?: readonly RedactEntity[] | null;
+  /** `multichannel=true`: the channel this audio is; a last stage labels every word and segment with it (channels.ts). */
+  channel?: number;
 }
 
 export interface TranscriptPipeline {
@@ -36,6 +39,7 @@ export function transcriptPipeline(options: TranscriptOptions): TranscriptPipeli
   const terms = termsFrom(options.metadata, options.prompt);
   if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(terms));
   if (options.redact?.length) stages.push(redactStage(redactRules(options.redact, terms)));
+  if (options.channel !== undefined) stages.push(channelStage(options.channel));
   return { stages };
 }
 
@@ -74,12 +78,18 @@ export function shapeTranscription(pipeline: TranscriptPipeline, result: Verbose
   const perRun: TranscriptPipeline = { stages: pipeline.stages.filter((s) => s !== redact) };
   const shaped: ShapedWord[] = result.words.map((w) => ({ word: w.word, start_ms: Math.round(w.start * 1000), end_ms: Math.round(w.end * 1000), form: w.word }));
   const taken = new Set<number>();
-  const groups = result.segments.map((s): number[] | string => {
+  // a segment without words: its text shaped as a run (the labels its words got are its own)
+  const fromText = new Map<number, ShapedWord[]>();
+  const groups = result.segments.map((s, j): number[] | string => {
     const mine: number[] = [];
     result.words.forEach((w, i) => {
       if (!taken.has(i) && w.start >= s.start - 0.01 && w.start < s.end + 0.01) mine.push(i);
     });
-    if (mine.length === 0) return runText(shapeRun(pipeline, textRun(s.text)));
+    if (mine.length === 0) {
+      const run = shapeRun(pipeline, textRun(s.text));
+      fromText.set(j, run);
+      return runText(run);
+    }
     for (const i of mine) taken.add(i);
     return mine;
   });
@@ -93,12 +103,18 @@ export function shapeTranscription(pipeline: TranscriptPipeline, result: Verbose
     apply(all, redact.shape(all.map((i) => shaped[i]!)));
   }
   const words = result.words.map((w, i) => {
-    const { form, entity } = shaped[i]!;
-    return entity ? { ...w, word: `[${entity}]`, punctuated_word: form, entity } : { ...w, punctuated_word: form };
+    const { form, entity, channel } = shaped[i]!;
+    const labelled = channel === undefined ? w : { ...w, channel };
+    return entity ? { ...labelled, word: `[${entity}]`, punctuated_word: form, entity } : { ...labelled, punctuated_word: form };
   });
+  const labelStage = pipeline.stages.find((s) => s.name === "channel");
   const segments = result.segments.map((s, j) => {
     const g = groups[j]!;
-    return { ...s, text: typeof g === "string" ? g : runText(g.map((i) => shaped[i]!)) };
+    const run = typeof g === "string" ? (fromText.get(j) ?? []) : g.map((i) => shaped[i]!);
+    // a segment's label is its words' (a segment shaped from empty text asks the stage)
+    const channel = run[0]?.channel ?? labelStage?.shape([{ word: "", form: "" }])[0]?.channel;
+    const text = typeof g === "string" ? g : runText(run);
+    return channel === undefined ? { ...s, text } : { ...s, text, channel };
   });
   const text = segments.length
     ? segments

@@ -27,6 +27,8 @@ export interface SegmentFields {
   smartFormat: boolean;
   /** `redact` (repeated or comma-separated): entities replaced by their labels (docs/formatting.md). */
   redact?: RedactEntity[];
+  /** `multichannel` (default false): each channel transcribed on its own, results per channel and merged (docs/segment.md "Multichannel"). */
+  multichannel: boolean;
 }
 
 export function parseFields(form: FormData): SegmentFields {
@@ -53,6 +55,10 @@ export function parseFields(form: FormData): SegmentFields {
     throw validationError(issueErrorCode(issue, param === "response_format" ? "invalid_response_format" : "invalid_request"), `${param}: ${issue.message}`, { param });
   }
   const f = parsed.data;
+  const stream = parseBoolean("stream", text("stream"), false);
+  if (stream && parseBoolean("multichannel", text("multichannel"), false)) {
+    throw validationError("unsupported_combination", "stream and multichannel cannot be combined: a multichannel transcript is answered whole", { param: "stream" });
+  }
   return {
     file,
     model: f.model,
@@ -60,8 +66,9 @@ export function parseFields(form: FormData): SegmentFields {
     prompt: f.prompt?.slice(0, MAX_PROMPT_CHARS),
     responseFormat: f.response_format,
     workerId: f.worker_id,
-    stream: parseBoolean("stream", text("stream"), false),
+    stream,
     smartFormat: parseBoolean("smart_format", text("smart_format"), true),
+    multichannel: parseBoolean("multichannel", text("multichannel"), false),
     granularities: parseGranularities(form),
     redact: parseRedact(form),
     ...refuseIncludes(form),

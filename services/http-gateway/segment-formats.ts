@@ -45,12 +45,22 @@ function clock(seconds: number, separator: "," | "."): string {
   return `${pad(h)}:${pad(m)}:${pad(s)}${separator}${pad(ms % 1000, 3)}`;
 }
 
+/**
+ * A multichannel transcript's cues say their channel (docs/segment.md "Multichannel"): SRT
+ * has no speaker markup, so its text starts `[Channel 0] `; WebVTT has the voice tag, which
+ * players show as the cue's speaker: `<v Channel 0>`.
+ */
+function cueLabel(channel: number | undefined, format: "srt" | "vtt"): string {
+  if (channel === undefined) return "";
+  return format === "srt" ? `[Channel ${channel}] ` : `<v Channel ${channel}>`;
+}
+
 function toSrt(result: VerboseTranscription): string {
   return result.segments
-    .map((s, i) => `${i + 1}\n${clock(s.start, ",")} --> ${clock(s.end, ",")}\n${s.text.trim()}\n\n`)
+    .map((s, i) => `${i + 1}\n${clock(s.start, ",")} --> ${clock(s.end, ",")}\n${cueLabel(s.channel, "srt")}${s.text.trim()}\n\n`)
     .join("");
 }
 
 function toVtt(result: VerboseTranscription): string {
-  return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${s.text.trim()}\n\n`).join("");
+  return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${cueLabel(s.channel, "vtt")}${s.text.trim()}\n\n`).join("");
 }

@@ -9,6 +9,7 @@ import { artifactKeys, chunkArtifact, type ChunkArtifact, type JobSegment } from
 import type { ChunkPlan } from "../../domain/jobs/events";
 import type { ActiveJob } from "../../domain/jobs/decider";
 import { toPcm } from "./slice-audio";
+import { pickChannel } from "../../shared/audio/channels";
 
 /**
  * The chunk transcription step. `chunk_{i}.json` in object storage is the checkpoint:
@@ -63,10 +64,12 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     return { segments: stored.data.segments.length, fromCheckpoint: true, ...(stored.data.worker_id ? { workerId: stored.data.worker_id } : {}) };
   }
 
-  const bytes = await deps.objects.getRange(audio.audioKey, chunk.startSample * 2, chunk.endSample * 2);
+  // multichannel: the slice's frames of the interleaved audio, its own channel taken out
+  const channels = audio.channels ?? 1;
+  const bytes = await deps.objects.getRange(audio.audioKey, chunk.startSample * 2 * channels, chunk.endSample * 2 * channels);
   if (!bytes) throw new AppError("unavailable", "audio_missing", "the job's audio is not in object storage");
   const result = await deps.router.transcribe({
-    pcm: toPcm(bytes),
+    pcm: pickChannel(toPcm(bytes), channels, chunk.channel ?? 0),
     model: job.spec.model,
     language: job.spec.language,
     prompt: job.spec.prompt,
@@ -80,7 +83,14 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     throw new AppError(e.kind, e.code, e.message, { retryable: true, type: e.type, headers: { "Retry-After": String(ROUTING_RETRY_AFTER_SECONDS) }, cause: err });
   });
   // Shaped per slice: a slice's end ends a sentence, as an utterance's does.
-  const pipeline = transcriptPipeline({ smartFormat: job.spec.smartFormat, engineFormatted: result.formatted, metadata: job.spec.metadata, prompt: job.spec.prompt, redact: job.spec.redact });
+  const pipeline = transcriptPipeline({
+    smartFormat: job.spec.smartFormat,
+    engineFormatted: result.formatted,
+    metadata: job.spec.metadata,
+    prompt: job.spec.prompt,
+    redact: job.spec.redact,
+    channel: chunk.channel,
+  });
   const formatted = shapeTranscription(pipeline, result.result);
   const segments = toAbsoluteSegments(formatted, startTime, endTime);
   const artifact: ChunkArtifact = {
@@ -92,6 +102,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     language: job.spec.language ?? result.result.language,
     model: job.spec.model,
     worker_id: result.workerId,
+    ...(chunk.channel === undefined ? {} : { channel: chunk.channel }),
     text: segments.map((s) => s.text).join(" "),
     segments,
     ...(job.spec.redact?.length ? { redacted_spans: redactedSpans(formatted, startTime, endTime) } : {}),
@@ -116,7 +127,7 @@ export function toAbsoluteSegments(result: VerboseTranscription, startTime: numb
     if (!text) continue;
     const start = round3(Math.min(endTime, Math.max(startTime, startTime + s.start)));
     const end = round3(Math.min(endTime, Math.max(start, startTime + s.end)));
-    out.push({ start_time: start, end_time: end, duration: round3(end - start), text, confidence: segmentConfidence(result, s) });
+    out.push({ start_time: start, end_time: end, duration: round3(end - start), text, confidence: segmentConfidence(result, s), ...(s.channel === undefined ? {} : { channel: s.channel }) });
   }
   return out;
 }

@@ -17,6 +17,7 @@ import { websocketRequired, writeRefusal } from "./upgrade-refusal";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 import type { WorkerRouter } from "../../shared/workers/types";
+import { protocolToAnswer } from "../../domain/keys/upgrade-credentials";
 import { admit, type Admission } from "./admit";
 import { handleDemoRoutes } from "./demo";
 import { watchGatewayFlag } from "./gateway-flag";
@@ -141,7 +142,13 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     let admission = data.admission;
     if (data.openai) {
       // the OpenAI door: its events in, OpenAI's out, over the same session (openai-door.ts)
-      data.door = createOpenAiDoor(raw, admission, { upgrade: data.openai, vad: defaultTurnDetection, maxFrameBytes: rt.maxFrameBytes, now: nowMs });
+      data.door = createOpenAiDoor(raw, admission, {
+        upgrade: data.openai,
+        vad: defaultTurnDetection,
+        maxFrameBytes: rt.maxFrameBytes,
+        preset: admission.presetSession,
+        now: nowMs,
+      });
       const refused = data.door.refusal();
       if (refused) return endQuietly(ws, refused);
       socket = data.door.sessionSocket;
@@ -204,13 +211,13 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         aborted = true;
       });
       const key = req.getHeader("sec-websocket-key");
-      const openai = door === "openai" ? readOpenAiUpgrade(req.getQuery() ?? "", req.getHeader("sec-websocket-protocol"), req.getHeader("openai-beta")) : undefined;
-      const protocol = openai ? openai.protocol : req.getHeader("sec-websocket-protocol");
+      const protocol = req.getHeader("sec-websocket-protocol");
+      const openai = door === "openai" ? readOpenAiUpgrade(req.getQuery() ?? "", protocol, req.getHeader("openai-beta")) : undefined;
       // permessage-deflate is declined (compression is DISABLED): PCM barely compresses
       // and inflating every frame would cost CPU per session.
       const extensions = "";
       const source = clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader("x-forwarded-for"), config.auth.trustedProxyHops);
-      const request = { authorization: req.getHeader("authorization"), query: req.getQuery() ?? "", source };
+      const request = { authorization: req.getHeader("authorization"), protocols: protocol, query: req.getQuery() ?? "", source };
       // Not corked: uWS 20.30's HttpResponse.cork uncorks the old HTTP socket after the
       // handler, and an upgrade inside it frees that socket first. In the bench that
       // dropped other, already open WebSockets (1006, server FIN; up to half of 150
@@ -223,7 +230,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
             return;
           }
           try {
-            res.upgrade<SocketData>({ admission, openai }, key, protocol, extensions, context);
+            // one protocol, never the client's list: it may hold a credential entry
+            res.upgrade<SocketData>({ admission, openai }, key, protocolToAnswer(protocol), extensions, context);
           } catch (err) {
             // the socket went away between the check and the upgrade
             log.warn("upgrade could not complete", { error: (err as Error).message });

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { OPENAI_BETA_SUBPROTOCOL, OPENAI_MAX_TEXT_FRAME_BYTES, OPENAI_SUBPROTOCOL, type OpenAiClientEvent, type OpenAiServerEvent } from "../../schemas/openai-realtime";
+import { openAiClientEvent, OPENAI_BETA_SUBPROTOCOL, OPENAI_MAX_TEXT_FRAME_BYTES, type OpenAiClientEvent, type OpenAiServerEvent } from "../../schemas/openai-realtime";
 import { CLOSE, clientMessage, INTERNAL_SAMPLE_RATE, type ClientMessage, type ServerEvent, type TurnDetection } from "../../schemas/realtime";
 import { decodeG711 } from "../../shared/audio/g711";
 import { createResampler, type Resampler } from "../../shared/audio/resample";
+import type { TranscriptionSessionPreset } from "../../schemas/client-secrets";
 import type { Admission } from "./admit";
 import { applyBetaUpdate, applySessionUpdate, defaultDoorConfig, nativeSettings, type DoorConfig, type DoorConfigUpdate } from "./openai-config";
 import { newDoorState, readOpenAiFrame, translateServerEvent, type DoorState } from "./openai-events";
@@ -18,8 +19,7 @@ import type { Session, SessionSocket } from "./session";
 
 /** What the upgrade request tells the door (read before the 101). */
 export interface OpenAiUpgrade {
-  /** The subprotocol answered: exactly `realtime` when offered (never the key-carrying one), else none. */
-  protocol: string;
+  /** Beta shapes: the `openai-beta.realtime-v1` subprotocol or `OpenAI-Beta: realtime=v1`. (The protocol answered is domain/keys/upgrade-credentials.ts's.) */
   beta: boolean;
   /** `?intent=`; anything but `transcription` is answered with `error` and close 4000 after the 101. */
   intent: string | null;
@@ -31,7 +31,6 @@ export function readOpenAiUpgrade(query: string, offeredProtocols: string, opena
   const url = new URL(`http://x/?${query}`);
   const offered = offeredProtocols.split(",").map((p) => p.trim());
   return {
-    protocol: offered.includes(OPENAI_SUBPROTOCOL) ? OPENAI_SUBPROTOCOL : "",
     beta: offered.includes(OPENAI_BETA_SUBPROTOCOL) || /\brealtime=v1\b/.test(openaiBeta),
     intent: url.searchParams.get("intent"),
     model: url.searchParams.get("model")?.slice(0, 100) || null,
@@ -39,7 +38,7 @@ export function readOpenAiUpgrade(query: string, offeredProtocols: string, opena
 }
 
 /** The session the door opens: audio reaches it as 16 kHz mono PCM16, whatever the client's format. */
-export const doorAdmission = (admission: Admission): Admission => ({ ...admission, sampleRate: INTERNAL_SAMPLE_RATE, channels: 1 });
+export const doorAdmission = (admission: Admission): Admission => ({ ...admission, sampleRate: INTERNAL_SAMPLE_RATE, channels: 1, multichannel: false });
 
 /** The socket the door writes OpenAI's JSON to (uWS semantics for send: 1 sent, 0 buffered, 2 dropped). */
 export interface DoorSocket {
@@ -54,12 +53,21 @@ export interface OpenAiDoorOptions {
   vad: TurnDetection;
   /** The session's largest binary frame: decoded audio is handed over in pieces of at most this. */
   maxFrameBytes: number;
-  /** A session config bound to the credential (e.g. an ephemeral secret's), applied at open. */
-  preset?: DoorConfig;
+  /** The session config bound to the `ek_` secret the connection authenticated with: the session starts with it (the client may update it). */
+  preset?: TranscriptionSessionPreset;
   now: () => number;
 }
 
 export type OpenAiDoor = ReturnType<typeof createOpenAiDoor>;
+
+/** The start config with a secret's preset applied (validated by the secrets route; read again here as a session.update would be). */
+function presetConfig(preset: TranscriptionSessionPreset | undefined, start: DoorConfig, vad: TurnDetection): DoorConfig {
+  if (!preset) return start;
+  const parsed = openAiClientEvent.safeParse({ type: "session.update", session: preset });
+  if (!parsed.success || parsed.data.type !== "session.update") return start;
+  const applied = applySessionUpdate(start, parsed.data.session, vad);
+  return applied.ok ? applied.config : start;
+}
 
 /** OpenAI's shortest committable buffer. */
 const MIN_COMMIT_SAMPLES = INTERNAL_SAMPLE_RATE / 10;
@@ -67,7 +75,7 @@ const eventId = () => `event_${randomBytes(12).toString("base64url")}`;
 
 export function createOpenAiDoor(socket: DoorSocket, admission: Admission, options: OpenAiDoorOptions) {
   const { upgrade, vad } = options;
-  const state: DoorState = newDoorState(options.preset ?? defaultDoorConfig(vad, upgrade.model, admission.language), upgrade.beta);
+  const state: DoorState = newDoorState(presetConfig(options.preset, defaultDoorConfig(vad, upgrade.model, admission.language), vad), upgrade.beta);
   const ctx = { eventId, sessionId: admission.sessionId, expiresAt: Math.floor(options.now() / 1000) + admission.limits.maxSessionSeconds };
   let session: Session | null = null;
   let muted = false; // applying a preset: session.created already showed it

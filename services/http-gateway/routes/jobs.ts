@@ -91,6 +91,9 @@ function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
     const fallback = param === "audio_url" ? (missing ? "missing_audio_url" : "invalid_audio_url") : "invalid_request";
     throw validationError(issueErrorCode(issue, fallback), message, { param });
   }
+  if (parsed.data.redact_audio && parsed.data.multichannel) {
+    throw validationError("unsupported_combination", "redact_audio and multichannel cannot be combined yet: redacted_audio.wav is mono", { param: "redact_audio" });
+  }
   if (parsed.data.redact_audio && !parsed.data.redact) throw validationError("invalid_request", "redact_audio needs redact (which entities to silence)", { param: "redact_audio" });
   return parsed.data;
 }
@@ -127,6 +130,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     ...(body.redact ? { redact: body.redact } : {}),
     ...(body.redact_audio ? { redactAudio: true } : {}),
     ...(body.metadata ? { metadata: body.metadata } : {}),
+    ...(body.multichannel ? { multichannel: true } : {}),
     maxAudioSeconds: principal.limits.maxAudioSecondsPerRequest,
   };
   await deps.jobs.execute(workflowId, { type: "SubmitJob", spec, now: now.toISOString() });
