@@ -24,7 +24,7 @@ export function registerStreamDoc(app: OpenAPIHono<GatewayEnv>): void {
       tags: ["realtime"],
       summary: "OpenAI Realtime transcription door (WebSocket upgrade)",
       description:
-        "OpenAI's Realtime API for transcription sessions, so unmodified OpenAI clients work with only the base URL and key changed (the `openai` SDK's `OpenAIRealtimeWS` and its beta class). The same sessions as the native stream (keys, plans, quotas, usage, VAD, streaming recognition). Authenticate with `Authorization: Bearer sk-…`; the subprotocol answered is exactly `realtime` when offered. Client events: `session.update` (GA, `session.type: \"transcription\"`), `transcription_session.update` (beta, also chosen by `OpenAI-Beta: realtime=v1` or the `openai-beta.realtime-v1` subprotocol), `input_audio_buffer.append` (base64 in text frames ≤ 16 MiB; `audio/pcm` 24 kHz, `audio/pcmu`, `audio/pcma`), `.commit`, `.clear`. Server events in OpenAI's shapes, first `session.created`. Field-by-field: docs/realtime.md, \"The OpenAI Realtime door\".",
+        "OpenAI's Realtime API for transcription sessions, so unmodified OpenAI clients work with only the base URL and key changed (the `openai` SDK's `OpenAIRealtimeWS` and its beta class). The same sessions as the native stream (keys, plans, quotas, usage, VAD, streaming recognition). Authenticate with `Authorization: Bearer sk-…` or `Bearer ek_…` (a client secret, whose session config the session starts with), or from a browser the subprotocols `realtime, openai-insecure-api-key.ek_…`; the subprotocol answered is exactly `realtime` when offered. Client events: `session.update` (GA, `session.type: \"transcription\"`), `transcription_session.update` (beta, also chosen by `OpenAI-Beta: realtime=v1` or the `openai-beta.realtime-v1` subprotocol), `input_audio_buffer.append` (base64 in text frames ≤ 16 MiB; `audio/pcm` 24 kHz, `audio/pcmu`, `audio/pcma`), `.commit`, `.clear`. Server events in OpenAI's shapes, first `session.created`. Field-by-field: docs/realtime.md, \"The OpenAI Realtime door\".",
       security: [{ bearerAuth: [] }],
       request: {
         query: z.object({
@@ -34,7 +34,7 @@ export function registerStreamDoc(app: OpenAPIHono<GatewayEnv>): void {
       },
       responses: {
         101: { description: "switching protocols; the server sends session.created (beta: transcription_session.created)" },
-        401: { description: "authentication failed, refused before the upgrade (missing_api_key, invalid_api_key, revoked_api_key, expired_api_key)", content: { "application/json": { schema: openAiError } } },
+        401: { description: "authentication failed, refused before the upgrade (missing_api_key, invalid_api_key: also an expired or forged ek_ secret; revoked_api_key, expired_api_key)", content: { "application/json": { schema: openAiError } } },
         426: { description: "`websocket_required`: not a WebSocket upgrade", content: { "application/json": { schema: openAiError } } },
         429: { description: "connection quota refused (concurrent connections or connections per minute)", content: { "application/json": { schema: openAiError } } },
         503: { description: "`gateway_disabled`, or `upstream_unavailable` with Retry-After", content: { "application/json": { schema: openAiError } } },
