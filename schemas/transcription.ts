@@ -19,6 +19,8 @@ export const transcriptWord = z.object({
   punctuated_word: z.string().optional(),
   /** Redaction (`redact`): the entity this word was part of; `word` then shows `[entity]`, never what was said. */
   entity: z.string().optional(),
+  /** Diarization (`diarize`): who said it, 0, 1, … in order of first turn (docs/diarization.md). */
+  speaker: z.number().int().nonnegative().optional(),
 });
 export type TranscriptWord = z.infer<typeof transcriptWord>;
 
@@ -33,6 +35,9 @@ export const transcriptSegment = z.object({
   avg_logprob: z.number().default(0),
   compression_ratio: z.number().default(1),
   no_speech_prob: z.number().min(0).max(1).default(0),
+  /** Diarization: the segment's speaker (segments are split at speaker turns) and, where `metadata.speaker_roles` names it, its role. */
+  speaker: z.number().int().nonnegative().optional(),
+  speaker_role: z.string().optional(),
 });
 export type TranscriptSegment = z.infer<typeof transcriptSegment>;
 

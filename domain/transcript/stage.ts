@@ -15,6 +15,8 @@ export interface ShapedWord {
   readonly form: string;
   /** Set by the redaction stage on every word of a redacted span: the delivered word shows `[entity]`, never what was said. */
   readonly entity?: EntityLabel;
+  /** Set by the speaker stage (speaker-stage.ts): who said the word. */
+  readonly speaker?: number;
 }
 
 /**
