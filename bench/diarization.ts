@@ -25,9 +25,9 @@
  */
 import { readFileSync } from "node:fs";
 import { diarizePcm, type SpeakerTurn } from "../domain/diarization/diarize";
-import { speechRegions } from "../domain/diarization/embedded";
+import { embeddedDiarizer, pcmAudio, speechRegions } from "../domain/diarization/embedded";
 import { diarizationErrorRate, type LabelledTurn } from "../domain/diarization/der";
-import { loadVadEngine, type VadEngine } from "../shared/audio/vad";
+import { loadFrameClassifier, type ClassifyFrames } from "../shared/audio/vad-frames";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
 import { fixturePath } from "../test/support/fixtures";
 
@@ -105,7 +105,7 @@ interface Conversation {
   speakers: number;
 }
 
-function conversation(rand: () => number, count: number, channelDifference: boolean, vad: VadEngine): Conversation {
+function conversation(rand: () => number, count: number, channelDifference: boolean, classify: ClassifyFrames): Conversation {
   const chosen: number[] = [];
   while (chosen.length < count) {
     const s = Math.floor(rand() * SPEAKERS.length);
@@ -134,7 +134,7 @@ function conversation(rand: () => number, count: number, channelDifference: bool
   let at = 0;
   for (const p of pieces) {
     pcm.set(p.pcm, at);
-    for (const r of bridged(speechRegions(vad.classifyFrames(p.clean, 3)), 0.5)) reference.push({ start: at / RATE + r.start, end: at / RATE + r.end, speaker: SPEAKERS[chosen[p.speaker]!]!.name });
+    for (const r of bridged(speechRegions(classify(p.clean, 3)), 0.5)) reference.push({ start: at / RATE + r.start, end: at / RATE + r.end, speaker: SPEAKERS[chosen[p.speaker]!]!.name });
     at += p.pcm.length + p.gap;
   }
   for (let i = 0; i < pcm.length; i++) pcm[i] = Math.max(-32768, Math.min(32767, pcm[i]! + Math.round((rand() - 0.5) * 40)));
@@ -170,17 +170,21 @@ function cpuSeconds(): number {
 }
 
 async function main() {
-  const vad = await loadVadEngine();
+  const classify = await loadFrameClassifier();
   const rand = mulberry32(seed);
   const rows: { label: string; estimated: Tally; given: Tally }[] = [];
   for (const count of [2, 3, 4]) {
     for (const channelDifference of [false, true]) {
       const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, estimated: empty(), given: empty() };
       for (let c = 0; c < perSetting; c++) {
-        const conv = conversation(rand, count, channelDifference, vad);
+        const conv = conversation(rand, count, channelDifference, classify);
         for (const mode of ["estimated", "given"] as const) {
           const started = cpuSeconds();
-          const turns: SpeakerTurn[] = diarizePcm(conv.pcm, speechRegions(vad.classifyFrames(conv.pcm, 2)), mode === "given" ? { speakers: count } : {}, overrides);
+          const hint = mode === "given" ? { speakers: count } : {};
+          // the embedded diarizer as the planes run it; with --set, the same steps with those settings
+          const turns: SpeakerTurn[] = Object.keys(overrides).length
+            ? diarizePcm(conv.pcm, speechRegions(classify(conv.pcm, 2)), hint, overrides)
+            : await embeddedDiarizer.diarize(pcmAudio(conv.pcm), hint);
           const cpu = cpuSeconds() - started;
           const score = diarizationErrorRate(conv.reference, turns);
           if (args.has("verbose")) console.log(count, channelDifference, mode, [...new Set(conv.reference.map((r) => r.speaker))].join("+"), (score.der * 100).toFixed(1), new Set(turns.map((x) => x.speaker)).size, turns.length);

@@ -10,7 +10,7 @@ export interface ClusterBounds {
 }
 
 /** One merge, in order: the linkage distance it was made at and the count left after it. */
-export interface Merge {
+interface Merge {
   distance: number;
   clusters: number;
 }

@@ -39,17 +39,25 @@ export interface SpeechRegion {
   end: number;
 }
 
+/** A clip's 16 kHz mono PCM16, read in pieces (a long job's audio is not held whole). */
+export interface DiarizerAudio {
+  readonly samples: number;
+  read(fromSample: number, toSample: number): Promise<Int16Array>;
+}
+
 /**
- * The seam: what labels speaker turns in a clip. The embedded diarizer is one; an
- * operator-supplied model or an upstream that diarizes is another implementation of the
- * same function (docs/diarization.md, "Replacing the diarizer").
+ * The seam: what labels speaker turns in a clip. The embedded diarizer (embedded.ts) is
+ * one; an operator-supplied model or an upstream that diarizes would be another
+ * implementation of this interface, handed to the segment route (GatewayDeps.diarizer)
+ * and the job chunk step (TranscribeChunkDeps.diarizer) (docs/diarization.md,
+ * "Replacing the diarizer").
  */
 export interface Diarizer {
   readonly name: string;
-  diarize(pcm: Int16Array, hint: SpeakerCountHint): Promise<SpeakerTurn[]>;
+  diarize(audio: DiarizerAudio, hint: SpeakerCountHint): Promise<SpeakerTurn[]>;
 }
 
-export const DIARIZE_DEFAULTS = {
+const DIARIZE_DEFAULTS = {
   /** Speech each side of a candidate change point (frames of 10 ms). */
   changeWindowFrames: 100,
   /** Candidate change points every this many speech frames. */

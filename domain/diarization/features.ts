@@ -15,7 +15,7 @@ export const FRAME_HOP_SAMPLES = 160; // 10 ms
 const FRAME_SAMPLES = 400; // 25 ms
 const FFT_SIZE = 512;
 const MEL_BANDS = 40;
-export const CEPSTRA = 19;
+const CEPSTRA = 19;
 
 /** Frames × CEPSTRA values, row-major. */
 export interface FrameFeatures {

@@ -5,7 +5,9 @@ import type { VerboseTranscription } from "../../schemas/transcription";
 /**
  * The response formats of POST /v1/audio/transcriptions, as OpenAI serves them:
  * verbose_json (spec 2.8), json (`{text, usage}`), text (the text and a newline),
- * srt and vtt (one cue per segment).
+ * srt and vtt (one cue per segment; with speakers, each cue names its speaker:
+ * `Speaker A: …` in SRT, a `<v Speaker A>` voice span in VTT), and diarized_json
+ * (OpenAI's TranscriptionDiarized: segments with `speaker` "A", "B", …; docs/diarization.md).
  */
 export type ResponseFormat = z.infer<typeof segmentResponseFormat>;
 
@@ -29,6 +31,8 @@ export function renderTranscription(result: VerboseTranscription, format: Respon
       return { body: toSrt(result), contentType: "text/plain; charset=utf-8" };
     case "vtt":
       return { body: toVtt(result), contentType: "text/vtt; charset=utf-8" };
+    case "diarized_json":
+      return { body: JSON.stringify(toDiarized(result)), contentType: "application/json" };
     default: {
       const never: never = format;
       throw new Error(`unknown format ${String(never)}`);
@@ -45,12 +49,44 @@ function clock(seconds: number, separator: "," | "."): string {
   return `${pad(h)}:${pad(m)}:${pad(s)}${separator}${pad(ms % 1000, 3)}`;
 }
 
+type Segment = VerboseTranscription["segments"][number];
+
+/** A speaker as diarized_json names it: "A", "B", … (OpenAI labels unnamed speakers so); "A" for a segment without one. */
+const speakerLetter = (speaker: number | undefined) => String.fromCharCode(65 + ((speaker ?? 0) % 26));
+
+/** A cue's speaker, where the segment has one: its role, else `Speaker A`. */
+const cueSpeaker = (s: Segment) => (s.speaker === undefined ? undefined : (s.speaker_role ?? `Speaker ${speakerLetter(s.speaker)}`));
+
 function toSrt(result: VerboseTranscription): string {
   return result.segments
-    .map((s, i) => `${i + 1}\n${clock(s.start, ",")} --> ${clock(s.end, ",")}\n${s.text.trim()}\n\n`)
+    .map((s, i) => {
+      const who = cueSpeaker(s);
+      return `${i + 1}\n${clock(s.start, ",")} --> ${clock(s.end, ",")}\n${who ? `${who}: ` : ""}${s.text.trim()}\n\n`;
+    })
     .join("");
 }
 
 function toVtt(result: VerboseTranscription): string {
-  return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${s.text.trim()}\n\n`).join("");
+  const voice = (s: Segment) => {
+    const who = cueSpeaker(s);
+    return who ? `<v ${who.replace(/[<>&\n]/g, " ")}>${s.text.trim()}` : s.text.trim();
+  };
+  return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${voice(s)}\n\n`).join("");
+}
+
+function toDiarized(result: VerboseTranscription) {
+  return {
+    task: "transcribe" as const,
+    duration: result.duration,
+    text: result.text,
+    segments: result.segments.map((s) => ({
+      type: "transcript.text.segment" as const,
+      id: `seg_${s.id}`,
+      start: s.start,
+      end: s.end,
+      speaker: speakerLetter(s.speaker),
+      text: s.text.trim(),
+    })),
+    usage: { type: "duration" as const, seconds: Math.ceil(result.duration) },
+  };
 }

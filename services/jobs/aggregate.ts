@@ -19,7 +19,8 @@ export function buildResult(job: ActiveJob, chunks: ChunkArtifact[]): JobResult 
     for (const s of [...chunk.segments].sort((a, b) => a.start_time - b.start_time)) {
       const start = Math.max(s.start_time, lastStart);
       const end = Math.max(s.end_time, start);
-      segments.push({ id: segments.length, start_time: start, end_time: end, duration: round3(end - start), text: s.text, confidence: s.confidence });
+      const speaker = s.speaker === undefined ? {} : { speaker: s.speaker, ...(s.speaker_role === undefined ? {} : { speaker_role: s.speaker_role }) };
+      segments.push({ id: segments.length, start_time: start, end_time: end, duration: round3(end - start), text: s.text, confidence: s.confidence, ...speaker });
       lastStart = start;
     }
   }

@@ -91,15 +91,7 @@ interface FvadModule {
 
 export interface VadEngine {
   createSegmenter(settings: VadSettings): VadSegmenter;
-  /**
-   * A whole clip's 30 ms frames classified at `aggressiveness` (0..3), 1 where voiced: for
-   * work on a whole clip at once (the diarizer's speech regions), not a session.
-   */
-  classifyFrames(pcm: Int16Array, aggressiveness: number): Uint8Array;
 }
-
-/** Samples per frame of `classifyFrames` (30 ms at 16 kHz). */
-export const VAD_FRAME_SAMPLES = 480;
 
 /**
  * The segmenters' audio buffers, shared by the sessions of a process (shared/buffer-pool.ts):
@@ -149,19 +141,6 @@ export function loadVadEngine(): Promise<VadEngine> {
           settings,
           pool,
         );
-      },
-      classifyFrames: (pcm, aggressiveness) => {
-        const handle = m._fvad_new();
-        if (!handle) throw new Error("fvad_new failed");
-        try {
-          m._fvad_set_sample_rate(handle, VAD_SAMPLE_RATE);
-          m._fvad_set_mode(handle, aggressiveness);
-          const out = new Uint8Array(Math.floor(pcm.length / FRAME_SAMPLES));
-          for (let f = 0; f < out.length; f++) out[f] = classify(handle, pcm.subarray(f * FRAME_SAMPLES, (f + 1) * FRAME_SAMPLES)) ? 1 : 0;
-          return out;
-        } finally {
-          m._fvad_free(handle);
-        }
       },
     };
   });
