@@ -1,7 +1,7 @@
 /**
  * Embedded diarizer benchmark: `scripts/bench.sh diarization [--conversations 8] [--seed 29]
- * [--set changeThreshold=0.6,bicPenalty=4] [--verbose 1]` (`--set`: DiarizeSettings to try;
- * `--verbose`: one line per conversation)
+ * [--long-minutes 30] [--set changeThreshold=0.6,bicPenalty=4] [--verbose 1]` (`--set`: DiarizeSettings
+ * to try; `--verbose`: one line per conversation; `--long-minutes`: the one long recording at the end)
  * (no services needed; run it under `nice -n 19`).
  *
  * Builds conversations from real recordings of different people: turns of 2–15 s (as
@@ -24,10 +24,10 @@
  * to numbers.raw and may be the same person.
  */
 import { readFileSync } from "node:fs";
-import { diarizePcm, type SpeakerTurn } from "../domain/diarization/diarize";
+import { diarizePcm, type SpeakerCountHint, type SpeakerTurn } from "../domain/diarization/diarize";
 import { embeddedDiarizer, pcmAudio, speechRegions } from "../domain/diarization/embedded";
 import { diarizationErrorRate, type LabelledTurn } from "../domain/diarization/der";
-import { loadFrameClassifier, type ClassifyFrames } from "../shared/audio/vad-frames";
+import { createFrameClassifier } from "../shared/audio/vad-frames";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
 import { fixturePath } from "../test/support/fixtures";
 
@@ -35,6 +35,7 @@ const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
 const perSetting = Number(args.get("conversations") ?? 8);
 const seed = Number(args.get("seed") ?? 29);
+const longMinutes = Number(args.get("long-minutes") ?? 30);
 const RATE = 16_000;
 const overrides: Record<string, number> = Object.fromEntries((args.get("set") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
 const DATA = "/usr/share/pocketsphinx/test/data";
@@ -105,14 +106,13 @@ interface Conversation {
   speakers: number;
 }
 
-function conversation(rand: () => number, count: number, channelDifference: boolean, classify: ClassifyFrames): Conversation {
+async function conversation(rand: () => number, count: number, channelDifference: boolean, classify: (pcm: Int16Array, aggressiveness: number) => Promise<Uint8Array>, turns = 4 * count): Promise<Conversation> {
   const chosen: number[] = [];
   while (chosen.length < count) {
     const s = Math.floor(rand() * SPEAKERS.length);
     if (!chosen.includes(s)) chosen.push(s);
   }
   const offsets = chosen.map((s) => Math.floor(rand() * MATERIAL[s]!.length));
-  const turns = 4 * count;
   const pieces: { pcm: Int16Array; clean: Int16Array; speaker: number; gap: number }[] = [];
   let last = -1;
   for (let t = 0; t < turns; t++) {
@@ -134,7 +134,7 @@ function conversation(rand: () => number, count: number, channelDifference: bool
   let at = 0;
   for (const p of pieces) {
     pcm.set(p.pcm, at);
-    for (const r of bridged(speechRegions(classify(p.clean, 3)), 0.5)) reference.push({ start: at / RATE + r.start, end: at / RATE + r.end, speaker: SPEAKERS[chosen[p.speaker]!]!.name });
+    for (const r of bridged(speechRegions(await classify(p.clean, 3)), 0.5)) reference.push({ start: at / RATE + r.start, end: at / RATE + r.end, speaker: SPEAKERS[chosen[p.speaker]!]!.name });
     at += p.pcm.length + p.gap;
   }
   for (let i = 0; i < pcm.length; i++) pcm[i] = Math.max(-32768, Math.min(32767, pcm[i]! + Math.round((rand() - 0.5) * 40)));
@@ -170,21 +170,26 @@ function cpuSeconds(): number {
 }
 
 async function main() {
-  const classify = await loadFrameClassifier();
+  /** One clip's VAD decisions at `aggressiveness`. */
+  const classify = async (pcm: Int16Array, aggressiveness: number) => {
+    const vad = await createFrameClassifier(aggressiveness);
+    const out = vad.classify(pcm);
+    vad.free();
+    return out;
+  };
+  // the embedded diarizer as the planes run it; with --set, the same steps with those settings
+  const diarize = async (pcm: Int16Array, hint: SpeakerCountHint): Promise<SpeakerTurn[]> =>
+    Object.keys(overrides).length ? diarizePcm(pcm, speechRegions(await classify(pcm, 2)), hint, overrides) : embeddedDiarizer.diarize(pcmAudio(pcm), hint);
   const rand = mulberry32(seed);
   const rows: { label: string; estimated: Tally; given: Tally }[] = [];
   for (const count of [2, 3, 4]) {
     for (const channelDifference of [false, true]) {
       const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, estimated: empty(), given: empty() };
       for (let c = 0; c < perSetting; c++) {
-        const conv = conversation(rand, count, channelDifference, classify);
+        const conv = await conversation(rand, count, channelDifference, classify);
         for (const mode of ["estimated", "given"] as const) {
           const started = cpuSeconds();
-          const hint = mode === "given" ? { speakers: count } : {};
-          // the embedded diarizer as the planes run it; with --set, the same steps with those settings
-          const turns: SpeakerTurn[] = Object.keys(overrides).length
-            ? diarizePcm(conv.pcm, speechRegions(classify(conv.pcm, 2)), hint, overrides)
-            : await embeddedDiarizer.diarize(pcmAudio(conv.pcm), hint);
+          const turns = await diarize(conv.pcm, mode === "given" ? { speakers: count } : {});
           const cpu = cpuSeconds() - started;
           const score = diarizationErrorRate(conv.reference, turns);
           if (args.has("verbose")) console.log(count, channelDifference, mode, [...new Set(conv.reference.map((r) => r.speaker))].join("+"), (score.der * 100).toFixed(1), new Set(turns.map((x) => x.speaker)).size, turns.length);
@@ -223,6 +228,18 @@ async function main() {
     }
   }
   console.log(`diarizer CPU: ${(cpu / audio).toFixed(4)} CPU-s per audio second over ${audio.toFixed(0)} s`);
+  // one long recording: what clustering a sample of the segments costs, and the memory held
+  const long = await conversation(rand, 4, true, classify, Math.round((longMinutes * 60) / 9));
+  for (const hint of [{}, { speakers: 4 }, { maxSpeakers: 6 }]) {
+    const rss = process.memoryUsage().rss;
+    const started = cpuSeconds();
+    const turns = await diarize(long.pcm, hint);
+    const cpuLong = cpuSeconds() - started;
+    const score = diarizationErrorRate(long.reference, turns);
+    console.log(
+      `long recording, 4 speakers, channel difference, ${JSON.stringify(hint)}: ${(long.pcm.length / RATE / 60).toFixed(1)} min, DER ${(100 * score.der).toFixed(1)}% (missed ${pct(score.missed, score.scored).trim()}, FA ${pct(score.falseAlarm, score.scored).trim()}, confusion ${pct(score.confusion, score.scored).trim()}), ${new Set(turns.map((t) => t.speaker)).size} speakers found, ${(cpuLong / (long.pcm.length / RATE)).toFixed(4)} CPU-s per audio second, RSS +${((process.memoryUsage().rss - rss) / 2 ** 20).toFixed(0)} MiB`,
+    );
+  }
 }
 
 await main();

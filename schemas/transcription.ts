@@ -50,3 +50,25 @@ export const verboseTranscription = z.object({
   words: z.array(transcriptWord),
 });
 export type VerboseTranscription = z.infer<typeof verboseTranscription>;
+
+/**
+ * `response_format=diarized_json` (OpenAI's TranscriptionDiarized; docs/diarization.md):
+ * segments with a speaker letter, "A" for speaker 0.
+ */
+export const diarizedTranscription = z.object({
+  task: z.literal("transcribe"),
+  duration: z.number().nonnegative(),
+  text: z.string(),
+  segments: z.array(
+    z.object({
+      type: z.literal("transcript.text.segment"),
+      id: z.string(),
+      start: z.number(),
+      end: z.number(),
+      speaker: z.string(),
+      text: z.string(),
+    }),
+  ),
+  usage: z.object({ type: z.literal("duration"), seconds: z.number().nonnegative() }),
+});
+export type DiarizedTranscription = z.infer<typeof diarizedTranscription>;

@@ -7,6 +7,8 @@ export interface ClusterBounds {
   max?: number;
   /** The BIC penalty's weight (λ); without `exact`, merging stops when every merge would raise the BIC. */
   threshold: number;
+  /** Per frame, the merge allowance never falls below this (0: plain BIC). */
+  glrFloor?: number;
 }
 
 /** One merge, in order: the linkage distance it was made at and the count left after it. */
@@ -91,9 +93,12 @@ export function clusterBic(items: readonly GaussianStats[], dims: number, bounds
   const parent = Array.from({ length: n }, (_, i) => i);
   const delta = new Float64Array(n * n);
   const key = (i: number, j: number) => (i < j ? i * n + j : j * n + i);
+  const floor = bounds.glrFloor ?? 0;
   const deltaOf = (i: number, j: number) => {
     const m = sumStats(stats[i]!, stats[j]!);
-    return 0.5 * (m.n * logDetCovariance(m, dims) - stats[i]!.n * logDet[i]! - stats[j]!.n * logDet[j]!) - penalty;
+    const glr = 0.5 * (m.n * logDetCovariance(m, dims) - stats[i]!.n * logDet[i]! - stats[j]!.n * logDet[j]!);
+    // per frame, the penalty is at least `floor`: big clusters of one voice still merge
+    return glr / m.n - Math.max(floor, penalty / m.n);
   };
   for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) delta[key(i, j)] = deltaOf(i, j);
   const lo = Math.min(bounds.exact ?? bounds.min ?? 1, n);

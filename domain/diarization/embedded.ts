@@ -1,4 +1,4 @@
-import { loadFrameClassifier, VAD_FRAME_SECONDS } from "../../shared/audio/vad-frames";
+import { createFrameClassifier, VAD_FRAME_SECONDS } from "../../shared/audio/vad-frames";
 import { diarizeFeatures, type Diarizer, type DiarizerAudio, type SpeechRegion } from "./diarize";
 import { FRAME_HOP_SAMPLES, frameFeatures, type FrameFeatures } from "./features";
 
@@ -22,9 +22,13 @@ const FRAME_OVERLAP_SAMPLES = 400 - FRAME_HOP_SAMPLES;
 export const embeddedDiarizer: Diarizer = {
   name: "embedded",
   async diarize(audio, hint) {
-    const classify = await loadFrameClassifier();
-    const { features, voiced } = await readFeatures(audio, (pcm) => classify(pcm, VAD_AGGRESSIVENESS));
-    return diarizeFeatures(features, speechRegions(voiced), hint);
+    const vad = await createFrameClassifier(VAD_AGGRESSIVENESS);
+    try {
+      const { features, voiced } = await readFeatures(audio, (pcm) => vad.classify(pcm));
+      return diarizeFeatures(features, speechRegions(voiced), hint);
+    } finally {
+      vad.free();
+    }
   },
 };
 

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { segmentResponseFormat } from "../../schemas/segment";
-import type { VerboseTranscription } from "../../schemas/transcription";
+import type { DiarizedTranscription, VerboseTranscription } from "../../schemas/transcription";
 
 /**
  * The response formats of POST /v1/audio/transcriptions, as OpenAI serves them:
@@ -74,19 +74,19 @@ function toVtt(result: VerboseTranscription): string {
   return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${voice(s)}\n\n`).join("");
 }
 
-function toDiarized(result: VerboseTranscription) {
+function toDiarized(result: VerboseTranscription): DiarizedTranscription {
   return {
-    task: "transcribe" as const,
+    task: "transcribe",
     duration: result.duration,
     text: result.text,
     segments: result.segments.map((s) => ({
-      type: "transcript.text.segment" as const,
+      type: "transcript.text.segment",
       id: `seg_${s.id}`,
       start: s.start,
       end: s.end,
       speaker: speakerLetter(s.speaker),
       text: s.text.trim(),
     })),
-    usage: { type: "duration" as const, seconds: Math.ceil(result.duration) },
+    usage: { type: "duration", seconds: Math.ceil(result.duration) },
   };
 }

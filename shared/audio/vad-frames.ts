@@ -18,30 +18,38 @@ interface FvadModule {
   HEAP16: Int16Array;
 }
 
-/** Classifies 16 kHz mono PCM16 in 30 ms frames at `aggressiveness` (0..3): 1 where voiced. */
-export type ClassifyFrames = (pcm: Int16Array, aggressiveness: number) => Uint8Array;
+/**
+ * One clip's classifier at `aggressiveness` (0..3): `classify` takes the clip's PCM in
+ * order, piece after piece (each a multiple of 30 ms but the last), and keeps the VAD's
+ * state between them, so pieces classify as the whole clip would; `free` releases it.
+ */
+export interface FrameClassifier {
+  classify(pcm: Int16Array): Uint8Array;
+  free(): void;
+}
 
-let loaded: Promise<ClassifyFrames> | undefined;
+let loaded: Promise<FvadModule> | undefined;
+let frame = 0;
 
-export function loadFrameClassifier(): Promise<ClassifyFrames> {
+export async function createFrameClassifier(aggressiveness: number): Promise<FrameClassifier> {
   loaded ??= (createFvadModule as unknown as () => Promise<FvadModule>)().then((m) => {
-    const frame = m._malloc(FRAME_SAMPLES * 2);
-    return (pcm, aggressiveness) => {
-      const handle = m._fvad_new();
-      if (!handle) throw new Error("fvad_new failed");
-      try {
-        m._fvad_set_sample_rate(handle, 16_000);
-        m._fvad_set_mode(handle, aggressiveness);
-        const out = new Uint8Array(Math.floor(pcm.length / FRAME_SAMPLES));
-        for (let f = 0; f < out.length; f++) {
-          m.HEAP16.set(pcm.subarray(f * FRAME_SAMPLES, (f + 1) * FRAME_SAMPLES), frame >> 1);
-          out[f] = m._fvad_process(handle, frame, FRAME_SAMPLES) === 1 ? 1 : 0;
-        }
-        return out;
-      } finally {
-        m._fvad_free(handle);
-      }
-    };
+    frame = m._malloc(FRAME_SAMPLES * 2);
+    return m;
   });
-  return loaded;
+  const m = await loaded;
+  const handle = m._fvad_new();
+  if (!handle) throw new Error("fvad_new failed");
+  m._fvad_set_sample_rate(handle, 16_000);
+  m._fvad_set_mode(handle, aggressiveness);
+  return {
+    classify(pcm) {
+      const out = new Uint8Array(Math.floor(pcm.length / FRAME_SAMPLES));
+      for (let f = 0; f < out.length; f++) {
+        m.HEAP16.set(pcm.subarray(f * FRAME_SAMPLES, (f + 1) * FRAME_SAMPLES), frame >> 1);
+        out[f] = m._fvad_process(handle, frame, FRAME_SAMPLES) === 1 ? 1 : 0;
+      }
+      return out;
+    },
+    free: () => m._fvad_free(handle),
+  };
 }

@@ -9,7 +9,7 @@ import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
 import { segmentForm } from "../../../schemas/segment";
-import { verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
+import { diarizedTranscription, verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
 import type { AudioBudget } from "../../../domain/usage/budget";
 import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
 import { createPcmMemory, PCM_BYTES_PER_SECOND, PcmMemoryRefusal, type PcmHold, type PcmMemory } from "../../../shared/audio/pcm-memory";
@@ -83,7 +83,7 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
         200: {
           description: "the transcription; headers X-Worker-Id and X-Fallback-Used",
           content: {
-            "application/json": { schema: verboseTranscription },
+            "application/json": { schema: verboseTranscription.or(diarizedTranscription) },
             "text/plain": { schema: { type: "string" } },
             "text/vtt": { schema: { type: "string" } },
           },
