@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import OpenAI, { toFile } from "openai";
+import type { TranscriptionDiarized } from "openai/resources/audio/transcriptions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JobView } from "../schemas/jobs";
 import { encodeWav, pcm16MonoFromWav } from "../shared/audio/wav";
@@ -74,7 +75,7 @@ afterAll(async () => {
 
 const post = (fields: [string, string][]) => {
   const form = new FormData();
-  form.set("file", new Blob([CONVERSATION], { type: "audio/wav" }), "conversation.wav");
+  form.set("file", new Blob([new Uint8Array(CONVERSATION)], { type: "audio/wav" }), "conversation.wav");
   for (const [k, v] of fields) form.append(k, v);
   return stack.fetch("/v1/audio/transcriptions", { method: "POST", headers: { authorization: `Bearer ${key}` }, body: form });
 };
@@ -106,7 +107,8 @@ describe("diarize=true on the segment plane", () => {
 
   it("diarized_json in OpenAI's shape, read by the unmodified openai SDK", { timeout: 120_000 }, async () => {
     const client = new OpenAI({ apiKey: key, baseURL: `${stack.baseUrl}/v1`, maxRetries: 0, timeout: 60_000 });
-    const r = await client.audio.transcriptions.create({ file: await toFile(CONVERSATION, "conversation.wav"), model: "stt-1", response_format: "diarized_json" });
+    // the SDK types every format it has no overload for as Transcription
+    const r = (await client.audio.transcriptions.create({ file: await toFile(CONVERSATION, "conversation.wav"), model: "stt-1", response_format: "diarized_json" })) as unknown as TranscriptionDiarized;
     expect(r).toMatchObject({ task: "transcribe", text: expect.any(String), usage: { type: "duration", seconds: Math.ceil(pcm.length / 16_000) } });
     expect(r.duration).toBeCloseTo(pcm.length / 16_000, 1);
     expect(r.segments.length).toBeGreaterThan(1);
