@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { clusterBic, statsOf } from "./cluster";
 import { diarizationErrorRate } from "./der";
 import { diarizePcm } from "./diarize";
-import { speechRegions } from "./embedded";
+import { embeddedDiarizer, pcmAudio, speechRegions } from "./embedded";
+import { createFrameClassifier } from "../../shared/audio/vad-frames";
 
 /** Deterministic uniform noise in [0, 1). */
 function random(seed: number): () => number {
@@ -98,5 +99,24 @@ describe("speech regions from 30 ms VAD frames", () => {
       [1, 8],
       [18, 22],
     ]);
+  });
+});
+
+describe("the embedded diarizer reads long audio 60 s at a time", () => {
+  it("and labels it as the whole clip at once would be", { timeout: 30_000 }, async () => {
+    const rand = random(11);
+    const turns = Array.from({ length: 26 }, (_, k) => (k % 2 ? voice(rand, 230, [400, 2600], 4.4) : voice(rand, 110, [600, 1100], 4.6)));
+    const gap = new Int16Array(3200);
+    const pcm = new Int16Array(turns.reduce((a, t) => a + t.length + gap.length, 0));
+    turns.reduce((at, t) => (pcm.set(t, at), at + t.length + gap.length), 0);
+    expect(pcm.length / 16000).toBeGreaterThan(120);
+    const vad = await createFrameClassifier(2);
+    const whole = diarizePcm(pcm, speechRegions(vad.classify(pcm)));
+    vad.free();
+    const read: [number, number][] = [];
+    const pieces = await embeddedDiarizer.diarize({ samples: pcm.length, read: async (a, b) => (read.push([a, b]), pcmAudio(pcm).read(a, b)) }, {});
+    expect(read.length).toBe(3);
+    expect(pieces).toEqual(whole);
+    expect(new Set(pieces.map((t) => t.speaker)).size).toBe(2);
   });
 });

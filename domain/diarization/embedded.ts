@@ -43,6 +43,8 @@ async function readFeatures(audio: DiarizerAudio, classify: (pcm: Int16Array) =>
     const frames = Math.min(f.frames, Math.ceil((end - at) / FRAME_HOP_SAMPLES));
     parts.push({ frames, dims: f.dims, values: f.values.subarray(0, frames * f.dims), energy: f.energy.subarray(0, frames) });
     decisions.push(classify(pcm.subarray(0, end - at)));
+    // a long clip is worked on between other requests, not in one block of the event loop
+    await new Promise((resolve) => setImmediate(resolve));
   }
   const frames = parts.reduce((a, p) => a + p.frames, 0);
   const dims = parts[0]?.dims ?? 0;
