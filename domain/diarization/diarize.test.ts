@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { clusterBic, statsOf } from "./cluster";
 import { diarizationErrorRate } from "./der";
 import { diarizePcm } from "./diarize";
+import { frameFeatures } from "./features";
 import { embeddedDiarizer, pcmAudio, speechRegions } from "./embedded";
 import { createFrameClassifier } from "../../shared/audio/vad-frames";
 
@@ -118,5 +119,19 @@ describe("the embedded diarizer reads long audio 60 s at a time", () => {
     expect(read.length).toBe(3);
     expect(pieces).toEqual(whole);
     expect(new Set(pieces.map((t) => t.speaker)).size).toBe(2);
+  });
+});
+
+describe("MFCC frames", () => {
+  it("one every 10 ms of whole 25 ms frames, finite, and apart for different spectra", () => {
+    const tone = (hz: number) => Int16Array.from({ length: 16000 }, (_, i) => Math.round(8000 * Math.sin((2 * Math.PI * hz * i) / 16000)));
+    const low = frameFeatures(tone(300));
+    const high = frameFeatures(tone(3000));
+    expect(low.frames).toBe(Math.floor((16000 - 400) / 160) + 1);
+    expect(low.dims).toBe(19);
+    expect(low.values.every(Number.isFinite)).toBe(true);
+    const distance = Math.hypot(...Array.from({ length: 19 }, (_, d) => low.values[50 * 19 + d]! - high.values[50 * 19 + d]!));
+    expect(distance).toBeGreaterThan(5);
+    expect(frameFeatures(new Int16Array(399)).frames).toBe(0);
   });
 });

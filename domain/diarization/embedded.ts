@@ -41,7 +41,7 @@ async function readFeatures(audio: DiarizerAudio, classify: (pcm: Int16Array) =>
     const f = frameFeatures(pcm);
     // frames starting in this piece only; the next piece starts with the frame after them
     const frames = Math.min(f.frames, Math.ceil((end - at) / FRAME_HOP_SAMPLES));
-    parts.push({ frames, dims: f.dims, values: f.values.subarray(0, frames * f.dims), energy: f.energy.subarray(0, frames) });
+    parts.push({ frames, dims: f.dims, values: f.values.subarray(0, frames * f.dims) });
     decisions.push(classify(pcm.subarray(0, end - at)));
     // a long clip is worked on between other requests, not in one block of the event loop
     await new Promise((resolve) => setImmediate(resolve));
@@ -49,11 +49,9 @@ async function readFeatures(audio: DiarizerAudio, classify: (pcm: Int16Array) =>
   const frames = parts.reduce((a, p) => a + p.frames, 0);
   const dims = parts[0]?.dims ?? 0;
   const values = new Float32Array(frames * dims);
-  const energy = new Float32Array(frames);
   let f = 0;
   for (const p of parts) {
     values.set(p.values, f * dims);
-    energy.set(p.energy, f);
     f += p.frames;
   }
   const voiced = new Uint8Array(decisions.reduce((a, d) => a + d.length, 0));
@@ -62,7 +60,7 @@ async function readFeatures(audio: DiarizerAudio, classify: (pcm: Int16Array) =>
     voiced.set(d, v);
     v += d.length;
   }
-  return { features: { frames, dims, values, energy }, voiced };
+  return { features: { frames, dims, values }, voiced };
 }
 
 /** 30 ms VAD decisions → speech regions in seconds, short holes filled and clicks dropped. Pure. */

@@ -22,8 +22,6 @@ export interface FrameFeatures {
   readonly frames: number;
   readonly dims: number;
   readonly values: Float32Array;
-  /** Log energy of each frame (dB-like), for a loudness floor. */
-  readonly energy: Float32Array;
 }
 
 interface Tables {
@@ -110,7 +108,6 @@ export function frameFeatures(pcm: Int16Array): FrameFeatures {
   const t = (tables ??= buildTables());
   const frames = pcm.length < FRAME_SAMPLES ? 0 : Math.floor((pcm.length - FRAME_SAMPLES) / FRAME_HOP_SAMPLES) + 1;
   const values = new Float32Array(frames * CEPSTRA);
-  const energy = new Float32Array(frames);
   const re = new Float64Array(FFT_SIZE);
   const im = new Float64Array(FFT_SIZE);
   const power = new Float64Array(FFT_SIZE / 2 + 1);
@@ -120,18 +117,15 @@ export function frameFeatures(pcm: Int16Array): FrameFeatures {
     let mean = 0;
     for (let i = 0; i < FRAME_SAMPLES; i++) mean += pcm[at + i]!;
     mean /= FRAME_SAMPLES;
-    let e = 0;
     let prev = pcm[at]! - mean;
     for (let i = 0; i < FRAME_SAMPLES; i++) {
       const x = pcm[at + i]! - mean;
-      e += x * x;
       // pre-emphasis 0.97, then the window
       re[i] = (x - 0.97 * prev) * t.window[i]!;
       prev = x;
     }
     re.fill(0, FRAME_SAMPLES);
     im.fill(0);
-    energy[f] = 10 * Math.log10(e / FRAME_SAMPLES + 1);
     fft(re, im, t);
     for (let k = 0; k <= FFT_SIZE / 2; k++) power[k] = re[k]! * re[k]! + im[k]! * im[k]!;
     for (let b = 0; b < MEL_BANDS; b++) {
@@ -146,5 +140,5 @@ export function frameFeatures(pcm: Int16Array): FrameFeatures {
       values[f * CEPSTRA + q] = s;
     }
   }
-  return { frames, dims: CEPSTRA, values, energy };
+  return { frames, dims: CEPSTRA, values };
 }
