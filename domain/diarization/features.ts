@@ -7,7 +7,7 @@
  * Written here rather than taken from npm: the libraries that compute MFCCs (meyda,
  * essentia.js) bring a browser-oriented runtime or a WASM build of 2–3 MB for what is a
  * 512-point FFT and a matrix product, and none exposes the 10 ms frame loop over a whole
- * Int16Array without copying each frame into its own object. This costs about 2 ms of
+ * Int16Array without copying each frame into its own object. This costs about 1.2 ms of
  * CPU per audio second (bench/diarization.ts).
  */
 export const FEATURE_SAMPLE_RATE = 16_000;
