@@ -24,13 +24,10 @@
  * - the word error rate of the turns' transcripts against the reference.
  */
 import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { createWriteStream, rmSync } from "node:fs";
+import { createWriteStream } from "node:fs";
 import { connectRt, wsUrl, type RtClient } from "../test/support/realtime-support";
-import { loadConfig } from "../shared/config";
-import { createDb, dropSchema } from "../shared/db/index";
-import { connectNats, destroyTopology } from "../shared/nats";
 import { wordErrorRate } from "../shared/workers/wer";
+import { BenchDeployment } from "./support/deployment";
 import { pct, serveCommand, stopServer, waitForServer } from "./support/server";
 import { conversationTurns, TURN_GAP_S, type Turn } from "./support/turns";
 
@@ -136,28 +133,18 @@ function score(events: any[], sentAt: number[], placed: { turn: Turn; at: number
 }
 
 const turns = await conversationTurns();
-const id = randomBytes(4).toString("hex");
-const prefix = `b${id}`;
-const schema = `b_${id}`;
-const adminToken = `admin-${randomBytes(8).toString("hex")}`;
-const base = loadConfig(process.env);
+const deployment = new BenchDeployment();
 console.log(`end-of-turn bench: ${turns.length} turns × ${rounds} rounds per setting, ${TURN_GAP_S} s after each turn; inner pauses (ms):`);
 for (const t of turns) console.log(`  ${t.name}: ${t.pauses.map(([a, b]) => `${Math.round(a / 16)}–${Math.round(b / 16)} (${Math.round((b - a) / 16)})`).join(", ") || "none"}; speech ends at ${Math.round(t.speechEnd / 16)} ms`);
 const proc = spawn(...serveCommand(), {
   env: {
     ...process.env,
-    STT_SERVICES: "all",
-    HOST: "127.0.0.1",
-    PORT: "0",
-    LOG_LEVEL: process.env.BENCH_SERVER_LOG ? "debug" : "info",
-    NATS_PREFIX: prefix,
-    DATABASE_SCHEMA: schema,
-    DATA_DIR: `/tmp/stt-bench-${id}`,
-    GATEWAY_ADMIN_TOKEN: adminToken,
-    GATEWAY_SESSION_TOKEN_SECRET: randomBytes(16).toString("hex"),
-    // one session at a time needs one decoder (two: the next item's is loaded while one ends)
-    RT_STREAM_DECODERS: "2",
-    RT_STREAM_DECODERS_WARM: "2",
+    ...deployment.env({
+      LOG_LEVEL: process.env.BENCH_SERVER_LOG ? "debug" : "info",
+      // one session at a time needs one decoder (two: the next item's is loaded while one ends)
+      RT_STREAM_DECODERS: "2",
+      RT_STREAM_DECODERS_WARM: "2",
+    }),
   },
   stdio: ["ignore", "pipe", "pipe"],
 });
@@ -170,12 +157,7 @@ if (process.env.BENCH_SERVER_LOG) {
 try {
   const port = await waitForServer(proc);
   const baseUrl = `http://127.0.0.1:${port}`;
-  const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-    body: JSON.stringify({ plan: "pro", owner_id: "bench-eot" }),
-  });
-  const { key } = ((await res.json()) as { data: { key: string } }).data;
+  const key = await deployment.issueKey(baseUrl, "bench-eot");
   await new Promise((r) => setTimeout(r, 8000)); // the decoders load their models (0.44 CPU-s each on a shared machine)
   // one session at a time (a voice agent's one speaker), so the settings do not share the decoders' CPU
   const results: Awaited<ReturnType<typeof runSetting>>[] = [];
@@ -191,12 +173,6 @@ try {
   });
 } finally {
   await stopServer(proc);
-  const nats = await connectNats({ url: base.nats.url, prefix });
-  await destroyTopology(nats).catch(() => undefined);
-  await nats.close();
-  const db = createDb({ ...base.db, schema });
-  await dropSchema(db, schema).catch(() => undefined);
-  await db.destroy();
-  rmSync(`/tmp/stt-bench-${id}`, { recursive: true, force: true });
+  await deployment.destroy();
 }
 process.exit(0);

@@ -20,16 +20,13 @@
  * failed otherwise, or got no outcome at all (must be 0: never a silent wait), plus
  * items that got more than one outcome (must be 0).
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { pct, serveCommand, stopServer, waitForServer } from "./support/server";
-import { randomBytes } from "node:crypto";
-import { readFileSync, rmSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { BenchDeployment } from "./support/deployment";
+import { pct, stopServer } from "./support/server";
+import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import WebSocket from "ws";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
-import { loadConfig } from "../shared/config";
-import { createDb, dropSchema } from "../shared/db/index";
-import { connectNats, destroyTopology } from "../shared/nats";
 import { fixturePath } from "../test/support/fixtures";
 import { startProviderServer } from "../test/support/workers-provider-server";
 
@@ -44,33 +41,12 @@ const providerMs = args.get("provider-ms");
 const providerConcurrency = args.get("provider-concurrency") ?? "1";
 const frameMs = 40;
 
-const id = randomBytes(4).toString("hex");
-const adminToken = `admin-${randomBytes(8).toString("hex")}`;
-const base = loadConfig(process.env);
-
-function startServer(prefix: string, engineUrl?: string): Promise<ChildProcess & { port?: number }> {
+async function startServer(deployment: BenchDeployment, engineUrl?: string): Promise<ChildProcess & { port: number }> {
   const engine = engineUrl
     ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: `${engineUrl}/v1`, WORKER_OPENAI_MODEL: "whisper-1", WORKER_OPENAI_CONCURRENCY: providerConcurrency, WORKER_OPENAI_REAL_TIME_FACTOR: "1" }
     : {};
-  const proc = spawn(...serveCommand(), {
-    env: {
-      ...process.env,
-      STT_SERVICES: "all",
-      HOST: "127.0.0.1",
-      PORT: "0",
-      LOG_LEVEL: "info",
-      NATS_PREFIX: prefix,
-      DATABASE_SCHEMA: prefix,
-      DATA_DIR: `/tmp/stt-bench-${prefix}`,
-      GATEWAY_ADMIN_TOKEN: adminToken,
-      GATEWAY_SESSION_TOKEN_SECRET: randomBytes(16).toString("hex"),
-      POCKETSPHINX_PROCESSES: psProcesses,
-      RT_MAX_TRANSCRIPT_WAIT_MS: maxWaitMs,
-      ...engine,
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  }) as ChildProcess & { port?: number };
-  return waitForServer(proc).then((port) => Object.assign(proc, { port }));
+  const { proc, port } = await deployment.serve({ POCKETSPHINX_PROCESSES: psProcesses, RT_MAX_TRANSCRIPT_WAIT_MS: maxWaitMs, ...engine });
+  return Object.assign(proc, { port });
 }
 
 
@@ -80,15 +56,6 @@ interface Run {
   refused?: string;
   events: { type: string; t: number; item_id?: string; code?: string }[];
   closed: Promise<void>;
-}
-
-async function issueKey(baseUrl: string, owner: string): Promise<string> {
-  const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-    body: JSON.stringify({ plan: "pro", owner_id: owner }),
-  });
-  return ((await res.json()) as { data: { key: string } }).data.key;
 }
 
 function openSession(port: number, key: string, owner: string): Promise<Run> {
@@ -109,14 +76,14 @@ function openSession(port: number, key: string, owner: string): Promise<Run> {
 }
 
 async function round(label: string, big: number) {
-  const prefix = `b${id}${label}`;
+  const deployment = new BenchDeployment(`b${label}`);
   const provider = providerMs ? await startProviderServer("engine") : undefined;
   if (provider) provider.behaviour.delayMs = Number(providerMs);
-  const server = await startServer(prefix, provider?.url);
+  const server = await startServer(deployment, provider?.url);
   try {
     const baseUrl = `http://127.0.0.1:${server.port}`;
-    const smallKey = await issueKey(baseUrl, "small");
-    const bigKeys = await Promise.all(Array.from({ length: Math.ceil(big / 10) }, () => issueKey(baseUrl, "big")));
+    const smallKey = await deployment.issueKey(baseUrl, "small");
+    const bigKeys = await Promise.all(Array.from({ length: Math.ceil(big / 10) }, () => deployment.issueKey(baseUrl, "big")));
     await new Promise((r) => setTimeout(r, 2000)); // the engine announces itself
     const runs = [
       ...(await Promise.all([0, 1].map(() => openSession(server.port!, smallKey, "small")))),
@@ -171,13 +138,7 @@ async function round(label: string, big: number) {
   } finally {
     await stopServer(server);
     await provider?.close();
-    const nats = await connectNats({ url: base.nats.url, prefix });
-    await destroyTopology(nats).catch(() => undefined);
-    await nats.close();
-    const db = createDb({ ...base.db, schema: prefix });
-    await dropSchema(db, prefix).catch(() => undefined);
-    await db.destroy();
-    rmSync(`/tmp/stt-bench-${prefix}`, { recursive: true, force: true });
+    await deployment.destroy();
   }
 }
 

@@ -32,11 +32,7 @@
  * `--env` passes variables to the server (a comma starts a new one only before NAME=,
  * so a value may hold commas). The server's log goes to /tmp/stt-overload-<id>.log.
  */
-import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
-import { loadConfig } from "../shared/config";
-import { connectNats, destroyTopology } from "../shared/nats";
-import { createDb, dropSchema } from "../shared/db/index";
+import { BenchDeployment } from "./support/deployment";
 import { speechLoop } from "./support/clips";
 import { pct, startZeroEngine } from "./support/server";
 import { startSupervised } from "./support/supervised";
@@ -60,26 +56,16 @@ const extraEnv = Object.fromEntries(
 // --key-limits '{"maxConcurrentConnections": 10}': the key's own limits instead (e.g. to see its refusals)
 const keyLimits = JSON.parse(args.get("key-limits") ?? "{}") as Record<string, number>;
 
-const base = loadConfig(process.env);
 if (!process.env.NATS_URL || !process.env.DATABASE_URL) throw new Error("NATS_URL and DATABASE_URL must be set (source scripts/setup.sh, or run scripts/bench.sh realtime-overload)");
-const id = randomBytes(4).toString("hex");
-const prefix = `ov${id}`;
-const schema = `ov_${id}`;
-const dataDir = `/tmp/stt-overload-${id}`;
-const logFile = `/tmp/stt-overload-${id}.log`;
-const adminToken = `admin-${randomBytes(8).toString("hex")}`;
+const deployment = new BenchDeployment("ov");
+const logFile = `/tmp/stt-overload-${deployment.id}.log`;
 
 async function main() {
   const engine = await startZeroEngine();
-  const env: Record<string, string> = {
-    NATS_PREFIX: prefix,
-    DATABASE_SCHEMA: schema,
-    DATA_DIR: dataDir,
+  const env = deployment.env({
     // a process without the gateway serves /metrics on a port of its own: a free one,
     // not 9464, which other servers on this machine may hold
     METRICS_PORT: "0",
-    GATEWAY_ADMIN_TOKEN: adminToken,
-    GATEWAY_SESSION_TOKEN_SECRET: randomBytes(16).toString("hex"),
     WORKER_EMBEDDED: "none",
     WORKER_OPENAI_URL: engine.url,
     WORKER_OPENAI_CONCURRENCY: "256",
@@ -87,7 +73,7 @@ async function main() {
     RT_TRANSCRIBE_CONCURRENCY: "256",
     RT_STREAM_DECODERS: "0",
     ...extraEnv,
-  };
+  });
   let server: Awaited<ReturnType<typeof startSupervised>> | undefined;
   let stopped = false;
   const cleanUp = async () => {
@@ -95,13 +81,7 @@ async function main() {
     stopped = true;
     await server?.stop();
     engine.proc.kill();
-    const nats = await connectNats({ url: base.nats.url, prefix });
-    await destroyTopology(nats).catch(() => undefined);
-    await nats.close();
-    const db = createDb({ ...base.db, schema });
-    await dropSchema(db, schema).catch(() => undefined);
-    await db.destroy();
-    rmSync(dataDir, { recursive: true, force: true });
+    await deployment.destroy();
   };
   process.once("SIGINT", () => void cleanUp().finally(() => process.exit(130)));
   try {
@@ -132,18 +112,9 @@ async function main() {
 }
 
 /** One key for every session, its plan's limits raised so only the server's own capacity refuses. */
-async function issueKey(baseUrl: string): Promise<string> {
-  const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-    body: JSON.stringify({
-      plan: "pro",
-      owner_id: "overload-bench",
-      limits: { maxConcurrentConnections: 1_000_000, maxConnectionsPerMinute: 1_000_000, maxConcurrentUtterances: 1_000_000, maxAudioSecondsPerWindow: 1_000_000_000, ...keyLimits },
-    }),
-  });
-  if (res.status !== 201) throw new Error(`issuing the key: ${res.status} ${await res.text()}`);
-  return ((await res.json()) as { data: { key: string } }).data.key;
+function issueKey(baseUrl: string): Promise<string> {
+  const limits = { maxConcurrentConnections: 1_000_000, maxConnectionsPerMinute: 1_000_000, maxConcurrentUtterances: 1_000_000, maxAudioSecondsPerWindow: 1_000_000_000, ...keyLimits };
+  return deployment.issueKey(baseUrl, "overload-bench", { limits });
 }
 
 const ms = (x: number) => (Number.isFinite(x) ? `${x.toFixed(0)} ms` : "–");

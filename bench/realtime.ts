@@ -46,17 +46,16 @@
  * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { BenchDeployment } from "./support/deployment";
 import { pct, serveCommand, startZeroEngine, stopServer, waitForServer } from "./support/server";
 import { cpuSeconds, natsCpuSeconds } from "./support/proc";
 import { createSendLog, decisionOffset } from "./support/vad-decision";
 import { speechLoop } from "./support/clips";
-import { randomBytes } from "node:crypto";
 import { availableParallelism } from "node:os";
-import { createWriteStream, readFileSync, rmSync } from "node:fs";
+import { createWriteStream, readFileSync } from "node:fs";
 import WebSocket from "ws";
-import { connectNats, destroyTopology } from "../shared/nats";
+import { connectNats } from "../shared/nats";
 import { loadConfig } from "../shared/config";
-import { createDb, dropSchema } from "../shared/db/index";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -69,10 +68,8 @@ const zeroEngine = args.get("engine") === "zero";
 const admit = args.has("admit");
 const provider = zeroEngine ? await startZeroEngine() : null;
 
-const id = randomBytes(4).toString("hex");
-const prefix = `b${id}`;
-const schema = `b_${id}`;
-const adminToken = `admin-${randomBytes(8).toString("hex")}`;
+const deployment = new BenchDeployment();
+const { prefix } = deployment;
 const base = loadConfig(process.env);
 
 /** Every service of `stt serve` (docs/operations.md). */
@@ -93,15 +90,7 @@ function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split
   const proc = spawn(...serveCommand(prof), {
     env: {
       ...process.env,
-      STT_SERVICES: services,
-      HOST: "127.0.0.1",
-      PORT: "0",
-      LOG_LEVEL: "info",
-      NATS_PREFIX: prefix,
-      DATABASE_SCHEMA: schema,
-      DATA_DIR: `/tmp/stt-bench-${id}`,
-      GATEWAY_ADMIN_TOKEN: adminToken,
-      GATEWAY_SESSION_TOKEN_SECRET: randomBytes(16).toString("hex"),
+      ...deployment.env({ STT_SERVICES: services }),
       POCKETSPHINX_PROCESSES: psProcesses,
       // generous timeouts: under load utterances queue for the engine
       POCKETSPHINX_REAL_TIME_FACTOR: "20",
@@ -199,12 +188,7 @@ async function main() {
       const baseUrl = `http://127.0.0.1:${port}`;
       const keys: string[] = [];
       for (let i = 0; i < Math.ceil(n / 10); i++) {
-        const res = await fetch(`${baseUrl}/v1/external-transcription/keys`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-          body: JSON.stringify({ plan: "pro", owner_id: `bench-${i}` }),
-        });
-        keys.push(((await res.json()) as { data: { key: string } }).data.key);
+        keys.push(await deployment.issueKey(baseUrl, `bench-${i}`));
       }
       // the streaming decoders load their models (0.44 CPU-s each) before the sessions start
       await new Promise((r) => setTimeout(r, 4000));
@@ -474,12 +458,8 @@ async function main() {
   } finally {
     if (proc) await stopServer(proc);
     await Promise.all(extras.map(stopServer));
-    await destroyTopology(nats).catch(() => undefined);
     await nats.close();
-    const db = createDb({ ...base.db, schema });
-    await dropSchema(db, schema).catch(() => undefined);
-    await db.destroy();
-    rmSync(`/tmp/stt-bench-${id}`, { recursive: true, force: true });
+    await deployment.destroy();
   }
 }
 

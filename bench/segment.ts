@@ -24,7 +24,7 @@
  * Options (env): BENCH_REQUESTS (default 1000), BENCH_CONCURRENCY (default 8),
  * BENCH_PART=engine|gateway|side-by-side to run one part.
  */
-import { readFileSync, rmSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { execFileSync, spawn } from "node:child_process";
@@ -39,11 +39,8 @@ import type { TranscriptionEngine } from "../shared/workers/types";
 import { wordErrorRate } from "../shared/workers/wer";
 import { startStack } from "../test/support/stack";
 import { FIXTURES_DIR } from "../test/support/fixtures";
-import { randomBytes } from "node:crypto";
-import { loadConfig } from "../shared/config";
-import { createDb, dropSchema } from "../shared/db/index";
-import { connectNats, destroyTopology } from "../shared/nats";
-import { serveCommand, stopServer, waitForServer } from "./support/server";
+import { BenchDeployment } from "./support/deployment";
+import { stopServer } from "./support/server";
 import { cpuSeconds } from "./support/proc";
 
 const LIBRI = "/usr/share/pocketsphinx/test/data/librivox";
@@ -263,42 +260,14 @@ async function startZeroOpenAI(): Promise<{ proc: ReturnType<typeof spawn>; url:
 }
 
 async function benchSideBySide() {
-  const id = randomBytes(4).toString("hex");
-  const prefix = `b${id}`;
-  const schema = `b_${id}`;
-  const adminToken = `admin-${randomBytes(8).toString("hex")}`;
+  const deployment = new BenchDeployment();
   const zero = await startZeroOpenAI();
   const profile = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
-  const service = spawn(...serveCommand(profile), {
-    env: {
-      ...process.env,
-      HOST: "127.0.0.1",
-      PORT: "0",
-      LOG_LEVEL: "info",
-      NATS_PREFIX: prefix,
-      DATABASE_SCHEMA: schema,
-      DATA_DIR: `/tmp/stt-bench-${id}`,
-      GATEWAY_ADMIN_TOKEN: adminToken,
-      GATEWAY_SESSION_TOKEN_SECRET: randomBytes(16).toString("hex"),
-      WORKER_EMBEDDED: "none",
-      WORKER_OPENAI_URL: zero.url,
-      WORKER_OPENAI_CONCURRENCY: "64",
-      RT_STREAM_DECODERS: "0",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const { proc: service, baseUrl: base } = await deployment.serve({ WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: zero.url, WORKER_OPENAI_CONCURRENCY: "64", RT_STREAM_DECODERS: "0" }, profile);
   try {
-    const base = `http://127.0.0.1:${await waitForServer(service)}`;
     // One key per client lane, its per-minute limit lifted so the bench measures cost, not refusals.
     const keys: string[] = [];
-    for (let i = 0; i < CONCURRENCY; i++) {
-      const res = await fetch(`${base}/v1/external-transcription/keys`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-        body: JSON.stringify({ plan: "pro", owner_id: `bench-${i}`, limits: { maxRequestsPerMinute: 1_000_000 } }),
-      });
-      keys.push(((await res.json()) as { data: { key: string } }).data.key);
-    }
+    for (let i = 0; i < CONCURRENCY; i++) keys.push(await deployment.issueKey(base, `bench-${i}`, { limits: { maxRequestsPerMinute: 1_000_000 } }));
     const wav = encodeWav(new Int16Array(16_000).map((_, i) => Math.round(2000 * Math.sin(i / 7))));
     const direct = `${zero.url}/v1/audio/transcriptions`;
     const through = `${base}/v1/audio/transcriptions`;
@@ -342,14 +311,7 @@ async function benchSideBySide() {
   } finally {
     await stopServer(service);
     zero.proc.kill("SIGTERM");
-    rmSync(`/tmp/stt-bench-${id}`, { recursive: true, force: true });
-    const config = loadConfig(process.env);
-    const nats = await connectNats({ url: config.nats.url, prefix, declare: false });
-    await destroyTopology(nats).catch(() => undefined);
-    await nats.close();
-    const db = createDb({ ...config.db, schema });
-    await dropSchema(db, schema).catch(() => undefined);
-    await db.destroy();
+    await deployment.destroy();
   }
 }
 

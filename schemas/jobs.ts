@@ -65,6 +65,8 @@ export const submitJobBody = z.object({
   speakers: speakerCount("speakers").optional(),
   min_speakers: speakerCount("min_speakers").optional(),
   max_speakers: speakerCount("max_speakers").optional(),
+  /** Each audio channel transcribed on its own, billed per channel (docs/jobs.md "Multichannel"). */
+  multichannel: z.boolean({ error: "multichannel must be a boolean" }).optional(),
 });
 
 export const submitJobResponse = z.object({
@@ -132,6 +134,8 @@ const jobSegment = z.object({
   /** With `diarize`: the segment's speaker (0, 1, …) and, where `metadata.speaker_roles` names it, its role. */
   speaker: z.number().int().nonnegative().optional(),
   speaker_role: z.string().optional(),
+  /** `multichannel`: the audio channel (0-based) of the segment. */
+  channel: z.number().int().nonnegative().optional(),
 });
 export type JobSegment = z.infer<typeof jobSegment>;
 
@@ -149,6 +153,8 @@ export const chunkArtifact = z.object({
   language: z.string(),
   model: z.string(),
   worker_id: z.string().optional(),
+  /** `multichannel`: the channel this slice is of. */
+  channel: z.number().int().nonnegative().optional(),
   text: z.string(),
   segments: z.array(jobSegment.omit({ id: true })),
   /** With `redact`: where the slice's redacted words were spoken (for redacted_audio.wav). */
@@ -168,6 +174,8 @@ export const diarizationArtifact = z.object({
 export const jobResult = z.object({
   text: z.string(),
   segments: z.array(jobSegment),
+  /** `multichannel`: each channel's text and segments (the segments' ids are those of the merged `segments`). */
+  channels: z.array(z.object({ channel: z.number().int().nonnegative(), text: z.string(), segments: z.array(jobSegment) })).optional(),
   summary: z.object({
     total_duration: z.number(),
     total_speech_duration: z.number(),

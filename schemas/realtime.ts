@@ -139,6 +139,8 @@ export const sessionCreated = z.object({
     format: z.literal("pcm_s16le"),
     sample_rate: z.number().int(),
     channels: z.number().int(),
+    /** True when each channel is transcribed on its own (`multichannel=true`); absent otherwise. */
+    multichannel: z.boolean().optional(),
   }),
   turn_detection: turnDetection,
   plan: z.string(),
@@ -155,7 +157,11 @@ export const sessionCreated = z.object({
 });
 export type SessionCreated = z.infer<typeof sessionCreated>;
 
-const itemBase = { event_id: z.string(), item_id: z.string() };
+/**
+ * `channel`: a multichannel session's (`?channels=2&multichannel=true`, docs/realtime.md
+ * "Multichannel") item events say which channel the item was spoken on; absent otherwise.
+ */
+const itemBase = { event_id: z.string(), item_id: z.string(), channel: z.number().int().nonnegative().optional() };
 
 const speechStarted = z.object({
   type: z.literal("input_audio_buffer.speech_started"),

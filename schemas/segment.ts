@@ -45,6 +45,12 @@ export const segmentForm = zo
       .string()
       .optional()
       .describe("entities to replace by their labels in text, segments, words, SRT/VTT: pci, ssn, phone, email, numbers, pii; comma-separated or repeated (docs/formatting.md)"),
+    multichannel: zo
+      .enum(["true", "false"])
+      .optional()
+      .describe(
+        "default false. true: each audio channel (at most 8; more is 400 too_many_channels) is transcribed on its own: `channels[]` holds each channel's text, segments and words, and the top-level text, segments and words are all channels merged in time order, each segment and word carrying its `channel`; SRT cues start `[Channel N] `, WebVTT cues carry a voice tag `<v Channel N>`. Billed per channel (a 10 s stereo clip is 20 audio seconds). A mono clip is one channel, 0. Not with stream=true (400 unsupported_combination)",
+      ),
     "timestamp_granularities[]": zo.array(zo.enum(["word", "segment"])).optional().describe("verbose_json: words only when `word` is asked for; both when absent"),
     "include[]": zo.array(zo.string()).optional().describe("no values are supported: any is 400 unsupported_include"),
     diarize: zo

@@ -21,6 +21,8 @@ export const transcriptWord = z.object({
   entity: z.string().optional(),
   /** Diarization (`diarize`): who said it, 0, 1, … in order of first turn (docs/diarization.md). */
   speaker: z.number().int().nonnegative().optional(),
+  /** `multichannel=true`: the audio channel (0-based) the word was spoken on (docs/segment.md "Multichannel"). */
+  channel: z.number().int().nonnegative().optional(),
 });
 export type TranscriptWord = z.infer<typeof transcriptWord>;
 
@@ -38,6 +40,8 @@ export const transcriptSegment = z.object({
   /** Diarization: the segment's speaker (segments are split at speaker turns) and, where `metadata.speaker_roles` names it, its role. */
   speaker: z.number().int().nonnegative().optional(),
   speaker_role: z.string().optional(),
+  /** `multichannel=true`: the audio channel (0-based) of the segment. */
+  channel: z.number().int().nonnegative().optional(),
 });
 export type TranscriptSegment = z.infer<typeof transcriptSegment>;
 
@@ -48,6 +52,13 @@ export const verboseTranscription = z.object({
   text: z.string(),
   segments: z.array(transcriptSegment),
   words: z.array(transcriptWord),
+  /**
+   * `multichannel=true`: each channel's own transcript, in channel order; the top-level
+   * text, segments and words are then all channels merged in time order.
+   */
+  channels: z
+    .array(z.object({ channel: z.number().int().nonnegative(), text: z.string(), segments: z.array(transcriptSegment), words: z.array(transcriptWord) }))
+    .optional(),
 });
 export type VerboseTranscription = z.infer<typeof verboseTranscription>;
 

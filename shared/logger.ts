@@ -9,7 +9,7 @@ import { context, isSpanContextValid, trace } from "@opentelemetry/api";
  * Callers pass fields, never secrets (keys, tokens, Authorization headers). Two lines
  * of defence anyway: pino's path redaction for secret-named fields at the top level
  * and one level down (`req.headers.authorization`), and `redact` below, which also
- * masks `sk-…` / `rt_…` values inside any string field.
+ * masks `sk-…` / `rt_…` / `ek_…` / `whsec_…` values inside any string field.
  *
  * A record written inside a traced span carries its `trace_id` and `span_id`
  * (shared/telemetry.ts), so a log line leads to its trace and back.
@@ -25,7 +25,7 @@ export interface Logger {
 }
 
 const secretField = /(authorization|token|secret|password|api_?key|^key$|signature|cookie)/i;
-const secretValue = /\b(sk-|rt_|whsec_)[A-Za-z0-9._-]{6,}/g;
+const secretValue = /\b(sk-|rt_|ek_|whsec_)[A-Za-z0-9._-]{6,}/g;
 const SECRET_NAMES = ["authorization", "token", "secret", "password", "apiKey", "api_key", "key", "signature", "cookie", "adminToken", "sessionToken", "access_token"];
 
 /** Masks secret-named fields and key/token-shaped values (nested objects included). */

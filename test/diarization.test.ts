@@ -124,8 +124,8 @@ describe("diarize=true on the segment plane", () => {
     expect(vtt).toContain("<v Speaker A>");
     expect(vtt).toContain("<v Speaker B>");
     const srt = await (await post([["diarize", "true"], ["speakers", "2"], ["response_format", "srt"]])).text();
-    expect(srt).toMatch(/\nSpeaker A: /);
-    expect(srt).toMatch(/\nSpeaker B: /);
+    expect(srt).toMatch(/\n\[Speaker A\] /);
+    expect(srt).toMatch(/\n\[Speaker B\] /);
   });
 
   it("bad diarization fields are 400 invalid_request naming the field", async () => {
@@ -137,12 +137,19 @@ describe("diarize=true on the segment plane", () => {
       [[["diarize", "true"], ["min_speakers", "3"], ["max_speakers", "2"]], "min_speakers"],
       [[["diarize", "true"], ["speakers", "2"], ["max_speakers", "3"]], "speakers"],
       [[["diarize", "maybe"]], "diarize"],
-      [[["response_format", "diarized_json"], ["stream", "true"]], "stream"],
     ];
     for (const [fields, param] of cases) {
       const res = await post(fields);
       expect(res.status, JSON.stringify(fields)).toBe(400);
       expect(((await res.json()) as { error: object }).error).toMatchObject({ code: "invalid_request", param });
+    }
+    for (const [fields, param] of [
+      [[["response_format", "diarized_json"], ["stream", "true"]], "stream"],
+      [[["diarize", "true"], ["multichannel", "true"]], "diarize"],
+    ] as [[string, string][], string][]) {
+      const res = await post(fields);
+      expect(res.status, JSON.stringify(fields)).toBe(400);
+      expect(((await res.json()) as { error: object }).error).toMatchObject({ code: "unsupported_combination", param });
     }
   });
 });
@@ -173,5 +180,12 @@ describe("diarize in a batch job", () => {
     });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: object }).error).toMatchObject({ code: "invalid_request", param: "speakers" });
+    const both = await stack.fetch("/v1/audio/transcriptions/jobs", {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ audio_url: `${audio.url}/call.wav`, diarize: true, multichannel: true }),
+    });
+    expect(both.status).toBe(400);
+    expect(((await both.json()) as { error: object }).error).toMatchObject({ code: "unsupported_combination", param: "diarize" });
   });
 });

@@ -9,7 +9,8 @@ import { startStack, type Stack } from "./support/stack";
 /**
  * Logs carry no secrets: one `stt serve` process running every service at LOG_LEVEL=debug
  * goes through the flows that handle them (admin key issue, a failed authentication,
- * session token, realtime session opened with the token in the URL, a segment request,
+ * session token, realtime session opened with the token in the URL, client secret used
+ * as Bearer and as a browser subprotocol (and refused forged or in a URL), a segment request,
  * a batch job with a signed webhook), and its captured output must not contain any
  * issued key, token or secret. Every line must also be a JSON record from the logger.
  */
@@ -72,6 +73,37 @@ describe("logs", () => {
       () => undefined,
     );
 
+    // a client secret, as Bearer and as a browser's subprotocol (twice: it is reusable),
+    // and refused when forged or placed in the URL
+    const secretRes = await fetch(`${base}/v1/realtime/client_secrets`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ session: { type: "transcription", audio: { input: { transcription: { prompt: "log-secrets" } } } } }),
+    });
+    const clientSecret: string = ((await secretRes.json()) as any).value;
+    expect(clientSecret).toMatch(/^ek_/);
+    for (const [headers, protocols] of [
+      [{ authorization: `Bearer ${clientSecret}` }, []],
+      [{}, ["realtime", `openai-insecure-api-key.${clientSecret}`]],
+    ] as const) {
+      const c = await connectRt(wsUrl(base), headers, [...protocols]);
+      expect(c.ws.protocol).toBe(protocols.length ? "realtime" : "");
+      await c.next("session.created");
+      c.ws.close(1000);
+      await c.closed;
+    }
+    const forgedSecret = `${clientSecret.slice(0, -4)}AAAA`;
+    for (const [query, headers, protocols] of [
+      ["", {}, ["realtime", `openai-insecure-api-key.${forgedSecret}`]],
+      ["", { authorization: `Bearer ${forgedSecret}` }, []],
+      [`access_token=${encodeURIComponent(clientSecret)}`, {}, []],
+    ] as const) {
+      await connectRt(wsUrl(base, query), headers, [...protocols]).then(
+        (c) => c.ws.close(),
+        () => undefined,
+      );
+    }
+
     const form = new FormData();
     form.set("file", new Blob([readFileSync(fixturePath("jfk.wav"))], { type: "audio/wav" }), "jfk.wav");
     form.set("response_format", "json");
@@ -95,6 +127,8 @@ describe("logs", () => {
       ["issued key", key],
       ["failed key", bogus],
       ["session token", token],
+      ["client secret", clientSecret],
+      ["forged client secret", forgedSecret],
       ["admin token", stack.adminToken],
       ["session-token secret", stack.sessionSecret],
       ["webhook signing secret", webhookSecret],

@@ -120,6 +120,46 @@ describe("streaming recognition", () => {
     await c.closed;
   });
 
+  it("an item that finds every decoder busy takes the first one that frees and still streams", async () => {
+    // one decoder: A's utterance holds it while B starts speaking; when A's ends, B's item
+    // (well under way) gets it, is fed its audio so far, and streams from there on
+    const one = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6", RT_STREAM_DECODERS: "1" });
+    try {
+      const { key: oneKey } = await one.issueKey("pro");
+      const a = await connectRt(wsUrl(one.baseUrl), { authorization: `Bearer ${oneKey}` });
+      const b = await connectRt(wsUrl(one.baseUrl), { authorization: `Bearer ${oneKey}` });
+      await Promise.all([a.next("session.created"), b.next("session.created")]);
+      const frames = { speed: 1, chunkBytes: 640 };
+      const speakA = (async () => {
+        await streamPcm(a, silence(0.3), frames);
+        await streamPcm(a, fixture("ldc93s1.wav"), frames);
+        await streamPcm(a, silence(1), frames);
+      })();
+      await a.next("input_audio_buffer.speech_started");
+      const speakB = (async () => {
+        await streamPcm(b, longClip(), frames);
+        await streamPcm(b, silence(1), frames);
+      })();
+      await Promise.all([speakA, speakB]);
+      await Promise.all([results(a), results(b)]);
+      const firstCompleted = (c: { events: any[] }) => c.events.find((e) => e.type === `${T}.completed`);
+      expect(firstCompleted(a).worker_id).toMatch(/^stream:/);
+      // B's first item began while A held the only decoder, and ended after A's did
+      const bStarted = b.events.find((e) => e.type === "input_audio_buffer.speech_started");
+      const bDone = b.events.find((e) => e.type === `${T}.completed` && e.item_id === bStarted.item_id);
+      expect(bDone.worker_id).toMatch(/^stream:/);
+      const bDeltas = b.events.filter((e) => e.type === `${T}.delta` && e.item_id === bStarted.item_id && e.delta.length > 0);
+      expect(bDeltas.length).toBeGreaterThan(1); // partials while B spoke, not only the final
+      expect(b.events.indexOf(bDeltas[0])).toBeLessThan(b.events.findIndex((e) => e.type === "input_audio_buffer.speech_stopped" && e.item_id === bStarted.item_id));
+      expectCloseTo(LONG_CLIP_TEXT, b.events.filter((e) => e.type === `${T}.completed`).map((e) => e.transcript).join(" "), MAX_WER.longClip);
+      a.ws.close();
+      b.ws.close();
+      await Promise.all([a.closed, b.closed]);
+    } finally {
+      await one.stop();
+    }
+  });
+
   it("a decoder SIGKILLed mid-utterance: the item still gets exactly one completed, through the commit path", async () => {
     const c = await connectRt(wsUrl(stack.baseUrl), bearer());
     await c.next("session.created");

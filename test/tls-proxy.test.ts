@@ -117,6 +117,34 @@ describe("TLS proxy (deploy/proxy/nginx.conf)", () => {
     expect(res.location).toBe("https://stt.example.com/health");
   });
 
+  it("issues a client secret over https and carries its browser subprotocol through wss:// (answered `realtime`)", async () => {
+    const issued = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(
+        { host: "127.0.0.1", port: httpsPort, path: "/v1/realtime/client_secrets", method: "POST", ca: cert, servername: "localhost", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" } },
+        (res) => {
+          let body = "";
+          res.on("data", (d) => (body += d));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on("error", reject);
+      req.end(JSON.stringify({ expires_after: { anchor: "created_at", seconds: 60 } }));
+    });
+    expect(issued.status).toBe(200);
+    const secret: string = JSON.parse(issued.body).value;
+    expect(secret).toMatch(/^ek_/);
+    const ws = new WebSocket(`wss://localhost:${httpsPort}${REALTIME_PATH}`, ["realtime", `openai-insecure-api-key.${secret}`], { ca: cert });
+    const created = await new Promise<any>((resolve, reject) => {
+      ws.on("message", (d, binary) => {
+        if (!binary) resolve(JSON.parse(d.toString()));
+      });
+      ws.once("error", reject);
+    });
+    expect(created.type).toBe("session.created");
+    expect(ws.protocol).toBe("realtime");
+    ws.close(1000);
+  });
+
   it("carries a wss:// session end to end: audio in, transcript out, close 1000", { timeout: 180_000 }, async () => {
     const ws = new WebSocket(`wss://localhost:${httpsPort}${REALTIME_PATH}`, { ca: cert, headers: { authorization: `Bearer ${key}` } });
     const events: any[] = [];

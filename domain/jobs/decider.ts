@@ -42,6 +42,8 @@ export interface AudioInfo {
   samples: number;
   durationSeconds: number;
   audioKey: string;
+  /** Channels interleaved in `audioKey` (multichannel); absent: mono. */
+  channels?: number;
 }
 
 export interface ActiveJob {
@@ -263,7 +265,8 @@ function advance(job: ActiveJob, now: string, reviewAvailable: boolean, stalledB
     if (!job.steps.review) return [start("review")];
     if (!isDone(job, "review")) return [];
   }
-  const completed: JobEvent = { type: "JobCompleted", data: { audioSeconds: job.audio?.durationSeconds ?? 0, at: now } };
+  // billed per channel, as the segment plane (docs/jobs.md "Multichannel")
+  const completed: JobEvent = { type: "JobCompleted", data: { audioSeconds: (job.audio?.durationSeconds ?? 0) * (job.audio?.channels ?? 1), at: now } };
   return job.spec.webhookUrl && !job.steps.webhook ? [completed, start("webhook")] : [completed];
 }
 

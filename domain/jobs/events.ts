@@ -34,6 +34,8 @@ const jobSpec = z.object({
   metadata: z.record(z.string(), z.unknown()).optional(),
   /** `diarize` with its count hint (docs/diarization.md): absent, no speaker labels. */
   diarize: diarizeOptions.optional(),
+  /** `multichannel`: each channel sliced and transcribed on its own; absent in jobs before it existed. */
+  multichannel: z.boolean().optional(),
   /** The plan's maxAudioSecondsPerRequest when the job was submitted. */
   maxAudioSeconds: z.number().nonnegative(),
 });
@@ -44,6 +46,8 @@ const chunkPlan = z.object({
   index: z.number().int().nonnegative(),
   startSample: z.number().int().nonnegative(),
   endSample: z.number().int().nonnegative(),
+  /** `multichannel`: the channel of the slice; samples are then frames of the interleaved PCM. */
+  channel: z.number().int().nonnegative().optional(),
 });
 export type ChunkPlan = z.infer<typeof chunkPlan>;
 
@@ -67,8 +71,10 @@ const jobEvent = z.discriminatedUnion("type", [
       sampleRate: z.number().int().positive(),
       samples: z.number().int().nonnegative(),
       durationSeconds: z.number().nonnegative(),
-      /** Object key of the decoded 16 kHz mono PCM16LE audio. */
+      /** Object key of the decoded 16 kHz mono PCM16LE audio (`channels` interleaved with multichannel). */
       audioKey: z.string(),
+      /** `multichannel`: how many channels `audioKey` interleaves; `samples` are then frames. Absent: mono. */
+      channels: z.number().int().positive().optional(),
       at,
     }),
   }),

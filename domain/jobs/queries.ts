@@ -22,32 +22,18 @@ export async function findJob(db: Db, workflowId: string): Promise<JobRow | unde
   return row && { ...row, state: row.state as ActiveJob };
 }
 
-/** Ids of queued or running jobs with no event since `before` (at most `limit`, in no set order). */
-export async function findQuietJobs(db: Db, before: Date, limit: number): Promise<string[]> {
-  const rows = await db
-    .selectFrom("jobs")
-    .select("workflow_id")
-    .where("status", "in", ["queued", "running"])
-    .where("updated_at", "<", before)
-    .limit(limit)
-    .execute();
-  return rows.map((r) => r.workflow_id);
-}
-
 /**
- * Ids of queued or running jobs with no event since `before` and no step in flight (none
- * running or retrying in the read model): jobs the process manager should have moved on
- * and has not, a decision lost with a node (at most `limit`, in no set order).
+ * Ids of queued or running jobs with no event since `before` (at most `limit`, in no set
+ * order). With `idle`, only those with no step in flight (none running or retrying in the
+ * read model): jobs the process manager should have moved on and has not, a decision lost
+ * with a node.
  */
-export async function findIdleJobs(db: Db, before: Date, limit: number): Promise<string[]> {
-  const rows = await db
-    .selectFrom("jobs")
-    .select("workflow_id")
-    .where("status", "in", ["queued", "running"])
-    .where("updated_at", "<", before)
-    .where(sql<boolean>`not exists (select 1 from jsonb_each(state->'steps') s where s.value->>'status' in ('running', 'retrying'))`)
-    .limit(limit)
-    .execute();
+export async function findQuietJobs(db: Db, before: Date, limit: number, options: { idle?: boolean } = {}): Promise<string[]> {
+  let query = db.selectFrom("jobs").select("workflow_id").where("status", "in", ["queued", "running"]).where("updated_at", "<", before);
+  if (options.idle) {
+    query = query.where(sql<boolean>`not exists (select 1 from jsonb_each(state->'steps') s where s.value->>'status' in ('running', 'retrying'))`);
+  }
+  const rows = await query.limit(limit).execute();
   return rows.map((r) => r.workflow_id);
 }
 

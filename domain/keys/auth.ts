@@ -1,16 +1,19 @@
-import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
+import type { TranscriptionSessionPreset } from "../../schemas/client-secrets";
 import type { Limits, PlanCatalog } from "../../schemas/plans";
 import type { Db } from "../../shared/db/index";
-import { AppError, unauthorized } from "../../shared/errors";
+import { unauthorized } from "../../shared/errors";
 import { plans as builtInPlans } from "../../shared/plans";
 import { resolveLimits } from "../usage/limits";
 import { readKeyByHash, readKeyForAuth, type KeyRow } from "./queries";
+import { readSignedToken, safeEqual, signToken } from "./signed-token";
 
 /**
  * Authentication shared by the HTTP and realtime gateways: API keys (Bearer `sk-…`,
  * looked up by SHA-256 in the api_keys read model), browser session tokens (`rt_…`,
- * HMAC-SHA256, 60 s, single use, bound to the issuing key) and the operator's admin
- * token.
+ * HMAC-SHA256, 60 s, single use, bound to the issuing key), client secrets (`ek_…`,
+ * the same signing, reusable until they expire: client-secret.ts) and the operator's
+ * admin token.
  */
 export interface Principal {
   keyId: string;
@@ -20,23 +23,23 @@ export interface Principal {
   lastUsedAt: Date | null;
   expiresAt: Date | null;
   /** How the caller authenticated. */
-  via: "api_key" | "session_token";
+  via: "api_key" | "session_token" | "client_secret";
+  /**
+   * The session configuration a client secret was issued with (`ek_` only; GA-shaped,
+   * validated: schemas/client-secrets.ts). The OpenAI-compatible door applies it as the
+   * session's initial configuration; the client's session.update may override it.
+   */
+  presetSession?: TranscriptionSessionPreset;
 }
 
 const KEY_PREFIX = "sk-";
 const KEY_MIN_LENGTH = 16;
 export const SESSION_TOKEN_PREFIX = "rt_";
 export const SESSION_TOKEN_TTL_SECONDS = 60;
+export const CLIENT_SECRET_PREFIX = "ek_";
 
 export function sha256Hex(value: string): string {
   return createHash("sha256").update(value, "utf8").digest("hex");
-}
-
-/** Constant-time string equality (lengths are hidden by hashing both sides first). */
-function safeEqual(a: string, b: string): boolean {
-  const ha = createHash("sha256").update(a).digest();
-  const hb = createHash("sha256").update(b).digest();
-  return timingSafeEqual(ha, hb) && a.length === b.length;
 }
 
 /** A new key: `sk-` + 43 base62 characters (≈256 bits of entropy). */
@@ -72,11 +75,18 @@ export function bearerCredential(authorization: string | undefined | null): stri
   return match[1]!;
 }
 
-/** Keys must never travel in URLs: refuse any query value that looks like one. */
+/**
+ * Keys and client secrets must never travel in URLs (proxies, logs and browser history
+ * keep them): refuse any query value that looks like one. A client secret is reusable
+ * for up to two hours, unlike a single-use `rt_` token, the one credential a URL may carry.
+ */
 export function refuseKeysInUrl(url: URL): void {
   for (const [, value] of url.searchParams) {
     if (value.startsWith(KEY_PREFIX)) {
       throw unauthorized("invalid_api_key", "API keys must not be sent in URLs; use the Authorization header (browsers: a session token).");
+    }
+    if (value.startsWith(CLIENT_SECRET_PREFIX)) {
+      throw unauthorized("invalid_api_key", "Client secrets must not be sent in URLs; send 'Authorization: Bearer ek_…' or, from a browser, the WebSocket subprotocol 'openai-insecure-api-key.ek_…'.");
     }
   }
 }
@@ -108,11 +118,14 @@ export async function authenticateApiKey(db: Db, authorization: string | undefin
   return principalFromRow(row, now, "api_key", plans);
 }
 
-/** Looks up a key by id (session tokens); same status rules as a Bearer key. */
-async function principalForKeyId(db: Db, keyId: string, now: Date, plans: PlanCatalog = builtInPlans): Promise<Principal> {
+/** Looks up a key by id (session tokens, client secrets); same status rules as a Bearer key. */
+export async function principalForKeyId(db: Db, keyId: string, now: Date, via: Principal["via"], plans: PlanCatalog = builtInPlans): Promise<Principal> {
   const row = await readKeyForAuth(db, keyId);
-  if (!row) throw unauthorized("invalid_session_token", "The session token's key no longer exists.");
-  return principalFromRow(row, now, "session_token", plans);
+  if (!row) {
+    if (via === "client_secret") throw unauthorized("invalid_api_key", "The client secret's key no longer exists.");
+    throw unauthorized("invalid_session_token", "The session token's key no longer exists.");
+  }
+  return principalFromRow(row, now, via, plans);
 }
 
 interface SessionClaims {
@@ -126,47 +139,24 @@ interface SessionClaims {
   jti: string;
 }
 
-function requireSecret(secret: string | undefined): string {
-  if (!secret) {
-    throw new AppError("unavailable", "token_issuer_unavailable", "Session tokens are not available: GATEWAY_SESSION_TOKEN_SECRET is not configured.");
-  }
-  return secret;
-}
-
-const b64url = (buf: Buffer) => buf.toString("base64url");
-
-/** Issues an `rt_` token: base64url(claims) "." base64url(HMAC-SHA256(claims)). */
+/** Issues an `rt_` token (signed-token.ts), valid SESSION_TOKEN_TTL_SECONDS. */
 export function issueSessionToken(secret: string | undefined, principal: Principal, now: Date): { token: string; expiresIn: number } {
-  const key = requireSecret(secret);
   const iat = Math.floor(now.getTime() / 1000);
   const claims: SessionClaims = { kid: principal.keyId, own: principal.ownerId, iat, exp: iat + SESSION_TOKEN_TTL_SECONDS, jti: randomUUID() };
-  const payload = b64url(Buffer.from(JSON.stringify(claims)));
-  const sig = b64url(createHmac("sha256", key).update(payload).digest());
-  return { token: `${SESSION_TOKEN_PREFIX}${payload}.${sig}`, expiresIn: SESSION_TOKEN_TTL_SECONDS };
+  return { token: signToken(secret, SESSION_TOKEN_PREFIX, claims), expiresIn: SESSION_TOKEN_TTL_SECONDS };
 }
 
 const tokenIdPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Checks an `rt_` token's signature, shape and expiry (no I/O); returns its claims. */
 function readSessionToken(secret: string | undefined, token: string, now: Date): SessionClaims {
-  const key = requireSecret(secret);
   const invalid = () => unauthorized("invalid_session_token", "Invalid or expired session token.");
-  if (!token.startsWith(SESSION_TOKEN_PREFIX)) throw invalid();
-  const [payload, sig, extra] = token.slice(SESSION_TOKEN_PREFIX.length).split(".");
-  if (!payload || !sig || extra !== undefined) throw invalid();
-  const expected = b64url(createHmac("sha256", key).update(payload).digest());
-  if (!safeEqual(sig, expected)) throw invalid();
-  let claims: SessionClaims;
-  try {
-    claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as SessionClaims;
-  } catch {
-    throw invalid();
-  }
-  if (claims === null || typeof claims !== "object" || typeof claims.exp !== "number" || typeof claims.kid !== "string") throw invalid();
+  const claims = readSignedToken(secret, SESSION_TOKEN_PREFIX, token, invalid);
+  if (typeof claims.exp !== "number" || typeof claims.kid !== "string") throw invalid();
   // Every token this service issued carries a UUID jti; it names the token's spent marker.
   if (typeof claims.jti !== "string" || !tokenIdPattern.test(claims.jti)) throw invalid();
   if (claims.exp <= Math.floor(now.getTime() / 1000)) throw invalid();
-  return claims;
+  return claims as unknown as SessionClaims;
 }
 
 /**
@@ -176,7 +166,7 @@ function readSessionToken(secret: string | undefined, token: string, now: Date):
  */
 export async function verifySessionToken(db: Db, secret: string | undefined, token: string, now: Date, plans: PlanCatalog = builtInPlans): Promise<Principal> {
   const claims = readSessionToken(secret, token, now);
-  return principalForKeyId(db, claims.kid, now, plans);
+  return principalForKeyId(db, claims.kid, now, "session_token", plans);
 }
 
 /**
@@ -202,7 +192,7 @@ export async function redeemSessionToken(
   plans: PlanCatalog = builtInPlans,
 ): Promise<Principal> {
   const claims = readSessionToken(secret, token, now);
-  const principal = await principalForKeyId(db, claims.kid, now, plans);
+  const principal = await principalForKeyId(db, claims.kid, now, "session_token", plans);
   if (!(await spend(claims.jti, claims.exp))) {
     throw unauthorized("invalid_session_token", "This session token was already used; a session token opens one connection, request a new one.");
   }

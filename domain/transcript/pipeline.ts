@@ -1,5 +1,6 @@
 import type { VerboseTranscription } from "../../schemas/transcription";
 import type { RedactEntity } from "../../schemas/redact";
+import { channelStage } from "./channels";
 import { redactRules } from "./redact";
 import { redactStage } from "./redact-stage";
 import { smartFormatStage } from "./smart-format-stage";
@@ -26,6 +27,8 @@ export interface TranscriptOptions {
   prompt?: string | null;
   /** The request's `redact`: a redaction stage runs last, on every engine (formatted or not). */
   redact?: readonly RedactEntity[] | null;
+  /** `multichannel=true`: the channel this audio is; a last stage labels every word and segment with it (channels.ts). */
+  channel?: number;
   /**
    * Diarization (`diarize`, docs/diarization.md): the diarizer's turns on the words'
    * timeline. A speaker stage runs first; whole results get their segments split where
@@ -48,6 +51,7 @@ export function transcriptPipeline(options: TranscriptOptions): TranscriptPipeli
   if (turns) stages.push(speakerStage(turns));
   if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(terms));
   if (options.redact?.length) stages.push(redactStage(redactRules(options.redact, terms)));
+  if (options.channel !== undefined) stages.push(channelStage(options.channel));
   return turns ? { stages, speakers: { turns, roles: speakerRolesOf(options.metadata) } } : { stages };
 }
 
@@ -88,17 +92,25 @@ export function shapeTranscription(pipeline: TranscriptPipeline, result: Verbose
   let shaped: ShapedWord[] = result.words.map((w) => ({ word: w.word, start_ms: Math.round(w.start * 1000), end_ms: Math.round(w.end * 1000), form: w.word }));
   if (speaker) shaped = speaker.shape(shaped);
   const taken = new Set<number>();
-  const groups = result.segments.map((s): number[] | string => {
+  // a segment without words: its text shaped as a run (the labels its words got are its own)
+  const fromText = new Map<number, ShapedWord[]>();
+  const groups = result.segments.map((s, j): number[] | string => {
     const mine: number[] = [];
     result.words.forEach((w, i) => {
       if (!taken.has(i) && w.start >= s.start - 0.01 && w.start < s.end + 0.01) mine.push(i);
     });
-    if (mine.length === 0) return runText(shapeRun(perRun, textRun(s.text)));
+    if (mine.length === 0) {
+      const run = shapeRun(pipeline, textRun(s.text));
+      fromText.set(j, run);
+      return runText(run);
+    }
     for (const i of mine) taken.add(i);
     return mine;
   });
   // with speakers, a segment is cut where its words' speaker changes, before formatting: each turn is its own run
-  const pieces = result.segments.flatMap((s, j) => (pipeline.speakers ? splitAtSpeakers(s, groups[j]!, shaped, pipeline.speakers) : [{ segment: s, group: groups[j]! }]));
+  const pieces = result.segments.flatMap((s, j) =>
+    (pipeline.speakers ? splitAtSpeakers(s, groups[j]!, shaped, pipeline.speakers) : [{ segment: s, group: groups[j]! }]).map((p) => ({ ...p, j })),
+  );
   // words no segment claimed (an engine whose segments do not cover its words) get a form too
   const rest = result.words.map((_, i) => i).filter((i) => !taken.has(i));
   const runs = [...pieces.map((p) => p.group).filter((g): g is number[] => Array.isArray(g)), rest].filter((r) => r.length > 0);
@@ -109,16 +121,22 @@ export function shapeTranscription(pipeline: TranscriptPipeline, result: Verbose
     apply(all, redact.shape(all.map((i) => shaped[i]!)));
   }
   // only a speaker stage: the engine's own text and forms stand
-  const reshaped = perRun.stages.length > 0 || redact !== undefined;
+  const reshaped = pipeline.stages.some((s) => s !== speaker);
   const words = result.words.map((w, i) => {
-    const { form, entity, speaker: who } = shaped[i]!;
-    const labelled = who === undefined ? w : { ...w, speaker: who };
+    const { form, entity, channel, speaker: who } = shaped[i]!;
+    const labelled = { ...w, ...(channel === undefined ? {} : { channel }), ...(who === undefined ? {} : { speaker: who }) };
     if (!reshaped) return labelled;
     return entity ? { ...labelled, word: `[${entity}]`, punctuated_word: form, entity } : { ...labelled, punctuated_word: form };
   });
-  const segments = pieces.map(({ segment: s, group: g, whole }, id) => {
-    const text = typeof g === "string" ? (reshaped ? g : s.text) : reshaped || !whole ? runText(g.map((i) => shaped[i]!)) : s.text;
-    return pipeline.speakers ? { ...s, id, text } : { ...s, text };
+  const labelStage = pipeline.stages.find((s) => s.name === "channel");
+  const segments = pieces.map(({ segment: s, group: g, whole, j }, id) => {
+    const run = typeof g === "string" ? (fromText.get(j) ?? []) : g.map((i) => shaped[i]!);
+    // a segment's label is its words' (a segment shaped from empty text asks the stage)
+    const channel = run[0]?.channel ?? labelStage?.shape([{ word: "", form: "" }])[0]?.channel;
+    // an uncut segment keeps the engine's text when no stage reshapes it
+    const text = !reshaped && whole ? s.text : typeof g === "string" ? g : runText(run);
+    const numbered = pipeline.speakers ? { ...s, id, text } : { ...s, text };
+    return channel === undefined ? numbered : { ...numbered, channel };
   });
   const text = segments.length
     ? segments

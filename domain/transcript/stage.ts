@@ -17,6 +17,8 @@ export interface ShapedWord {
   readonly entity?: EntityLabel;
   /** Set by the speaker stage (speaker-stage.ts): who said the word. */
   readonly speaker?: number;
+  /** Set by the channel stage (channels.ts): the audio channel the word was spoken on. */
+  readonly channel?: number;
 }
 
 /**

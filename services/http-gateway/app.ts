@@ -6,6 +6,7 @@ import { limitBody, MAX_JSON_BODY_BYTES } from "./body-limit";
 import type { GatewayDeps } from "./deps";
 import { notFound, onError } from "./errors";
 import { registerAdminRoutes } from "./routes/admin";
+import { registerClientSecretRoutes } from "./routes/client-secrets";
 import { registerJobPollAliases, registerJobsRoutes } from "./routes/jobs";
 import { registerDocsRoutes, registerMetaRoutes } from "./routes/meta";
 import { registerSegmentRoutes, SEGMENT_PATH } from "./routes/segment";
@@ -49,6 +50,7 @@ export function createApp(deps: GatewayDeps): OpenAPIHono<GatewayEnv> {
   registerDocsRoutes(app, deps);
   registerAdminRoutes(app, deps);
   registerSessionTokenRoutes(app, deps);
+  registerClientSecretRoutes(app, deps);
   registerUsageRoutes(app, deps);
   registerStreamDoc(app);
   registerSegmentRoutes(app, deps);

@@ -30,6 +30,8 @@ export interface SegmentFields {
   redact?: RedactEntity[];
   /** `diarize=true` (or response_format=diarized_json) with its count hint: speaker labels (docs/diarization.md). */
   diarize?: DiarizeOptions;
+  /** `multichannel` (default false): each channel transcribed on its own, results per channel and merged (docs/segment.md "Multichannel"). */
+  multichannel: boolean;
 }
 
 export function parseFields(form: FormData): SegmentFields {
@@ -56,6 +58,10 @@ export function parseFields(form: FormData): SegmentFields {
     throw validationError(issueErrorCode(issue, param === "response_format" ? "invalid_response_format" : "invalid_request"), `${param}: ${issue.message}`, { param });
   }
   const f = parsed.data;
+  const stream = parseBoolean("stream", text("stream"), false);
+  if (stream && parseBoolean("multichannel", text("multichannel"), false)) {
+    throw validationError("unsupported_combination", "stream and multichannel cannot be combined: a multichannel transcript is answered whole", { param: "stream" });
+  }
   return {
     file,
     model: f.model,
@@ -63,17 +69,22 @@ export function parseFields(form: FormData): SegmentFields {
     prompt: f.prompt?.slice(0, MAX_PROMPT_CHARS),
     responseFormat: f.response_format,
     workerId: f.worker_id,
-    stream: parseBoolean("stream", text("stream"), false),
+    stream,
     smartFormat: parseBoolean("smart_format", text("smart_format"), true),
+    multichannel: parseBoolean("multichannel", text("multichannel"), false),
     granularities: parseGranularities(form),
     redact: parseRedact(form),
-    ...parseDiarize(text, f.response_format === "diarized_json", parseBoolean("stream", text("stream"), false)),
+    ...parseDiarize(text, f.response_format === "diarized_json", stream, parseBoolean("multichannel", text("multichannel"), false)),
     ...refuseIncludes(form),
   };
 }
 
-/** `diarize`, `speakers`, `min_speakers`, `max_speakers`: 400 `invalid_request` naming the field on a bad value. */
-function parseDiarize(text: (name: string) => string | undefined, diarizedJson: boolean, stream: boolean): { diarize?: DiarizeOptions } {
+/**
+ * `diarize`, `speakers`, `min_speakers`, `max_speakers`: 400 `invalid_request` naming the
+ * field on a bad value, `unsupported_combination` with `stream` (diarized_json) or
+ * `multichannel`.
+ */
+function parseDiarize(text: (name: string) => string | undefined, diarizedJson: boolean, stream: boolean, multichannel: boolean): { diarize?: DiarizeOptions } {
   const on = parseBoolean("diarize", text("diarize"), false) || diarizedJson;
   const count = (name: string) => {
     const v = text(name);
@@ -90,7 +101,9 @@ function parseDiarize(text: (name: string) => string | undefined, diarizedJson: 
     options[key] = n;
   }
   if (!on) return {};
-  if (stream && diarizedJson) throw validationError("invalid_request", "stream=true is not supported with response_format=diarized_json", { param: "stream" });
+  if (stream && diarizedJson) throw validationError("unsupported_combination", "stream and response_format=diarized_json cannot be combined: a diarized transcript is answered whole", { param: "stream" });
+  // each channel of a multichannel clip is usually one speaker: its `channel` says who spoke
+  if (multichannel) throw validationError("unsupported_combination", "diarize and multichannel cannot be combined: with multichannel, each segment's channel says who spoke", { param: "diarize" });
   const problem = speakerHintProblem(options);
   if (problem) throw validationError("invalid_request", problem[1], { param: problem[0] });
   return { diarize: options };

@@ -25,6 +25,13 @@ describe("segment response formats", () => {
     expect(r.contentType).toMatch(/^text\/vtt/);
     expect(r.body).toBe("WEBVTT\n\n00:00:00.000 --> 00:00:01.250\nHello there.\n\n01:02:03.002 --> 01:02:05.500\nGeneral Kenobi.\n\n");
   });
+  it("multichannel: SRT cues start [Channel N], WebVTT cues carry the voice tag <v Channel N>", () => {
+    const labelled = { ...result, segments: result.segments.map((s, i) => ({ ...s, channel: i })) };
+    expect(renderTranscription(labelled, "srt").body).toContain("00:00:00,000 --> 00:00:01,250\n[Channel 0] Hello there.\n");
+    expect(renderTranscription(labelled, "srt").body).toContain("[Channel 1] General Kenobi.");
+    expect(renderTranscription(labelled, "vtt").body).toContain("00:00:00.000 --> 00:00:01.250\n<v Channel 0>Hello there.\n");
+    expect(renderTranscription(labelled, "vtt").body).toContain("<v Channel 1>General Kenobi.");
+  });
   it("text, json and verbose_json", () => {
     expect(renderTranscription(result, "text").body).toBe("Hello there. General Kenobi.\n");
     expect(JSON.parse(renderTranscription(result, "json").body)).toEqual({ text: result.text, usage: { type: "duration", seconds: 3726 } });
@@ -38,8 +45,8 @@ describe("segment response formats", () => {
   it("with speakers: SRT and VTT cues name them (a role where given), diarized_json labels them A, B in OpenAI's shape", () => {
     const [a, b] = result.segments;
     const diarized = { ...result, segments: [{ ...a!, speaker: 0 }, { ...b!, speaker: 1, speaker_role: "customer" }] };
-    expect(renderTranscription(diarized, "srt").body).toContain("\nSpeaker A: Hello there.\n");
-    expect(renderTranscription(diarized, "srt").body).toContain("\ncustomer: General Kenobi.\n");
+    expect(renderTranscription(diarized, "srt").body).toContain("\n[Speaker A] Hello there.\n");
+    expect(renderTranscription(diarized, "srt").body).toContain("\n[customer] General Kenobi.\n");
     expect(renderTranscription(diarized, "vtt").body).toContain("\n<v Speaker A>Hello there.\n");
     expect(JSON.parse(renderTranscription(diarized, "diarized_json").body)).toEqual({
       task: "transcribe",

@@ -5,8 +5,8 @@ import type { DiarizedTranscription, VerboseTranscription } from "../../schemas/
 /**
  * The response formats of POST /v1/audio/transcriptions, as OpenAI serves them:
  * verbose_json (spec 2.8), json (`{text, usage}`), text (the text and a newline),
- * srt and vtt (one cue per segment; with speakers, each cue names its speaker:
- * `Speaker A: …` in SRT, a `<v Speaker A>` voice span in VTT), and diarized_json
+ * srt and vtt (one cue per segment; with channels or speakers, each cue names its
+ * channel or speaker: `[Speaker A] …` in SRT, a `<v Speaker A>` voice span in VTT), and diarized_json
  * (OpenAI's TranscriptionDiarized: segments with `speaker` "A", "B", …; docs/diarization.md).
  */
 export type ResponseFormat = z.infer<typeof segmentResponseFormat>;
@@ -54,24 +54,26 @@ type Segment = VerboseTranscription["segments"][number];
 /** A speaker as diarized_json names it: "A", "B", … (OpenAI labels unnamed speakers so); "A" for a segment without one. */
 const speakerLetter = (speaker: number | undefined) => String.fromCharCode(65 + ((speaker ?? 0) % 26));
 
-/** A cue's speaker, where the segment has one: its role, else `Speaker A`. */
-const cueSpeaker = (s: Segment) => (s.speaker === undefined ? undefined : (s.speaker_role ?? `Speaker ${speakerLetter(s.speaker)}`));
+/**
+ * Who a cue is: its channel in a multichannel transcript (docs/segment.md "Multichannel"),
+ * its speaker with `diarize` (its role where `speaker_role` names it, else `Speaker A`;
+ * docs/diarization.md). SRT has no speaker markup, so its text starts `[Channel 0] `;
+ * WebVTT has the voice tag, which players show as the cue's speaker: `<v Channel 0>`.
+ */
+function cueLabel(s: Segment, format: "srt" | "vtt"): string {
+  const who = s.channel !== undefined ? `Channel ${s.channel}` : s.speaker !== undefined ? (s.speaker_role ?? `Speaker ${speakerLetter(s.speaker)}`) : undefined;
+  if (who === undefined) return "";
+  return format === "srt" ? `[${who}] ` : `<v ${who.replace(/[<>&\n]/g, " ")}>`;
+}
 
 function toSrt(result: VerboseTranscription): string {
   return result.segments
-    .map((s, i) => {
-      const who = cueSpeaker(s);
-      return `${i + 1}\n${clock(s.start, ",")} --> ${clock(s.end, ",")}\n${who ? `${who}: ` : ""}${s.text.trim()}\n\n`;
-    })
+    .map((s, i) => `${i + 1}\n${clock(s.start, ",")} --> ${clock(s.end, ",")}\n${cueLabel(s, "srt")}${s.text.trim()}\n\n`)
     .join("");
 }
 
 function toVtt(result: VerboseTranscription): string {
-  const voice = (s: Segment) => {
-    const who = cueSpeaker(s);
-    return who ? `<v ${who.replace(/[<>&\n]/g, " ")}>${s.text.trim()}` : s.text.trim();
-  };
-  return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${voice(s)}\n\n`).join("");
+  return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${cueLabel(s, "vtt")}${s.text.trim()}\n\n`).join("");
 }
 
 function toDiarized(result: VerboseTranscription): DiarizedTranscription {

@@ -54,6 +54,13 @@ export interface PiecesOptions {
   signal: AbortSignal;
   owner: string;
   requestId: string;
+  /**
+   * Multichannel (docs/segment.md "Multichannel"): the channel these pieces are. Every
+   * channel of a request is its own run, all under the request's id in the scheduler, so
+   * the channels share the request's `inFlight` and even a one-piece channel waits its
+   * turn there rather than going straight to the router.
+   */
+  channel?: number;
 }
 
 /** A piece waiting longer than this for an engine (every engine busy with other requests' pieces) fails the request 503. */
@@ -110,7 +117,8 @@ export function startPieces(options: PiecesOptions): PiecesRun {
   };
 
   const scheduled = async (slice: SlicePlan): Promise<PieceOutcome> => {
-    const turn: QueuedUtterance = { owner: options.owner, sessionId: options.requestId, itemId: String(slice.index), maxPerSession: options.policy.inFlight, committedAt: Date.now() };
+    const itemId = options.channel === undefined ? String(slice.index) : `${options.channel}:${slice.index}`;
+    const turn: QueuedUtterance = { owner: options.owner, sessionId: options.requestId, itemId, maxPerSession: options.policy.inFlight, committedAt: Date.now() };
     const grant: Grant = await scheduler.enqueue(turn);
     try {
       if (grant === "expired") throw busy(`no engine was free for a piece of this clip within ${PIECE_MAX_WAIT_MS / 1000} s`);
@@ -125,7 +133,7 @@ export function startPieces(options: PiecesOptions): PiecesRun {
   const startNext = () => {
     if (failure !== undefined || started >= plan.length) return;
     const slice = plan[started++]!;
-    (plan.length === 1 ? transcribe(slice, false) : scheduled(slice)).then((outcome) => {
+    (plan.length === 1 && options.channel === undefined ? transcribe(slice, false) : scheduled(slice)).then((outcome) => {
       settled[slice.index]!.resolve(outcome);
       if (++finished === plan.length) options.signal.removeEventListener("abort", onAbort);
       startNext();

@@ -93,3 +93,48 @@ describe("aggregation", () => {
     expect(result.summary).toEqual({ total_duration: 20, total_speech_duration: 0, overall_speech_ratio: 0, num_segments: 0 });
   });
 });
+
+describe("multichannel aggregation", () => {
+  const stereo: ActiveJob = {
+    ...job,
+    spec: { ...spec, multichannel: true },
+    audio: { ...job.audio!, channels: 2 },
+    chunks: [
+      { index: 0, startSample: 0, endSample: 20 * 16000, channel: 0 },
+      { index: 1, startSample: 0, endSample: 20 * 16000, channel: 1 },
+    ],
+  };
+  const chunk = (index: number, channel: number, segments: [number, number, string][]): ChunkArtifact => ({
+    workflow_id: spec.workflowId,
+    request_id: "r",
+    index,
+    start_time: 0,
+    end_time: 20,
+    language: "en",
+    model: "m",
+    channel,
+    text: segments.map((s) => s[2]).join(" "),
+    segments: segments.map(([start_time, end_time, text]) => ({ start_time, end_time, duration: end_time - start_time, text, confidence: 0.9, channel })),
+    transcribed_at: "t",
+  });
+
+  it("merges the channels' segments in time order, each labelled, and keeps each channel's own", () => {
+    const r = buildResult(stereo, [chunk(1, 1, [[2, 4, "she had"], [6, 8, "dark suit"]]), chunk(0, 0, [[0, 3, "and so"], [6, 9, "ask not"]])]);
+    expect(r.segments.map((s) => [s.id, s.channel, s.start_time])).toEqual([
+      [0, 0, 0],
+      [1, 1, 2],
+      [2, 0, 6],
+      [3, 1, 6],
+    ]);
+    expect(r.text).toBe("and so she had ask not dark suit");
+    expect(r.channels).toEqual([
+      { channel: 0, text: "and so ask not", segments: [r.segments[0], r.segments[2]] },
+      { channel: 1, text: "she had dark suit", segments: [r.segments[1], r.segments[3]] },
+    ]);
+  });
+
+  it("a mono job has no channels and no labels", () => {
+    const r = buildResult(job, []);
+    expect(r.channels).toBeUndefined();
+  });
+});

@@ -8,27 +8,37 @@ import { writeRedactedAudio } from "./redact-audio";
  * The aggregation step: reads every `chunk_{i}.json`, merges them into one transcript
  * (spec 2.5/2.6) and writes `result.json`. Segment times are already absolute; the
  * merge orders them, renumbers ids from 0 and keeps starts monotonic.
+ *
+ * Multichannel (docs/jobs.md "Multichannel"): the channels' segments are merged in order
+ * of start (a tie goes to the lower channel) and each keeps its `channel`; starts are kept
+ * monotonic within a channel only (two channels speak at once), and `channels` holds each
+ * channel's text and segments, with the merged ids.
  */
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
 export function buildResult(job: ActiveJob, chunks: ChunkArtifact[]): JobResult {
   const ordered = [...chunks].sort((a, b) => a.index - b.index);
-  const segments: JobSegment[] = [];
-  let lastStart = 0;
+  const placed: Omit<JobSegment, "id">[] = [];
+  const lastStart = new Map<number | undefined, number>();
   for (const chunk of ordered) {
     for (const s of [...chunk.segments].sort((a, b) => a.start_time - b.start_time)) {
-      const start = Math.max(s.start_time, lastStart);
+      const start = Math.max(s.start_time, lastStart.get(chunk.channel) ?? 0);
       const end = Math.max(s.end_time, start);
+      const channel = chunk.channel === undefined ? {} : { channel: chunk.channel };
       const speaker = s.speaker === undefined ? {} : { speaker: s.speaker, ...(s.speaker_role === undefined ? {} : { speaker_role: s.speaker_role }) };
-      segments.push({ id: segments.length, start_time: start, end_time: end, duration: round3(end - start), text: s.text, confidence: s.confidence, ...speaker });
-      lastStart = start;
+      placed.push({ start_time: start, end_time: end, duration: round3(end - start), text: s.text, confidence: s.confidence, ...channel, ...speaker });
+      lastStart.set(chunk.channel, start);
     }
   }
+  const multichannel = job.audio?.channels !== undefined;
+  if (multichannel) placed.sort((a, b) => a.start_time - b.start_time || (a.channel ?? 0) - (b.channel ?? 0));
+  const segments: JobSegment[] = placed.map((s, id) => ({ id, ...s }));
   const total = round3(job.audio?.durationSeconds ?? 0);
   const speech = round3(segments.reduce((acc, s) => acc + s.duration, 0));
   return {
     text: segments.map((s) => s.text).join(" "),
     segments,
+    ...(multichannel ? { channels: channelViews(segments, job.audio!.channels!) } : {}),
     summary: {
       total_duration: total,
       total_speech_duration: speech,
@@ -44,6 +54,14 @@ export function buildResult(job: ActiveJob, chunks: ChunkArtifact[]): JobResult 
       workflow_id: job.spec.workflowId,
     },
   };
+}
+
+/** Each channel's text and segments out of the merged, labelled segments (channels with no speech included). */
+export function channelViews(segments: readonly JobSegment[], channels: number): NonNullable<JobResult["channels"]> {
+  return Array.from({ length: channels }, (_, channel) => {
+    const mine = segments.filter((s) => s.channel === channel);
+    return { channel, text: mine.map((s) => s.text).join(" "), segments: mine };
+  });
 }
 
 async function readChunkArtifacts(job: ActiveJob, objects: ObjectStore): Promise<ChunkArtifact[]> {

@@ -16,12 +16,16 @@ import type { ObjectStore } from "../../shared/objects/index";
 import { safeDownload } from "../../shared/net/safe-fetch";
 import { artifactKeys } from "../../schemas/jobs";
 import type { ActiveJob, AudioInfo } from "../../domain/jobs/decider";
+import { MAX_TRANSCRIBED_CHANNELS } from "../../domain/transcript/channels";
 
 /**
  * The fetch step: download `audio_url` (SSRF-guarded, streamed to a private temp file
  * under a byte and a time limit), decode it with ffmpeg to 16 kHz mono PCM16LE (file
  * to file, so long recordings never sit in memory), and store the PCM as `audio.pcm`
  * in the job's artifact folder (`artifactPrefix`) for the slicer and the transcribers.
+ * With `multichannel` the channels are kept, interleaved (at most
+ * MAX_TRANSCRIBED_CHANNELS, else `too_many_channels`, permanent): the slicer and the
+ * transcribers read each channel out of it (docs/jobs.md "Multichannel").
  *
  * The file is probed before it is decoded (RIFF header, else ffprobe): a sample rate
  * outside 8–384 kHz fails the job with `unsupported_audio`, a stated length over the
@@ -71,13 +75,18 @@ export async function fetchAudio(job: ActiveJob, options: FetchAudioOptions): Pr
     const probed = await probeAudioFile(source, { timeoutMs: Math.min(PROBE_TIMEOUT_MS, options.timeoutMs), signal: options.signal });
     if ("unreadable" in probed) throw validationError("undecodable_audio", `the audio could not be decoded (${probed.unreadable})`);
     assertProbeFits(probed.probe, job.spec.maxAudioSeconds);
+    const channels = job.spec.multichannel ? probed.probe.channels : 1;
+    if (channels > MAX_TRANSCRIBED_CHANNELS) {
+      throw validationError("too_many_channels", `the audio has ${channels} channels; multichannel transcribes at most ${MAX_TRANSCRIBED_CHANNELS}`);
+    }
     const pcmPath = join(dir, "audio.pcm");
-    await decodeFileToPcm(source, pcmPath, { maxSeconds: job.spec.maxAudioSeconds, timeoutMs: options.timeoutMs, signal: options.signal });
+    await decodeFileToPcm(source, pcmPath, { maxSeconds: job.spec.maxAudioSeconds, timeoutMs: options.timeoutMs, signal: options.signal, channels });
     const { size } = await stat(pcmPath);
-    const samples = Math.floor(size / 2);
+    const samples = Math.floor(size / 2 / channels);
     const audioKey = artifactKeys.audio(job.spec);
-    await options.objects.putFile(audioKey, pcmPath, { contentType: "audio/L16; rate=16000; channels=1" });
+    await options.objects.putFile(audioKey, pcmPath, { contentType: `audio/L16; rate=16000; channels=${channels}` });
     return {
+      ...(job.spec.multichannel ? { channels } : {}),
       bytes: res.bytes,
       ...(contentType ? { contentType } : {}),
       sampleRate: SAMPLE_RATE,
@@ -99,13 +108,13 @@ export async function fetchAudio(job: ActiveJob, options: FetchAudioOptions): Pr
 async function decodeFileToPcm(
   input: string,
   output: string,
-  options: { maxSeconds?: number; timeoutMs: number; signal?: AbortSignal },
+  options: { maxSeconds?: number; timeoutMs: number; signal?: AbortSignal; channels: number },
 ): Promise<void> {
-  const run = await runLimited("ffmpeg", ffmpegDecodeArgs(input, output, options.maxSeconds), {
+  const run = await runLimited("ffmpeg", ffmpegDecodeArgs(input, output, options.maxSeconds, options.channels), {
     timeoutMs: options.timeoutMs,
     cpuSeconds: decodeCpuSeconds(options.maxSeconds),
     dataBytes: DECODER_DATA_BYTES,
-    ...(options.maxSeconds === undefined ? {} : { fileBytes: decodeOutputBytes(options.maxSeconds) }),
+    ...(options.maxSeconds === undefined ? {} : { fileBytes: decodeOutputBytes(options.maxSeconds) * options.channels }),
     signal: options.signal,
   });
   if (run.stop === "aborted") throw new AppError("unavailable", "aborted", "decoding was interrupted");

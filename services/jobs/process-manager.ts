@@ -8,7 +8,8 @@ import type { Db } from "../../shared/db/index";
 import { traceHeaders } from "../../shared/telemetry";
 import type { StepCommand } from "../../schemas/jobs";
 import { jobEventEnvelope } from "../../domain/jobs/events";
-import { findIdleJobs, findQuietJobs } from "../../domain/jobs/queries";
+import { findQuietJobs } from "../../domain/jobs/queries";
+import { createSweepBackoff } from "./sweep-backoff";
 import { stepKind } from "../../domain/jobs/decider";
 import type { JobStore } from "../../domain/jobs/store";
 
@@ -40,7 +41,8 @@ import type { JobStore } from "../../domain/jobs/store";
  * and no event for `idleAfterMs`: their next decision was lost (seen once after a
  * stream leader's SIGKILL, cause not found: docs/jobs.md "Lost decisions"). Each is read
  * afresh from the stream leader, its cached state dropped, and advanced. A job that is
- * only waiting for its steps is never touched by it.
+ * only waiting for its steps is never touched by it; one it advanced to no effect waits
+ * twice as long before the next look each time (sweep-backoff.ts).
  */
 export interface ProcessManagerOptions {
   nats: Nats;
@@ -127,13 +129,18 @@ export async function startProcessManager(options: ProcessManagerOptions) {
 
   const stallAfterMs = options.stallAfterMs ?? 10 * 60_000;
   const idleAfterMs = options.idleAfterMs ?? 30_000;
-  const advanceQuiet = async (find: typeof findQuietJobs, quietMs: number, stalled: boolean, what: string) => {
+  const idleBackoff = createSweepBackoff(idleAfterMs, 10 * 60_000);
+  const advanceQuiet = async (quietMs: number, stalled: boolean, what: string) => {
     if (!options.db) return;
     const now = options.now();
     const before = new Date(now.getTime() - quietMs);
-    for (const workflowId of await find(options.db, before, 200)) {
+    const found = await findQuietJobs(options.db, before, 200, { idle: !stalled });
+    if (!stalled) idleBackoff.keepOnly(found);
+    for (const workflowId of found) {
+      if (!stalled && !idleBackoff.due(workflowId, now.getTime())) continue;
       const command = { type: "Advance" as const, now: now.toISOString(), reviewAvailable: options.reviewAvailable, ...(stalled ? { stalledBefore: before.toISOString() } : {}) };
       const { events } = await store.execute(workflowId, command, { fresh: true });
+      if (!stalled) idleBackoff.looked(workflowId, events.length > 0, now.getTime());
       const started = events.filter((e) => e.type === "StepStarted").map((e) => (e.type === "StepStarted" ? e.data.step : ""));
       if (events.length) logger.warn(what, { workflowId, steps: started, events: events.map((e) => e.type) });
     }
@@ -146,8 +153,8 @@ export async function startProcessManager(options: ProcessManagerOptions) {
     return timer;
   };
   const timers = [
-    every(Math.max(1000, Math.floor(stallAfterMs / 4)), () => advanceQuiet(findQuietJobs, stallAfterMs, true, "restarted stalled steps")),
-    every(Math.max(1000, Math.floor(idleAfterMs / 3)), () => advanceQuiet(findIdleJobs, idleAfterMs, false, "advanced a job whose next decision was lost")),
+    every(Math.max(1000, Math.floor(stallAfterMs / 4)), () => advanceQuiet(stallAfterMs, true, "restarted stalled steps")),
+    every(Math.max(1000, Math.floor(idleAfterMs / 3)), () => advanceQuiet(idleAfterMs, false, "advanced a job whose next decision was lost")),
   ];
   return {
     stop: async () => {

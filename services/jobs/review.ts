@@ -14,6 +14,8 @@ import type { ActiveJob } from "../../domain/jobs/decider";
 import { annotationsFrom, checkCandidates, type Aligner, type SliceAudio } from "./review-acoustic";
 import { applyToText, confidentAnnotations, loadPronouncer, vocabularyOf } from "./review-embedded";
 import { toPcm } from "./slice-audio";
+import { channelViews } from "./aggregate";
+import { pickChannel } from "../../shared/audio/channels";
 import { correctedText, transcriptPipeline } from "../../domain/transcript/pipeline";
 
 /**
@@ -243,7 +245,9 @@ export async function reviewChunk(job: ActiveJob, index: number, objects: Object
   if (!chunk) throw new AppError("internal", "chunk_missing", `chunk ${index} is not planned`);
   const from = chunk.startSample / rate;
   const to = chunk.endSample / rate;
-  const segments = result.segments.filter((s) => s.start_time >= from - 1e-6 && s.start_time < to);
+  // multichannel: the slice's own channel's segments, and its own channel's audio
+  const segments = result.segments.filter((s) => s.start_time >= from - 1e-6 && s.start_time < to && s.channel === chunk.channel);
+  const channels = job.audio?.channels ?? 1;
   const answer = await reviewer.reviewSlice(
     {
       metadata: job.spec.metadata ?? {},
@@ -252,8 +256,8 @@ export async function reviewChunk(job: ActiveJob, index: number, objects: Object
       slice: { index, start_time: from, end_time: to },
       segments,
       audio: async () => {
-        const bytes = job.audio && (await objects.getRange(job.audio.audioKey, chunk.startSample * 2, chunk.endSample * 2));
-        return bytes ? { pcm: toPcm(bytes), startTime: from } : undefined;
+        const bytes = job.audio && (await objects.getRange(job.audio.audioKey, chunk.startSample * 2 * channels, chunk.endSample * 2 * channels));
+        return bytes ? { pcm: pickChannel(toPcm(bytes), channels, chunk.channel ?? 0), startTime: from } : undefined;
       },
     },
     signal,
@@ -308,6 +312,7 @@ export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, rev
     ...result,
     text: segments.map((s) => s.text).join(" "),
     segments,
+    ...(result.channels ? { channels: channelViews(segments, result.channels.length) } : {}),
     review: { reviewer: reviewer.kind, model: reviewer.model, corrected_segments: changed, notes: answer.notes, reviewed_at: now().toISOString() },
   };
   await putJson(objects, artifactKeys.reviewed(job.spec), reviewed);

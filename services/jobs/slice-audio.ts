@@ -3,7 +3,8 @@ import { AppError } from "../../shared/errors";
 import type { ObjectStore } from "../../shared/objects/index";
 import type { ChunkPlan } from "../../domain/jobs/events";
 import type { ActiveJob } from "../../domain/jobs/decider";
-import { boundaryWindows, quietestPoint, slicesFromCuts } from "../../domain/jobs/slicing";
+import { boundaryWindows, MAX_CHUNKS, quietestPoint, slicesFromCuts } from "../../domain/jobs/slicing";
+import { pickChannel } from "../../shared/audio/channels";
 
 /**
  * The slice step: places the chunk boundaries (see domain/jobs/slicing.ts for the rule) by reading
@@ -14,21 +15,34 @@ import { boundaryWindows, quietestPoint, slicesFromCuts } from "../../domain/job
  * The stored PCM is checked against the job before any of it is read: the fetch step
  * only stores 16 kHz audio within the plan's limit, so anything else was not made by
  * it and fails the job for good rather than being sliced.
+ *
+ * Multichannel (`audio.channels`, interleaved): each channel is sliced on its own, at its
+ * own pauses, its chunks numbered after the channel before it's; the slice length is
+ * raised so that all channels together make at most MAX_CHUNKS.
  */
 export async function sliceAudio(job: ActiveJob, objects: ObjectStore): Promise<ChunkPlan[]> {
   const audio = job.audio;
   if (!audio) throw new AppError("internal", "audio_missing", "slice ran before the audio was fetched");
   const head = await objects.head(audio.audioKey);
   if (!head) throw new AppError("unavailable", "audio_missing", "the fetched audio is not in object storage yet");
-  const total = Math.floor(head.size / 2);
+  const channels = audio.channels ?? 1;
+  const frameBytes = 2 * channels;
+  const total = Math.floor(head.size / frameBytes);
   assertStoredAudioFits(job, total);
-  const cuts: number[] = [];
-  for (const window of boundaryWindows(total, audio.sampleRate, job.spec.segmentSeconds)) {
-    const bytes = await objects.getRange(audio.audioKey, window.startSample * 2, window.endSample * 2);
-    if (!bytes) throw new AppError("unavailable", "audio_missing", "the fetched audio disappeared");
-    cuts.push(quietestPoint(toPcm(bytes), window, audio.sampleRate));
+  const segmentSeconds = Math.max(job.spec.segmentSeconds, (total / audio.sampleRate) * channels / MAX_CHUNKS);
+  const chunks: ChunkPlan[] = [];
+  for (let channel = 0; channel < channels; channel++) {
+    const cuts: number[] = [];
+    for (const window of boundaryWindows(total, audio.sampleRate, segmentSeconds)) {
+      const bytes = await objects.getRange(audio.audioKey, window.startSample * frameBytes, window.endSample * frameBytes);
+      if (!bytes) throw new AppError("unavailable", "audio_missing", "the fetched audio disappeared");
+      cuts.push(quietestPoint(pickChannel(toPcm(bytes), channels, channel), window, audio.sampleRate));
+    }
+    for (const slice of slicesFromCuts(total, cuts)) {
+      chunks.push(audio.channels === undefined ? slice : { ...slice, index: chunks.length, channel });
+    }
   }
-  return slicesFromCuts(total, cuts);
+  return chunks;
 }
 
 /** Permanent failures for stored audio the fetch step could not have written. */

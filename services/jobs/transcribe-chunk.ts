@@ -11,6 +11,7 @@ import { artifactKeys, chunkArtifact, type ChunkArtifact, type JobSegment } from
 import type { ChunkPlan } from "../../domain/jobs/events";
 import type { ActiveJob } from "../../domain/jobs/decider";
 import { toPcm } from "./slice-audio";
+import { pickChannel } from "../../shared/audio/channels";
 
 /**
  * The chunk transcription step. `chunk_{i}.json` in object storage is the checkpoint:
@@ -67,10 +68,12 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     return { segments: stored.data.segments.length, fromCheckpoint: true, ...(stored.data.worker_id ? { workerId: stored.data.worker_id } : {}) };
   }
 
-  const bytes = await deps.objects.getRange(audio.audioKey, chunk.startSample * 2, chunk.endSample * 2);
+  // multichannel: the slice's frames of the interleaved audio, its own channel taken out
+  const channels = audio.channels ?? 1;
+  const bytes = await deps.objects.getRange(audio.audioKey, chunk.startSample * 2 * channels, chunk.endSample * 2 * channels);
   if (!bytes) throw new AppError("unavailable", "audio_missing", "the job's audio is not in object storage");
   const result = await deps.router.transcribe({
-    pcm: toPcm(bytes),
+    pcm: pickChannel(toPcm(bytes), channels, chunk.channel ?? 0),
     model: job.spec.model,
     language: job.spec.language,
     prompt: job.spec.prompt,
@@ -86,7 +89,15 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
   // Shaped per slice: a slice's end ends a sentence, as an utterance's does. Speaker
   // turns come from the whole job's audio, so a speaker keeps its label across slices.
   const speakerTurns = job.spec.diarize ? sliceTurns(await jobSpeakerTurns(job, deps.objects, deps.diarizer), startTime, endTime) : undefined;
-  const pipeline = transcriptPipeline({ smartFormat: job.spec.smartFormat, engineFormatted: result.formatted, metadata: job.spec.metadata, prompt: job.spec.prompt, redact: job.spec.redact, speakerTurns });
+  const pipeline = transcriptPipeline({
+    smartFormat: job.spec.smartFormat,
+    engineFormatted: result.formatted,
+    metadata: job.spec.metadata,
+    prompt: job.spec.prompt,
+    redact: job.spec.redact,
+    channel: chunk.channel,
+    speakerTurns,
+  });
   const formatted = shapeTranscription(pipeline, result.result);
   const segments = toAbsoluteSegments(formatted, startTime, endTime);
   const artifact: ChunkArtifact = {
@@ -98,6 +109,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     language: job.spec.language ?? result.result.language,
     model: job.spec.model,
     worker_id: result.workerId,
+    ...(chunk.channel === undefined ? {} : { channel: chunk.channel }),
     text: segments.map((s) => s.text).join(" "),
     segments,
     ...(job.spec.redact?.length ? { redacted_spans: redactedSpans(formatted, startTime, endTime) } : {}),
@@ -122,8 +134,9 @@ export function toAbsoluteSegments(result: VerboseTranscription, startTime: numb
     if (!text) continue;
     const start = round3(Math.min(endTime, Math.max(startTime, startTime + s.start)));
     const end = round3(Math.min(endTime, Math.max(start, startTime + s.end)));
+    const channel = s.channel === undefined ? {} : { channel: s.channel };
     const speaker = s.speaker === undefined ? {} : { speaker: s.speaker, ...(s.speaker_role === undefined ? {} : { speaker_role: s.speaker_role }) };
-    out.push({ start_time: start, end_time: end, duration: round3(end - start), text, confidence: segmentConfidence(result, s), ...speaker });
+    out.push({ start_time: start, end_time: end, duration: round3(end - start), text, confidence: segmentConfidence(result, s), ...channel, ...speaker });
   }
   return out;
 }

@@ -16,8 +16,8 @@ describe("an upgrade's audio parameters", () => {
   };
 
   it("defaults: the configured sample rate, mono, no language", () => {
-    expect(parseAudioParams("", 24000)).toEqual({ sampleRate: 24000, channels: 1, language: null });
-    expect(parseAudioParams("foo=bar", 16000)).toEqual({ sampleRate: 16000, channels: 1, language: null });
+    expect(parseAudioParams("", 24000)).toEqual({ sampleRate: 24000, channels: 1, multichannel: false, language: null });
+    expect(parseAudioParams("foo=bar", 16000)).toEqual({ sampleRate: 16000, channels: 1, multichannel: false, language: null });
   });
 
   it("takes each supported rate, stereo and an ISO language code with or without a region", () => {

@@ -1,6 +1,9 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { SUPPORTED_SAMPLE_RATES } from "../../schemas/realtime";
-import { bearerCredential, redeemSessionToken, refuseKeysInUrl, SESSION_TOKEN_PREFIX, type Principal } from "../../domain/keys/auth";
+import { bearerCredential, CLIENT_SECRET_PREFIX, redeemSessionToken, refuseKeysInUrl, SESSION_TOKEN_PREFIX, type Principal } from "../../domain/keys/auth";
+import { verifyClientSecret } from "../../domain/keys/client-secret";
+import { parseWebSocketProtocols } from "../../domain/keys/upgrade-credentials";
+import type { TranscriptionSessionPreset } from "../../schemas/client-secrets";
 import type { KeyCache } from "../../domain/keys/key-cache";
 import type { KeyStore } from "../../domain/keys/store";
 import type { AudioBudget } from "../../domain/usage/budget";
@@ -27,7 +30,14 @@ import { spendTokensInLeases } from "./spent-tokens";
  * which the caller turns into a release).
  */
 export interface UpgradeRequest {
+  /** The Authorization header ("" when absent). */
   authorization: string;
+  /**
+   * The raw Sec-WebSocket-Protocol header ("" when absent): a browser's credential comes
+   * as its `openai-insecure-api-key.<key>` entry (domain/keys/upgrade-credentials.ts).
+   * Answer the upgrade with protocolToAnswer(protocols), never with this value.
+   */
+  protocols: string;
   /** Raw query string (after `?`). */
   query: string;
   /** The client's address: failed authentication is throttled per address. */
@@ -41,11 +51,20 @@ export interface Admission {
   limits: Limits;
   sampleRate: number;
   channels: number;
+  /** `multichannel=true`: each channel has its own VAD and items (session-channels.ts); else the channels are mixed down. */
+  multichannel: boolean;
   remainingAudioSeconds: number;
   /** The key's live window budget, drawn as audio arrives (domain/usage/budget.ts). */
   budget: AudioBudget;
   language: string | null;
   prompt: string | null;
+  /**
+   * The session configuration of the `ek_` client secret the connection authenticated
+   * with (GA-shaped, validated), for the OpenAI-compatible door to apply as the session's
+   * initial configuration. Absent for other credentials. The native door ignores it: its
+   * configuration comes from the query and session.update.
+   */
+  presetSession?: TranscriptionSessionPreset;
 }
 
 export interface AdmitDeps {
@@ -86,31 +105,42 @@ function newSessionId(): string {
 }
 
 /**
- * Who is upgrading: an `sk-` key (header) or an `rt_` session token (header or query).
- * A session token is single use: the first upgrade that presents it spends it in the
- * shared `leases` bucket (spent-tokens.ts), so a second one, on any gateway, is 401.
+ * Who is upgrading. The credential comes from the Authorization header, else from the
+ * `openai-insecure-api-key.` subprotocol entry (browsers), else, for an `rt_` token only,
+ * from `?access_token=` (alias `?token=`). Keys and `ek_` secrets in a URL are refused.
+ * An `sk-` key is checked by the key cache; an `ek_` secret (client-secret.ts) is
+ * reusable until it expires; an `rt_` token is single use: the first upgrade that
+ * presents it spends it in the shared `leases` bucket (spent-tokens.ts), so a second
+ * one, on any gateway, is 401. Failed attempts of every kind count against the
+ * address's throttle.
  */
 async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats" | "keyCache">, req: UpgradeRequest, now: Date): Promise<Principal> {
   const url = new URL(`http://x/?${req.query}`);
   refuseKeysInUrl(url);
   const queryToken = url.searchParams.get("access_token") ?? url.searchParams.get("token");
-  const redeem = (token: string) =>
+  const signedByUs = (verify: () => Promise<Principal>) =>
     deps.keyCache.throttled(req.source, async () => {
-      const principal = await redeemSessionToken(deps.db, deps.config.auth.sessionTokenSecret, token, now, spendTokensInLeases(deps.nats), deps.config.plans);
-      // the token's key is read from api_keys, which may not have applied a revocation yet
+      const principal = await verify();
+      // the credential's key is read from api_keys, which may not have applied a revocation yet
       if (deps.keyCache.isRevoked(principal.keyId)) throw unauthorized("revoked_api_key", "This API key has been revoked.");
       return principal;
     });
-  if (req.authorization.trim() !== "") {
-    const credential = bearerCredential(req.authorization);
+  const redeem = (token: string) =>
+    signedByUs(() => redeemSessionToken(deps.db, deps.config.auth.sessionTokenSecret, token, now, spendTokensInLeases(deps.nats), deps.config.plans));
+  const credential = req.authorization.trim() !== "" ? bearerCredential(req.authorization) : parseWebSocketProtocols(req.protocols).credential;
+  if (credential !== null) {
     if (credential.startsWith(SESSION_TOKEN_PREFIX)) return redeem(credential);
-    return deps.keyCache.authenticate(req.authorization, now, req.source);
+    if (credential.startsWith(CLIENT_SECRET_PREFIX)) return signedByUs(() => verifyClientSecret(deps.db, deps.config.auth.sessionTokenSecret, credential, now, deps.config.plans));
+    return deps.keyCache.authenticate(`Bearer ${credential}`, now, req.source);
   }
   if (queryToken !== null && queryToken !== "") {
     if (!queryToken.startsWith(SESSION_TOKEN_PREFIX)) throw unauthorized("invalid_session_token", "Invalid or expired session token.");
     return redeem(queryToken);
   }
-  throw unauthorized("missing_api_key", "Missing credentials: send 'Authorization: Bearer sk-…' or a session token as ?access_token=rt_….");
+  throw unauthorized(
+    "missing_api_key",
+    "Missing credentials: send 'Authorization: Bearer <sk- key or ek_ secret>', from a browser the subprotocol 'openai-insecure-api-key.<ek_ secret>', or a session token as ?access_token=rt_….",
+  );
 }
 
 /** The audio parameters of an upgrade's query (sample_rate, channels, language), or the validation error refusing it. */
@@ -124,11 +154,16 @@ export function parseAudioParams(query: string, defaultRate: number) {
   const channelsParam = url.searchParams.get("channels");
   const channels = channelsParam === null ? 1 : Number(channelsParam);
   if (channels !== 1 && channels !== 2) throw validationError("invalid_channels", "channels must be 1 or 2 (interleaved).", { param: "channels" });
+  const multichannelParam = url.searchParams.get("multichannel");
+  if (multichannelParam !== null && multichannelParam !== "true" && multichannelParam !== "false") {
+    throw validationError("invalid_multichannel", "multichannel must be true or false.", { param: "multichannel" });
+  }
+  const multichannel = multichannelParam === "true";
   const language = url.searchParams.get("language");
   if (language !== null && !/^[a-zA-Z]{2,3}([-_][a-zA-Z0-9]{2,8})?$/.test(language)) {
     throw validationError("invalid_language", "language must be an ISO-639-1 code such as 'en'.", { param: "language" });
   }
-  return { sampleRate, channels, language };
+  return { sampleRate, channels, multichannel, language };
 }
 
 export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admission> {
@@ -166,9 +201,11 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
     limits,
     sampleRate: params.sampleRate,
     channels: params.channels,
+    multichannel: params.multichannel,
     remainingAudioSeconds: remaining,
     budget,
     language: params.language,
     prompt: null,
+    ...(principal.presetSession ? { presetSession: principal.presetSession } : {}),
   };
 }

@@ -16,6 +16,7 @@ import { AppError, errorHeaders, toAppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 import type { WorkerRouter } from "../../shared/workers/types";
+import { protocolToAnswer } from "../../domain/keys/upgrade-credentials";
 import { admit, type Admission } from "./admit";
 import { handleDemoRoutes } from "./demo";
 import { watchGatewayFlag } from "./gateway-flag";
@@ -218,7 +219,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       // and inflating every frame would cost CPU per session.
       const extensions = "";
       const source = clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader("x-forwarded-for"), config.auth.trustedProxyHops);
-      const request = { authorization: req.getHeader("authorization"), query: req.getQuery() ?? "", source };
+      const request = { authorization: req.getHeader("authorization"), protocols: protocol, query: req.getQuery() ?? "", source };
       // Not corked: uWS 20.30's HttpResponse.cork uncorks the old HTTP socket after the
       // handler, and an upgrade inside it frees that socket first. In the bench that
       // dropped other, already open WebSockets (1006, server FIN; up to half of 150
@@ -231,7 +232,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
             return;
           }
           try {
-            res.upgrade<SocketData>({ admission }, key, protocol, extensions, context);
+            // one protocol, never the client's list: it may hold a credential entry
+            res.upgrade<SocketData>({ admission }, key, protocolToAnswer(protocol), extensions, context);
           } catch (err) {
             // the socket went away between the check and the upgrade
             log.warn("upgrade could not complete", { error: (err as Error).message });

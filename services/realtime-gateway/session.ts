@@ -1,17 +1,17 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { randomUUID } from "node:crypto";
-import { INTERNAL_SAMPLE_RATE, DEFAULT_PARTIAL_INTERVAL_MS, type AudioControl, type ClientMessage, type CloseReason, type ServerEvent, type SessionCreated, type TurnDetection } from "../../schemas/realtime";
+import { DEFAULT_PARTIAL_INTERVAL_MS, type AudioControl, type ClientMessage, type CloseReason, type ServerEvent, type SessionCreated, type TurnDetection } from "../../schemas/realtime";
 import { closeFor, decideClose, type SessionCheck, type SessionLimits } from "../../domain/sessions/close-rules";
 import type { SessionStore } from "../../domain/sessions/store";
-import { createFrameAligner, createResampler } from "../../shared/audio/resample";
+import { createFrameAligner } from "../../shared/audio/resample";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 import type { UsageStore } from "../../domain/usage/store";
 import type { Admission } from "./admit";
-import type { AudioBatcher, AudioPublisher } from "./audio-publisher";
+import type { AudioBatcher } from "./audio-publisher";
 import { readClientFrame, updateSettings, type SessionSettings } from "./client-messages";
 import { createAudioAllowance, createUsageMeter } from "./session-accounting";
-import { forwardSessionEvents } from "./session-feed";
+import { forwardLaneEvents, openSessionAudio, type SessionAudio } from "./session-channels";
 import { createSessionMetrics } from "./session-metrics";
 
 /**
@@ -100,8 +100,9 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   // below), so the aligner never carries a byte over: it only hands back a view.
   const bytesPerFrame = 2 * admission.channels;
   const aligner = createFrameAligner(bytesPerFrame);
-  const resampler = createResampler(admission.sampleRate, INTERNAL_SAMPLE_RATE, admission.channels);
-  const audioMs = () => Math.round((inputFrames * 1000) / admission.sampleRate);
+  // multichannel: every channel's seconds count (billing, budget, the session's audio limit; docs/realtime.md "Multichannel")
+  const billedChannels = admission.multichannel ? admission.channels : 1;
+  const audioMs = () => Math.round((inputFrames * 1000 * billedChannels) / admission.sampleRate);
   const natsHealthy = () => deps.nats.health().ok;
 
   /** Ends the socket with a close code; cleanup happens in `closed`. */
@@ -123,9 +124,14 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     return true;
   };
 
-  const publisher: AudioPublisher = deps.audio.session({
+  // one lane to the VAD, or one per channel (session-channels.ts)
+  const publisher: SessionAudio = openSessionAudio({
     sessionId,
-    partition: partitionOf(sessionId, deps.partitions),
+    sampleRate: admission.sampleRate,
+    channels: admission.channels,
+    multichannel: admission.multichannel,
+    batcher: deps.audio,
+    partitionOf: (laneId) => partitionOf(laneId, deps.partitions),
     onFailure: (err) => {
       const refused = refusedByStream(err);
       log.warn(refused ? "audio refused by the stream" : "audio publish failed", { error: err instanceof Error ? err.message : String(err) });
@@ -154,7 +160,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   // committed items whose outcome has not reached the client, and when the sweep first saw the upstream gone
   let pendingItems = 0;
   let upstreamLostAt: number | null = null;
-  const subscription = forwardSessionEvents(deps.nats, sessionId, send, (progress) => {
+  const subscription = forwardLaneEvents(deps.nats, publisher.lanes, send, (progress) => {
     pendingItems = progress.pendingItems;
     closeIf({ kind: "event_forwarded", closeRequested: gracefulDeadline !== null, ...progress }, finish);
   });
@@ -208,7 +214,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (closeIf({ kind: "audio_counted", audioMs: audioMs(), allowanceMs: allowance.allowanceMs, budgetExhausted: allowance.exhausted })) return;
       allowance.topUp();
       if (gracefulDeadline) return; // after session.close, audio is ignored
-      publisher.pushAudio(resampler.push(samples));
+      publisher.push(samples);
       closeIf({ kind: "audio_published", overloadedMs: publisher.overloadedForMs(deps.now()), natsHealthy: natsHealthy() });
     },
     /** A text frame: one JSON client message. */
@@ -350,7 +356,7 @@ function sessionCreated(admission: Admission, settings: SessionSettings, streami
     type: "session.created",
     request_id: admission.requestId,
     session_id: admission.sessionId,
-    audio: { format: "pcm_s16le", sample_rate: admission.sampleRate, channels: admission.channels },
+    audio: { format: "pcm_s16le", sample_rate: admission.sampleRate, channels: admission.channels, ...(admission.multichannel ? { multichannel: true } : {}) },
     turn_detection: settings.turnDetection,
     plan: principal.plan,
     limits: {

@@ -28,6 +28,11 @@ export interface SessionState {
   /** Recent audio (streaming only), for the prefix padding before speech_started. */
   ring: AudioRing | null;
   stream: OpenStream | null;
+  /**
+   * The open item when no decoder was free at its speech_started: it takes the first
+   * one that frees while its first sample is still in the ring (stream-items.ts).
+   */
+  awaiting: { item: string; startSample: number } | null;
   /** CMN estimate the session's last streamed utterance ended with. */
   cmn: number[] | null;
   /** semantic_vad: the pause (its first silent sample) the early signal was given for, if any (turn-taking.ts). */
@@ -95,6 +100,7 @@ export function newState(env: HandleEnv, decider: DeciderState, partition: numbe
     decider,
     ring: env.pool ? new AudioRing(RING_SAMPLES) : null,
     stream: null,
+    awaiting: null,
     cmn: null,
     turnSignalled: null,
     seg: env.engine.createSegmenter(segmenterSettings(decider.settings.turn_detection)),

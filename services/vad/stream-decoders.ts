@@ -10,8 +10,8 @@ import { ensurePocketsphinxBinary } from "../../shared/pocketsphinx/build";
  * the PSS2 streaming protocol, see ps-worker.c), held by the VAD service so the
  * partition owner feeds each open utterance's audio as it reads it from JetStream.
  *
- * One process decodes one utterance at a time. `acquire` never waits: no free decoder
- * means the utterance takes the commit → rt.cmd → transcribe path. Processes are
+ * One process decodes one utterance at a time. `acquire` never waits: with no free
+ * decoder it returns null, and the item asks again with its next audio (stream-items.ts). Processes are
  * spawned up to `size`: a few at start, then one spare ahead of demand whenever the
  * last idle one is taken (a model load is 0.44 CPU-s), and they stay warm. A process that dies fails its utterance (`lost`, and the pending
  * hypothesis/end promises reject) and is replaced.

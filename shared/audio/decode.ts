@@ -47,6 +47,8 @@ export interface DecodeOptions {
    * is refused (503 `server_busy`) without being read into memory.
    */
   hold?: PcmHold;
+  /** Keep this many channels (the probe's), interleaved, instead of mixing down to mono (multichannel; shared/audio/channels.ts splits them). */
+  channels?: number;
   ffmpegPath?: string;
 }
 
@@ -86,11 +88,12 @@ export async function decodeAudio(bytes: Uint8Array, options: DecodeOptions = {}
   if (bytes.byteLength === 0) return { pcm: new Int16Array(0), sampleRate: TARGET_SAMPLE_RATE, durationSeconds: 0 };
   const probe = options.probe ?? (await probeAudio(bytes));
   assertProbeFits(probe, options.maxSeconds);
-  const direct = probe.durationSource === "exact" ? pcm16MonoFromWav(bytes) : undefined;
+  const channels = options.channels ?? 1;
+  const direct = probe.durationSource === "exact" && channels === 1 ? pcm16MonoFromWav(bytes) : undefined;
   // A WAV read directly is no bigger than its upload; it is held once it exists.
   if (direct) options.hold?.resize(direct.byteLength);
   const pcm = direct ?? (await decodeWithFfmpeg(bytes, options));
-  const durationSeconds = pcm.length / TARGET_SAMPLE_RATE;
+  const durationSeconds = Math.floor(pcm.length / channels) / TARGET_SAMPLE_RATE;
   if (options.maxSeconds !== undefined && durationSeconds > options.maxSeconds) {
     throw audioTooLong(options.maxSeconds, direct ? durationSeconds : undefined);
   }
@@ -199,12 +202,12 @@ const UNTRUSTED_INPUT_ARGS: readonly string[] = ["-protocol_whitelist", "file", 
  * The ffmpeg arguments that decode an untrusted `input` to 16 kHz mono s16le at
  * `output` (a path or `pipe:1`), at most maxSeconds + DECODE_MARGIN_SECONDS of it.
  */
-export function ffmpegDecodeArgs(input: string, output: string, maxSeconds?: number): string[] {
+export function ffmpegDecodeArgs(input: string, output: string, maxSeconds?: number, channels = 1): string[] {
   // One thread each for the decoder and the filter graph: ffmpeg starts one per core by
   // default, and every thread stack counts against the heap limit (RLIMIT_DATA).
   const args = ["-nostdin", "-hide_banner", "-loglevel", "error", "-filter_threads", "1", ...UNTRUSTED_INPUT_ARGS, "-threads", "1", "-i", input, "-vn", "-sn", "-dn"];
   if (maxSeconds !== undefined) args.push("-t", String(maxSeconds + DECODE_MARGIN_SECONDS));
-  args.push("-ac", "1", "-ar", String(TARGET_SAMPLE_RATE), "-f", "s16le", "-acodec", "pcm_s16le", "-y", output);
+  args.push("-ac", String(channels), "-ar", String(TARGET_SAMPLE_RATE), "-f", "s16le", "-acodec", "pcm_s16le", "-y", output);
   return args;
 }
 
@@ -245,15 +248,16 @@ async function withTempFile<T>(bytes: Uint8Array, use: (path: string) => Promise
  * held it twice (the chunks, then the copy): 920 MB for a 4-hour clip.
  */
 async function decodeWithFfmpeg(bytes: Uint8Array, options: DecodeOptions): Promise<Int16Array> {
+  const channels = options.channels ?? 1;
   return withTempFile(bytes, async (input) => {
     const output = join(dirname(input), "output.pcm");
     const max = options.maxSeconds;
     const run = await withDecoderSlot(() =>
-      runLimited(options.ffmpegPath ?? "ffmpeg", ffmpegDecodeArgs(input, output, max), {
+      runLimited(options.ffmpegPath ?? "ffmpeg", ffmpegDecodeArgs(input, output, max, channels), {
         timeoutMs: options.timeoutMs ?? 60_000 + (max ?? 0) * 30,
         cpuSeconds: decodeCpuSeconds(max),
         dataBytes: DECODER_DATA_BYTES,
-        fileBytes: decodeOutputBytes(max ?? UNBOUNDED_SECONDS),
+        fileBytes: decodeOutputBytes(max ?? UNBOUNDED_SECONDS) * channels,
       }),
     );
     // -t keeps a real decode under the file cap; passing it means ffmpeg did not stop where told.
@@ -263,7 +267,7 @@ async function decodeWithFfmpeg(bytes: Uint8Array, options: DecodeOptions): Prom
     if (run.code !== 0) throw unsupportedAudio(`the file could not be decoded as audio (${summarise(run.stderr)})`);
     const size = (await stat(output)).size;
     // Refused before a byte of it is in memory: too long for the plan, or no room now.
-    if (max !== undefined && size / 2 / TARGET_SAMPLE_RATE > max) throw audioTooLong(max);
+    if (max !== undefined && size / 2 / channels / TARGET_SAMPLE_RATE > max) throw audioTooLong(max);
     options.hold?.resize(size);
     return readPcmFile(output, size);
   });

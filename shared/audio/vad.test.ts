@@ -96,6 +96,34 @@ describe("VAD segmenter", () => {
     seg.close();
   });
 
+  it("openAudio gives the open utterance's audio so far, which is what the utterance then carries", async () => {
+    const engine = await loadVadEngine();
+    const jfk = load("jfk.wav");
+    const seg = engine.createSegmenter(defaultTurnDetection);
+    expect(seg.openAudio(0)).toBeNull(); // nothing open
+    const events: VadEvent[] = [];
+    const pushed = 480 * 67; // 2.01 s in 30 ms pushes
+    for (let i = 0; i < pushed; i += 480) events.push(...seg.push(jfk.subarray(i, i + 480)));
+    const started = events.find((e) => e.kind === "speech_started") as { audioStartMs: number };
+    const from = started.audioStartMs * 16;
+    const soFar = seg.openAudio(from)!;
+    // whole 30 ms frames up to what was pushed, equal to the input
+    expect(soFar.length).toBeGreaterThan(16000 * 1);
+    expect(from + soFar.length).toBeLessThanOrEqual(pushed);
+    expect(pushed - (from + soFar.length)).toBeLessThan(480);
+    expect(Array.from(soFar.subarray(0, 4000))).toEqual(Array.from(jfk.subarray(from, from + 4000)));
+    expect(seg.openAudio(from - 1)).toBeNull(); // before the utterance
+    // a copy: the segmenter going on does not change it
+    const copy = Array.from(soFar.subarray(-100));
+    const later = seg.push(jfk.subarray(pushed, 16000 * 6));
+    expect(Array.from(soFar.subarray(-100))).toEqual(copy);
+    const utterance = [...later, ...seg.commit()].find((e) => e.kind === "utterance") as { pcm: Int16Array; audioStartMs: number };
+    expect(utterance.audioStartMs).toBe(started.audioStartMs);
+    expect(Array.from(utterance.pcm.subarray(0, soFar.length))).toEqual(Array.from(soFar));
+    expect(seg.openAudio(from)).toBeNull(); // ended
+    seg.close();
+  });
+
   it("skips redelivered audio by offset and realigns after a gap", async () => {
     const engine = await loadVadEngine();
     const jfk = load("jfk.wav");

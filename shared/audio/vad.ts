@@ -1,6 +1,6 @@
 import createFvadModule from "@echogarden/fvad-wasm";
 import { VAD_TRAILING_MS, type TurnDetection } from "../../schemas/realtime";
-import { BufferPool } from "../buffer-pool";
+import { createPcmPool, type PcmPool } from "./pcm-pool";
 
 /**
  * Streaming server-side voice activity detection: WebRTC VAD (libfvad compiled to WASM,
@@ -70,6 +70,11 @@ export interface VadSegmenter {
   update(settings: VadSettings): void;
   /** Ends the open utterance as enough silence would (a semantic end of turn); [] when none is open. */
   endTurn(): VadEvent[];
+  /**
+   * A copy of the open utterance's whole frames from timeline sample `from` on; null
+   * when no utterance is open or `from` is outside it.
+   */
+  openAudio(from: number): Int16Array | null;
   /** The open utterance's current pause: where its silence began and how long it is (samples); null while voiced. */
   readonly pause: { fromSample: number; samples: number } | null;
   readonly speaking: boolean;
@@ -91,29 +96,6 @@ interface FvadModule {
 
 export interface VadEngine {
   createSegmenter(settings: VadSettings): VadSegmenter;
-}
-
-/**
- * The segmenters' audio buffers, shared by the sessions of a process (shared/buffer-pool.ts):
- * a buffer grown for one session's utterance goes on to hold another's once that
- * utterance is published. New buffers per utterance (room for it up front, a copy of it
- * at the end, a smaller one after it) were 35 MB a second at 1,000 sessions. Sizes go in
- * steps of 8,192 samples; a spare up to half again the size asked will do (any larger
- * would let every session's buffer drift up to the longest utterance's); at most 16 MB
- * of spares.
- */
-interface PcmPool {
-  /** A buffer of at least `samples` (what it held before is not cleared). */
-  take(samples: number): Int16Array;
-  give(buffer: Int16Array): void;
-}
-
-function createPcmPool(): PcmPool {
-  const pool = new BufferPool({ step: 8192 * 2, maxBytes: 16 * 1024 * 1024, slack: 1.5 });
-  return {
-    take: (samples) => new Int16Array(pool.take(samples * 2)),
-    give: (buffer) => pool.give(buffer.buffer),
-  };
 }
 
 let engine: Promise<VadEngine> | undefined;
@@ -381,6 +363,10 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings, pool: P
       const events: VadEvent[] = [];
       if (speaking) endUtterance(Math.min(framesStart, lastVoicedEnd + msToSamples(VAD_TRAILING_MS)), "vad", events);
       return events;
+    },
+    openAudio(from) {
+      if (!speaking || from < bufStart || from > bufStart + bufLen) return null;
+      return buf.slice(from - bufStart, bufLen);
     },
     get pause() {
       return speaking && silentRun > 0 ? { fromSample: lastVoicedEnd, samples: silentRun } : null;

@@ -26,9 +26,10 @@ export function wsUrl(baseUrl: string, query = ""): string {
   return `${baseUrl.replace(/^http/, "ws")}${REALTIME_PATH}${query ? `?${query}` : ""}`;
 }
 
-export function connectRt(url: string, headers: Record<string, string> = {}): Promise<RtClient> {
+/** `protocols`: the subprotocols offered (a browser's `openai-insecure-api-key.<secret>` goes here). */
+export function connectRt(url: string, headers: Record<string, string> = {}, protocols: string[] = []): Promise<RtClient> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers, maxPayload: 64 * 1024 * 1024 });
+    const ws = new WebSocket(url, protocols, { headers, maxPayload: 64 * 1024 * 1024 });
     const events: any[] = [];
     const taken = new Set<any>();
     const waiters: { type: string; resolve: (e: any) => void }[] = [];

@@ -204,7 +204,7 @@ export function registerAdminRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayD
 }
 
 /** An absent or empty body means "all defaults"; anything else must be a JSON object. */
-function readOptionalJson(text: string): unknown {
+export function readOptionalJson(text: string): unknown {
   if (text.trim() === "") return {};
   try {
     return JSON.parse(text);

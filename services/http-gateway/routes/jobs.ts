@@ -92,12 +92,16 @@ function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
     const fallback = param === "audio_url" ? (missing ? "missing_audio_url" : "invalid_audio_url") : "invalid_request";
     throw validationError(issueErrorCode(issue, fallback), message, { param });
   }
+  if (parsed.data.redact_audio && parsed.data.multichannel) {
+    throw validationError("unsupported_combination", "redact_audio and multichannel cannot be combined yet: redacted_audio.wav is mono", { param: "redact_audio" });
+  }
   if (parsed.data.redact_audio && !parsed.data.redact) throw validationError("invalid_request", "redact_audio needs redact (which entities to silence)", { param: "redact_audio" });
   const b = parsed.data;
   if (!b.diarize && (b.speakers ?? b.min_speakers ?? b.max_speakers) !== undefined) {
     const param = b.speakers !== undefined ? "speakers" : b.min_speakers !== undefined ? "min_speakers" : "max_speakers";
     throw validationError("invalid_request", `${param} needs diarize: true`, { param });
   }
+  if (b.diarize && b.multichannel) throw validationError("unsupported_combination", "diarize and multichannel cannot be combined: with multichannel, each segment's channel says who spoke", { param: "diarize" });
   const problem = b.diarize ? speakerHintProblem(diarizeOf(b)) : undefined;
   if (problem) throw validationError("invalid_request", problem[1], { param: problem[0] });
   return parsed.data;
@@ -145,6 +149,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     ...(body.redact_audio ? { redactAudio: true } : {}),
     ...(body.metadata ? { metadata: body.metadata } : {}),
     ...(body.diarize ? { diarize: diarizeOf(body) } : {}),
+    ...(body.multichannel ? { multichannel: true } : {}),
     maxAudioSeconds: principal.limits.maxAudioSecondsPerRequest,
   };
   await deps.jobs.execute(workflowId, { type: "SubmitJob", spec, now: now.toISOString() });

@@ -3,8 +3,7 @@ import { segmentFailed, segmentTranscribed, type SegmentRequest } from "../../..
 import { createSegmentStore, type SegmentStore } from "../../../domain/segments/store";
 import type { Diarizer } from "../../../domain/diarization/diarize";
 import { embeddedDiarizer, pcmAudio } from "../../../domain/diarization/embedded";
-import { stitchPieces } from "../../../domain/transcript/pieces";
-import { shapeTranscription, transcriptPipeline } from "../../../domain/transcript/pipeline";
+import { transcriptPipeline } from "../../../domain/transcript/pipeline";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
@@ -21,7 +20,9 @@ import { requireNats } from "../nats-ready";
 import type { GatewayDeps } from "../deps";
 import { parseFields, readForm } from "../segment-fields";
 import { renderTranscription } from "../segment-formats";
-import { createPieceScheduler, startPieces, type PieceOutcome } from "../segment-pieces";
+import { splitChannels } from "../../../shared/audio/channels";
+import { assertChannelCount, channelsTranscript, startChannels } from "../segment-channels";
+import { createPieceScheduler, type PieceOutcome } from "../segment-pieces";
 import { streamPieces } from "../segment-stream";
 import { JOBS_PATH, submitJob } from "./jobs";
 
@@ -89,7 +90,7 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
           },
         },
         202: { description: "deprecated JSON body: accepted as a batch job" },
-        400: { description: "`invalid_content_type`, `missing_file`, `invalid_response_format`, `invalid_request` (with `param`: e.g. `speakers` outside 1–10 or without diarize, `min_speakers` above `max_speakers`, `stream` with diarized_json)", content: { "application/json": { schema: openAiError } } },
+        400: { description: "`invalid_content_type`, `missing_file`, `invalid_response_format`, `invalid_request` (with `param`: e.g. `speakers` outside 1–10 or without diarize, `min_speakers` above `max_speakers`); `unsupported_combination` (`stream` with diarized_json, `diarize` with `multichannel`, `stream` with `multichannel`)", content: { "application/json": { schema: openAiError } } },
         401: { description: "authentication failed", content: { "application/json": { schema: openAiError } } },
         413: { description: "`file_too_large` or `audio_too_long`", content: { "application/json": { schema: openAiError } } },
         415: { description: "`unsupported_audio`: the file is not decodable audio, or declares a sample rate outside 8–384 kHz", content: { "application/json": { schema: openAiError } } },
@@ -172,23 +173,26 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
       probeMs = performance.now() - probeStarted;
       c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}`);
     });
-    audit.audioSeconds = trustedDuration(probe) ?? 0;
+    // multichannel: each channel is transcribed, held and billed on its own (docs/segment.md "Multichannel")
+    const channels = fields.multichannel ? probe.channels : 1;
+    assertChannelCount(channels);
+    audit.audioSeconds = (trustedDuration(probe) ?? 0) * channels;
     assertProbeFits(probe, maxSeconds);
     const budget: SegmentBudget = deps.budgets
       ? deps.budgets.forKey(principal, deps.now())
       : deps.usage.budget(principal, deps.now());
     const remaining = await budget.remaining();
-    assertWithinBudget(remaining, trustedDuration(probe) ?? 0);
+    assertWithinBudget(remaining, (trustedDuration(probe) ?? 0) * channels);
     // Room for the PCM, taken before decoding when the probe knows the length, so a
     // full server refuses a 4-hour FLAC without decoding it; decodeAudio resizes the
     // hold to the exact PCM before reading it into memory.
-    hold = pcmMemory.hold((trustedDuration(probe) ?? 0) * PCM_BYTES_PER_SECOND);
+    hold = pcmMemory.hold((trustedDuration(probe) ?? 0) * PCM_BYTES_PER_SECOND * channels);
     // A clip whose length is only guessed is decoded no further than the key can pay for.
     const decodeStarted = performance.now();
     let decodeMs = 0;
-    const audio = await decodeAudio(bytes, { maxSeconds: Math.min(maxSeconds, remaining), probe, hold })
+    const audio = await decodeAudio(bytes, { maxSeconds: Math.min(maxSeconds, remaining / channels), probe, hold, channels })
       .catch((err: unknown) => {
-        const overBudget = remaining < maxSeconds && toAppError(err).code === "audio_too_long" && !(err instanceof PcmMemoryRefusal);
+        const overBudget = remaining / channels < maxSeconds && toAppError(err).code === "audio_too_long" && !(err instanceof PcmMemoryRefusal);
         throw overBudget ? quotaExhausted(remaining) : err;
       })
       .finally(() => {
@@ -196,44 +200,54 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
         // On a refusal too: what the request cost in decoding.
         c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}`);
       });
-    audit.audioSeconds = audio.durationSeconds;
-    assertWithinBudget(remaining, audio.durationSeconds);
+    const billedSeconds = audio.durationSeconds * channels;
+    audit.audioSeconds = billedSeconds;
+    assertWithinBudget(remaining, billedSeconds);
     // Drawn from the live budget every plane shares before the engine is paid for; a
     // parallel request or session may have taken it meanwhile (then 429 as above).
-    if (audio.durationSeconds > 0 && (await budget.claim(audio.durationSeconds)) === 0) throw quotaExhausted(await budget.remaining(), audio.durationSeconds);
-    claimed = { budget, seconds: audio.durationSeconds };
+    if (billedSeconds > 0 && (await budget.claim(billedSeconds)) === 0) throw quotaExhausted(await budget.remaining(), billedSeconds);
+    claimed = { budget, seconds: billedSeconds };
+    // the channels apart: the split copies are held too, the interleaved PCM only until split
+    if (channels > 1) hold.resize(audio.pcm.byteLength * 2);
+    const channelPcm = splitChannels(audio.pcm, channels);
+    if (channels > 1) hold.resize(audio.pcm.byteLength);
     if (!deps.router) throw new AppError("unavailable", "no_workers", "no transcription workers are configured in this process");
     const workStarted = performance.now();
-    const run = startPieces({
-      router: deps.router,
-      scheduler,
-      policy: deps.config.workers.pieces,
-      pcm: audio.pcm,
-      request: { model: fields.model, language: fields.language, prompt: fields.prompt, workerId: fields.workerId },
-      signal: c.req.raw.signal,
-      owner: principal.ownerId,
-      requestId,
-    });
-    c.header("X-Segment-Pieces", String(run.count));
-    // While the engines decode: who spoke when, over the whole clip (docs/diarization.md).
-    const speakerTurns = fields.diarize ? await diarizer.diarize(pcmAudio(audio.pcm), fields.diarize) : undefined;
+    const runs = startChannels(
+      {
+        router: deps.router,
+        scheduler,
+        policy: deps.config.workers.pieces,
+        request: { model: fields.model, language: fields.language, prompt: fields.prompt, workerId: fields.workerId },
+        signal: c.req.raw.signal,
+        owner: principal.ownerId,
+        requestId,
+      },
+      channelPcm,
+      fields.multichannel,
+    );
+    const run = runs.runs[0]!;
+    c.header("X-Segment-Pieces", String(runs.count));
+    // While the engines decode: who spoke when, over the whole clip (docs/diarization.md;
+    // never with multichannel, so the clip is the one channel).
+    const speakerTurns = fields.diarize ? await diarizer.diarize(pcmAudio(channelPcm[0]!), fields.diarize) : undefined;
     const timing = (workerMs: number) =>
       `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}, worker;dur=${workerMs.toFixed(2)}, total;dur=${(performance.now() - started).toFixed(2)}`;
     const workers = (pieces: PieceOutcome[]) => [...new Set(pieces.map((p) => p.workerId))].join(", ");
-    const pipelineFor = (formatted: boolean) => transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: formatted, prompt: fields.prompt, redact: fields.redact, speakerTurns });
+    const pipelineFor = (formatted: boolean, channel?: number) =>
+      transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: formatted, prompt: fields.prompt, redact: fields.redact, channel, speakerTurns });
     // the worker's time: the router's for one piece, the wall clock of all of them for several
-    const workerMs = (pieces: PieceOutcome[]) => (run.count === 1 ? pieces[0]!.workerMs : performance.now() - workStarted);
-    /** Every piece is in: the delivered transcript, billed and audited. */
-    const finish = async (pieces: PieceOutcome[], worked = workerMs(pieces)): Promise<VerboseTranscription> => {
-      const stitched = stitchPieces(pieces, audio.durationSeconds);
-      const transcribed = { ...stitched, duration: stitched.duration || audio.durationSeconds };
-      const result = shapeTranscription(pipelineFor(pieces.every((p) => p.formatted)), transcribed);
+    const workerMs = (pieces: PieceOutcome[]) => (runs.count === 1 ? pieces[0]!.workerMs : performance.now() - workStarted);
+    /** Every piece of every channel is in: the delivered transcript, billed (per channel) and audited. */
+    const finish = async (byChannel: PieceOutcome[][], worked = workerMs(byChannel.flat())): Promise<VerboseTranscription> => {
+      const pieces = byChannel.flat();
+      const result = channelsTranscript(byChannel, audio.durationSeconds, pipelineFor, fields.multichannel);
       await Promise.all([
         deps.usage.record({
           keyId: principal.keyId,
           ownerId: principal.ownerId,
           plane: "segment",
-          audioSeconds: audio.durationSeconds,
+          audioSeconds: billedSeconds,
           requests: 1,
           subjectId: requestId,
           at: deps.now(),
@@ -263,14 +277,15 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
         run,
         first,
         pipelineFor: (p) => pipelineFor(p.formatted),
-        finish: (pieces) => finish(pieces),
+        finish: (pieces) => finish([pieces]),
         fail: (err) => failed(err, claim),
         end: () => held.release(),
       });
     }
-    const pieces = await run.all();
+    const byChannel = await runs.all();
+    const pieces = byChannel.flat();
     const worked = workerMs(pieces);
-    const result = await finish(pieces, worked);
+    const result = await finish(byChannel, worked);
     // Where the time went (bench/segment.ts reads it): decode, worker(s), whole handler.
     c.header("Server-Timing", timing(worked));
     c.header("X-Worker-Id", workers(pieces));

@@ -16,13 +16,18 @@ export function registerStreamDoc(app: OpenAPIHono<GatewayEnv>): void {
       tags: ["realtime"],
       summary: "Realtime transcription WebSocket (upgrade)",
       description:
-        "Open with `Authorization: Bearer sk-…` (servers) or `?access_token=rt_…` / `?token=rt_…` (browsers). Send PCM16LE mono binary frames (≤ 1 MiB each) and JSON text messages; receive JSON events, first `session.created`. See docs/realtime.md for events and close codes.",
+        "Open with `Authorization: Bearer sk-…` (servers) or `?access_token=rt_…` / `?token=rt_…` (browsers). Send PCM16LE binary frames (mono, or `channels` interleaved) (≤ 1 MiB each) and JSON text messages; receive JSON events, first `session.created`. See docs/realtime.md for events and close codes.",
       security: [{ bearerAuth: [] }],
       request: {
         query: z.object({
           access_token: z.string().optional().describe("rt_ session token (single use: opens one connection)"),
           token: z.string().optional().describe("alias of access_token"),
           sample_rate: z.enum(["8000", "16000", "24000", "48000"]).optional().describe("PCM sample rate of the frames you send; default 16000"),
+          channels: z.enum(["1", "2"]).optional().describe("channels interleaved in each frame; default 1. 2 without multichannel: mixed down to mono"),
+          multichannel: z
+            .enum(["true", "false"])
+            .optional()
+            .describe("true: each channel has its own VAD, items and transcripts; item events carry `channel`; audio is billed per channel (docs/realtime.md \"Multichannel\")"),
         }),
       },
       responses: {

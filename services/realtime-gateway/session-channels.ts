@@ -1,0 +1,107 @@
+import type { Subscription } from "@nats-io/transport-node";
+import { INTERNAL_SAMPLE_RATE, type AudioControl, type ServerEvent } from "../../schemas/realtime";
+import { pickChannel } from "../../shared/audio/channels";
+import { createResampler, type Resampler } from "../../shared/audio/resample";
+import type { Nats } from "../../shared/nats";
+import type { AudioBatcher, AudioPublisher } from "./audio-publisher";
+import { forwardSessionEvents, type FeedProgress } from "./session-feed";
+
+/**
+ * A session's audio on its way to the VAD, as one lane or one lane per channel
+ * (docs/realtime.md "Multichannel").
+ *
+ * Without `multichannel` (the default) the session is one lane under its own id: its
+ * audio mixed down to 16 kHz mono, as always. With `multichannel=true` (and `channels=2`:
+ * interleaved PCM16) every channel is its own lane, `sess_ch<c>_<rest of the session id>`:
+ * its own 16 kHz mono audio, its own VAD state (the VAD keeps one segmenter per lane, in
+ * whichever partition the lane hashes to), its own items (their ids carry `ch<c>`) and its
+ * own transcripts; the session (one socket, one admission, one set of close rules and one
+ * usage meter in session.ts) sends every control to every lane, and forwards every lane's
+ * events to the client with the lane's `channel`. `input_audio_buffer.commit` and `clear`
+ * therefore act on every channel at once.
+ */
+export interface Lane {
+  /** The id the VAD, the transcriber and rt.evt know the lane by. */
+  id: string;
+  /** Multichannel: the channel; undefined for a mixed-down session. */
+  channel?: number;
+}
+
+export interface SessionAudio {
+  readonly lanes: readonly Lane[];
+  /** Channels billed per second of audio: each channel of a multichannel session, 1 otherwise. */
+  readonly billedChannels: number;
+  /** Whole frames of interleaved PCM16 at the client's rate. */
+  push(samples: Int16Array): void;
+  control(message: AudioControl): void;
+  flush(): void;
+  overloadedForMs(now: number): number;
+  settled(): Promise<void>;
+  readonly pendingAcks: number;
+  readonly messagesPublished: number;
+}
+
+/** The lane id of channel `channel` of session `sessionId` (`sess_…`): still a session id, and its items' ids say the channel. */
+function channelLaneId(sessionId: string, channel: number): string {
+  return `sess_ch${channel}_${sessionId.slice(5)}`;
+}
+
+export interface SessionAudioOptions {
+  sessionId: string;
+  sampleRate: number;
+  channels: number;
+  multichannel: boolean;
+  batcher: AudioBatcher;
+  partitionOf(laneId: string): number;
+  onFailure(err: unknown): void;
+}
+
+export function openSessionAudio(o: SessionAudioOptions): SessionAudio {
+  const lanes: Lane[] = o.multichannel ? Array.from({ length: o.channels }, (_, channel) => ({ id: channelLaneId(o.sessionId, channel), channel })) : [{ id: o.sessionId }];
+  const publishers: AudioPublisher[] = lanes.map((lane) => o.batcher.session({ sessionId: lane.id, partition: o.partitionOf(lane.id), onFailure: o.onFailure }));
+  // a mixed-down session's resampler takes every channel; a lane's takes its own
+  const resamplers: Resampler[] = lanes.map(() => createResampler(o.sampleRate, INTERNAL_SAMPLE_RATE, o.multichannel ? 1 : o.channels));
+  return {
+    lanes,
+    billedChannels: o.multichannel ? o.channels : 1,
+    push(samples) {
+      lanes.forEach((lane, i) => {
+        const own = lane.channel === undefined ? samples : pickChannel(samples, o.channels, lane.channel);
+        publishers[i]!.pushAudio(resamplers[i]!.push(own));
+      });
+    },
+    control: (message) => publishers.forEach((p) => p.control(message)),
+    flush: () => publishers.forEach((p) => p.flush()),
+    overloadedForMs: (now) => Math.max(...publishers.map((p) => p.overloadedForMs(now))),
+    settled: async () => {
+      await Promise.all(publishers.map((p) => p.settled()));
+    },
+    get pendingAcks() {
+      return publishers.reduce((n, p) => n + p.pendingAcks, 0);
+    },
+    get messagesPublished() {
+      return publishers.reduce((n, p) => n + p.messagesPublished, 0);
+    },
+  };
+}
+
+/**
+ * Every lane's events to the client (session-feed.ts per lane), each with its lane's
+ * `channel`; the session's progress is the lanes' together: flushed when every lane's VAD
+ * has flushed, its pending items all of theirs.
+ */
+export function forwardLaneEvents(nats: Nats, lanes: readonly Lane[], send: (event: ServerEvent) => void, progressed: (progress: FeedProgress) => void): Pick<Subscription, "unsubscribe"> {
+  const progress = lanes.map((): FeedProgress => ({ vadFlushed: false, pendingItems: 0 }));
+  const subscriptions = lanes.map((lane, i) =>
+    forwardSessionEvents(
+      nats,
+      lane.id,
+      (event) => send(lane.channel === undefined || !("item_id" in event) ? event : { ...event, channel: lane.channel }),
+      (p) => {
+        progress[i] = p;
+        progressed({ vadFlushed: progress.every((x) => x.vadFlushed), pendingItems: progress.reduce((n, x) => n + x.pendingItems, 0) });
+      },
+    ),
+  );
+  return { unsubscribe: () => subscriptions.forEach((s) => s.unsubscribe()) };
+}
