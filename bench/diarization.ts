@@ -18,10 +18,12 @@
  * and false alarm measure the diarizer's speech regions against that.
  *
  * Speakers (docs/diarization.md, "Measured"): jfk.wav (JFK), ldc93s1.wav (a TIMIT
- * speaker), silero_test.wav (one speaker, 60 s), Debian pocketsphinx-testdata's
+ * speaker), silero_test.wav (60 s, taken as one speaker: its halves' features match as
+ * closely as one speaker's clips do), Debian pocketsphinx-testdata's
  * librivox/*.wav (one LibriVox reader), cards/*.wav (one speaker), numbers.raw and
- * tidigits/dhd.2934z.raw. goforward.raw and something.raw are left out: they sound close
- * to numbers.raw and may be the same person.
+ * tidigits/dhd.2934z.raw. goforward.raw and something.raw are left out: their features lie
+ * as close to numbers.raw's as one speaker's clips lie to each other, so they may be the
+ * same person.
  */
 import { readFileSync } from "node:fs";
 import { diarizePcm, type SpeakerCountHint, type SpeakerTurn } from "../domain/diarization/diarize";
