@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { speakerCount } from "./diarization";
 import { redactList } from "./redact";
 import { legacyWorkflowIdFor } from "./job-ids";
 import { safeJsonObject, safeString, type FreeJsonLimits } from "./safe-string";
@@ -59,6 +60,11 @@ export const submitJobBody = z.object({
   /** With `redact`: also write redacted_audio.wav, the audio with each redacted span silenced. */
   redact_audio: z.boolean({ error: "redact_audio must be a boolean" }).optional(),
   metadata: safeJsonObject(metadataLimits, { error: "metadata must be an object" }).optional(),
+  /** Speaker labels (docs/diarization.md): segments carry `speaker`, and `speaker_role` where `metadata.speaker_roles` names it. */
+  diarize: z.boolean({ error: "diarize must be a boolean" }).optional(),
+  speakers: speakerCount("speakers").optional(),
+  min_speakers: speakerCount("min_speakers").optional(),
+  max_speakers: speakerCount("max_speakers").optional(),
   /** Each audio channel transcribed on its own, billed per channel (docs/jobs.md "Multichannel"). */
   multichannel: z.boolean({ error: "multichannel must be a boolean" }).optional(),
 });
@@ -125,6 +131,9 @@ const jobSegment = z.object({
   duration: z.number(),
   text: z.string(),
   confidence: z.number().min(0).max(1),
+  /** With `diarize`: the segment's speaker (0, 1, …) and, where `metadata.speaker_roles` names it, its role. */
+  speaker: z.number().int().nonnegative().optional(),
+  speaker_role: z.string().optional(),
   /** `multichannel`: the audio channel (0-based) of the segment. */
   channel: z.number().int().nonnegative().optional(),
 });
@@ -153,6 +162,13 @@ export const chunkArtifact = z.object({
   transcribed_at: z.string(),
 });
 export type ChunkArtifact = z.infer<typeof chunkArtifact>;
+
+/** diarization.json: the job's speaker turns over its whole audio (services/jobs/diarize-job.ts). */
+export const diarizationArtifact = z.object({
+  workflow_id: z.string(),
+  diarizer: z.string(),
+  turns: z.array(z.object({ start: z.number(), end: z.number(), speaker: z.number().int().nonnegative() })),
+});
 
 /** result.json and `output.result` (spec 2.5). */
 export const jobResult = z.object({
@@ -234,6 +250,7 @@ export const artifactKeys = {
   reviewChunk: (job: ArtifactOwner, i: number) => `${artifactPrefix(job)}review_chunk_${i}.json`,
   reviewed: (job: ArtifactOwner) => `${artifactPrefix(job)}reviewed_result.json`,
   redactedAudio: (job: ArtifactOwner) => `${artifactPrefix(job)}redacted_audio.wav`,
+  diarization: (job: ArtifactOwner) => `${artifactPrefix(job)}diarization.json`,
 };
 
 // ---------------------------------------------------------------- poll view (2.4)

@@ -12,7 +12,8 @@ import { verboseTranscription } from "./transcription";
 
 // ---- HTTP: POST /v1/audio/transcriptions (multipart form fields) ----
 
-export const segmentResponseFormat = z.enum(["verbose_json", "json", "text", "srt", "vtt"]);
+/** `diarized_json`: OpenAI's diarized shape (segments with a `speaker` "A", "B", …); it implies `diarize=true`. */
+export const segmentResponseFormat = z.enum(["verbose_json", "json", "text", "srt", "vtt", "diarized_json"]);
 
 /**
  * The text fields of the multipart form, parsed after the file is taken out. `model`,
@@ -52,6 +53,13 @@ export const segmentForm = zo
       ),
     "timestamp_granularities[]": zo.array(zo.enum(["word", "segment"])).optional().describe("verbose_json: words only when `word` is asked for; both when absent"),
     "include[]": zo.array(zo.string()).optional().describe("no values are supported: any is 400 unsupported_include"),
+    diarize: zo
+      .enum(["true", "false"])
+      .optional()
+      .describe("true: speaker labels (docs/diarization.md): words and segments carry `speaker` (0, 1, …), segments are split at speaker turns, SRT/VTT cues name the speaker; implied by response_format=diarized_json"),
+    speakers: zo.string().optional().describe("with diarize: exactly this many speakers (1–10); default: estimated"),
+    min_speakers: zo.string().optional().describe("with diarize: at least this many speakers (1–10)"),
+    max_speakers: zo.string().optional().describe("with diarize: at most this many speakers (1–10)"),
   })
   .openapi("SegmentTranscriptionForm");
 

@@ -19,6 +19,8 @@ export const transcriptWord = z.object({
   punctuated_word: z.string().optional(),
   /** Redaction (`redact`): the entity this word was part of; `word` then shows `[entity]`, never what was said. */
   entity: z.string().optional(),
+  /** Diarization (`diarize`): who said it, 0, 1, … in order of first turn (docs/diarization.md). */
+  speaker: z.number().int().nonnegative().optional(),
   /** `multichannel=true`: the audio channel (0-based) the word was spoken on (docs/segment.md "Multichannel"). */
   channel: z.number().int().nonnegative().optional(),
 });
@@ -35,6 +37,9 @@ export const transcriptSegment = z.object({
   avg_logprob: z.number().default(0),
   compression_ratio: z.number().default(1),
   no_speech_prob: z.number().min(0).max(1).default(0),
+  /** Diarization: the segment's speaker (segments are split at speaker turns) and, where `metadata.speaker_roles` names it, its role. */
+  speaker: z.number().int().nonnegative().optional(),
+  speaker_role: z.string().optional(),
   /** `multichannel=true`: the audio channel (0-based) of the segment. */
   channel: z.number().int().nonnegative().optional(),
 });
@@ -56,3 +61,25 @@ export const verboseTranscription = z.object({
     .optional(),
 });
 export type VerboseTranscription = z.infer<typeof verboseTranscription>;
+
+/**
+ * `response_format=diarized_json` (OpenAI's TranscriptionDiarized; docs/diarization.md):
+ * segments with a speaker letter, "A" for speaker 0.
+ */
+export const diarizedTranscription = z.object({
+  task: z.literal("transcribe"),
+  duration: z.number().nonnegative(),
+  text: z.string(),
+  segments: z.array(
+    z.object({
+      type: z.literal("transcript.text.segment"),
+      id: z.string(),
+      start: z.number(),
+      end: z.number(),
+      speaker: z.string(),
+      text: z.string(),
+    }),
+  ),
+  usage: z.object({ type: z.literal("duration"), seconds: z.number().nonnegative() }),
+});
+export type DiarizedTranscription = z.infer<typeof diarizedTranscription>;

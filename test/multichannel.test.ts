@@ -24,11 +24,11 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const post = (bytes: Uint8Array, fields: Record<string, string> = {}) => {
+const post = (bytes: Uint8Array, fields: Record<string, string> = {}, key = pro.key) => {
   const form = new FormData();
   form.set("file", new Blob([new Uint8Array(bytes)]), "call.wav");
   for (const [k, v] of Object.entries(fields)) form.set(k, v);
-  return stack.fetch("/v1/audio/transcriptions", { method: "POST", body: form, headers: { authorization: `Bearer ${pro.key}` } });
+  return stack.fetch("/v1/audio/transcriptions", { method: "POST", body: form, headers: { authorization: `Bearer ${key}` } });
 };
 
 /** Lower-case words of one channel in the merged view. */
@@ -63,11 +63,12 @@ describe("segment plane: multichannel=true", () => {
   });
 
   it("billing counts audio seconds per channel: the 11 s stereo call is 22 s", async () => {
-    const before = await billed();
-    const res = await post(CALL, { multichannel: "true", response_format: "json" });
+    // a key of its own: the usage of the other tests' requests, still being projected, is not its
+    const own = await stack.issueKey("pro", "tenant-multichannel-segment-bill");
+    const res = await post(CALL, { multichannel: "true", response_format: "json" }, own.key);
     expect(res.status).toBe(200);
-    await waitFor(async () => ((await billed()) - before > 21.9 ? true : undefined), { timeoutMs: 20_000, what: "the usage projection" });
-    expect((await billed()) - before).toBeCloseTo(22, 1);
+    await waitFor(async () => ((await billed(own.id)) > 21.9 ? true : undefined), { timeoutMs: 20_000, what: "the usage projection" });
+    expect(await billed(own.id)).toBeCloseTo(22, 1);
   });
 
   it("SRT and WebVTT cues say the channel", async () => {
@@ -109,10 +110,10 @@ describe("batch plane: multichannel in the job body", () => {
   });
 
   it("slices and transcribes each channel on its own; the result has channels[] and merged segments in time order, billed per channel", async () => {
-    const before = await billed();
-    const { status, workflowId } = await submitJob(stack.fetch, pro.key, { audio_url: `${audio.url}/call.wav`, multichannel: true, segment_seconds: 30, language: "en" });
+    const own = await stack.issueKey("pro", "tenant-multichannel-job-bill");
+    const { status, workflowId } = await submitJob(stack.fetch, own.key, { audio_url: `${audio.url}/call.wav`, multichannel: true, segment_seconds: 30, language: "en" });
     expect(status).toBe(202);
-    const view: JobView = await waitForJobEnd(stack.fetch, pro.key, workflowId, { timeoutMs: 120_000 });
+    const view: JobView = await waitForJobEnd(stack.fetch, own.key, workflowId, { timeoutMs: 120_000 });
     expect(view.error).toBeNull();
     const result = view.output!.result;
     console.log(`job channel 0: ${result.channels?.[0]?.text}\njob channel 1: ${result.channels?.[1]?.text}`);
@@ -130,8 +131,8 @@ describe("batch plane: multichannel in the job body", () => {
     expect(result.segments.map((s) => s.id)).toEqual(result.segments.map((_, i) => i));
     expect(result.channels![1]!.segments[0]!.start_time).toBeGreaterThanOrEqual(STEREO_OFFSET_SECONDS - 0.3);
     // 11 s × 2 channels
-    await waitFor(async () => ((await billed()) - before > 21.9 ? true : undefined), { timeoutMs: 20_000, what: "the job's usage" });
-    expect((await billed()) - before).toBeCloseTo(22, 1);
+    await waitFor(async () => ((await billed(own.id)) > 21.9 ? true : undefined), { timeoutMs: 20_000, what: "the job's usage" });
+    expect(await billed(own.id)).toBeCloseTo(22, 1);
   });
 
   it("400 unsupported_combination for redact_audio with multichannel", async () => {
@@ -147,8 +148,8 @@ describe("realtime native door: channels=2&multichannel=true", () => {
     const wav = parseWav(CALL)!;
     expect(wav.channels).toBe(2);
     const pcm = new Int16Array(wav.data.buffer.slice(wav.data.byteOffset, wav.data.byteOffset + wav.data.byteLength));
-    const before = await billed();
-    const c = await connectRt(wsUrl(stack.baseUrl, "sample_rate=16000&channels=2&multichannel=true"), { authorization: `Bearer ${pro.key}` });
+    const own = await stack.issueKey("pro", "tenant-multichannel-session-bill");
+    const c = await connectRt(wsUrl(stack.baseUrl, "sample_rate=16000&channels=2&multichannel=true"), { authorization: `Bearer ${own.key}` });
     const created = await c.next("session.created");
     expect(created.audio).toEqual({ format: "pcm_s16le", sample_rate: 16000, channels: 2, multichannel: true });
     await streamPcm(c, pcm, { speed: 2, chunkBytes: 1280 });
@@ -174,8 +175,8 @@ describe("realtime native door: channels=2&multichannel=true", () => {
     const firstRight = c.events.find((e) => e.type === "input_audio_buffer.speech_started" && e.channel === 1);
     expect(firstRight.audio_start_ms).toBeGreaterThanOrEqual(STEREO_OFFSET_SECONDS * 1000 - 400);
     // billed per channel: (11 s + 1.5 s) × 2
-    await waitFor(async () => ((await billed()) - before > 24.9 ? true : undefined), { timeoutMs: 20_000, what: "the session's usage" });
-    expect((await billed()) - before).toBeCloseTo(25, 0);
+    await waitFor(async () => ((await billed(own.id)) > 24.9 ? true : undefined), { timeoutMs: 20_000, what: "the session's usage" });
+    expect(await billed(own.id)).toBeCloseTo(25, 0);
   });
 
   it("400 invalid_multichannel for a value other than true or false", async () => {
@@ -183,8 +184,9 @@ describe("realtime native door: channels=2&multichannel=true", () => {
   });
 });
 
-async function billed(): Promise<number> {
-  const row = await stack.db.selectFrom("usage_windows").select("audio_seconds").where("key_id", "=", pro.id).executeTakeFirst();
+/** Audio seconds billed to a key so far (the usage projection's window). */
+async function billed(keyId: string): Promise<number> {
+  const row = await stack.db.selectFrom("usage_windows").select("audio_seconds").where("key_id", "=", keyId).executeTakeFirst();
   return Number(row?.audio_seconds ?? 0);
 }
 

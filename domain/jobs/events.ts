@@ -1,3 +1,4 @@
+import { diarizeOptions } from "../../schemas/diarization";
 import { REDACT_ENTITIES } from "../../schemas/redact";
 import { z } from "zod";
 import { envelopeOf } from "../../schemas/envelope";
@@ -31,6 +32,8 @@ const jobSpec = z.object({
   /** `redact_audio`: write redacted_audio.wav at aggregation. */
   redactAudio: z.boolean().optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
+  /** `diarize` with its count hint (docs/diarization.md): absent, no speaker labels. */
+  diarize: diarizeOptions.optional(),
   /** `multichannel`: each channel sliced and transcribed on its own; absent in jobs before it existed. */
   multichannel: z.boolean().optional(),
   /** The plan's maxAudioSecondsPerRequest when the job was submitted. */

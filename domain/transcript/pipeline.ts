@@ -4,6 +4,8 @@ import { channelStage } from "./channels";
 import { redactRules } from "./redact";
 import { redactStage } from "./redact-stage";
 import { smartFormatStage } from "./smart-format-stage";
+import { speakerAt, speakerRolesOf, speakerStage } from "./speaker-stage";
+import type { SpeakerTurn } from "../diarization/diarize";
 import type { ShapedWord, TranscriptStage } from "./stage";
 import { termsFrom } from "./terms";
 
@@ -27,20 +29,30 @@ export interface TranscriptOptions {
   redact?: readonly RedactEntity[] | null;
   /** `multichannel=true`: the channel this audio is; a last stage labels every word and segment with it (channels.ts). */
   channel?: number;
+  /**
+   * Diarization (`diarize`, docs/diarization.md): the diarizer's turns on the words'
+   * timeline. A speaker stage runs first; whole results get their segments split where
+   * the speaker changes, and `metadata.speaker_roles` names the speakers in them.
+   */
+  speakerTurns?: readonly SpeakerTurn[] | null;
 }
 
 export interface TranscriptPipeline {
   /** In order. None: the engine's result is delivered as it came. */
   readonly stages: readonly TranscriptStage[];
+  /** With a speaker stage: its turns (for segments without words) and the roles that name speakers. */
+  readonly speakers?: { readonly turns: readonly SpeakerTurn[]; readonly roles: ReadonlyMap<number, string> };
 }
 
 export function transcriptPipeline(options: TranscriptOptions): TranscriptPipeline {
   const stages: TranscriptStage[] = [];
   const terms = termsFrom(options.metadata, options.prompt);
+  const turns = options.speakerTurns;
+  if (turns) stages.push(speakerStage(turns));
   if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(terms));
   if (options.redact?.length) stages.push(redactStage(redactRules(options.redact, terms)));
   if (options.channel !== undefined) stages.push(channelStage(options.channel));
-  return { stages };
+  return turns ? { stages, speakers: { turns, roles: speakerRolesOf(options.metadata) } } : { stages };
 }
 
 /** One run of words through every stage, as a whole (its last word ends a sentence). */
@@ -75,8 +87,10 @@ const textRun = (text: string): ShapedWord[] =>
 export function shapeTranscription(pipeline: TranscriptPipeline, result: VerboseTranscription): VerboseTranscription {
   if (pipeline.stages.length === 0) return result;
   const redact = pipeline.stages.find((s) => s.name === "redact");
-  const perRun: TranscriptPipeline = { stages: pipeline.stages.filter((s) => s !== redact) };
-  const shaped: ShapedWord[] = result.words.map((w) => ({ word: w.word, start_ms: Math.round(w.start * 1000), end_ms: Math.round(w.end * 1000), form: w.word }));
+  const speaker = pipeline.stages.find((s) => s.name === "speaker");
+  const perRun: TranscriptPipeline = { stages: pipeline.stages.filter((s) => s !== redact && s !== speaker) };
+  let shaped: ShapedWord[] = result.words.map((w) => ({ word: w.word, start_ms: Math.round(w.start * 1000), end_ms: Math.round(w.end * 1000), form: w.word }));
+  if (speaker) shaped = speaker.shape(shaped);
   const taken = new Set<number>();
   // a segment without words: its text shaped as a run (the labels its words got are its own)
   const fromText = new Map<number, ShapedWord[]>();
@@ -93,28 +107,36 @@ export function shapeTranscription(pipeline: TranscriptPipeline, result: Verbose
     for (const i of mine) taken.add(i);
     return mine;
   });
+  // with speakers, a segment is cut where its words' speaker changes, before formatting: each turn is its own run
+  const pieces = result.segments.flatMap((s, j) =>
+    (pipeline.speakers ? splitAtSpeakers(s, groups[j]!, shaped, pipeline.speakers) : [{ segment: s, group: groups[j]! }]).map((p) => ({ ...p, j })),
+  );
   // words no segment claimed (an engine whose segments do not cover its words) get a form too
   const rest = result.words.map((_, i) => i).filter((i) => !taken.has(i));
-  const runs = [...groups.filter((g): g is number[] => Array.isArray(g)), rest].filter((r) => r.length > 0);
+  const runs = [...pieces.map((p) => p.group).filter((g): g is number[] => Array.isArray(g)), rest].filter((r) => r.length > 0);
   const apply = (indices: readonly number[], out: readonly ShapedWord[]) => indices.forEach((i, k) => (shaped[i] = out[k]!));
   for (const run of runs) apply(run, shapeRun(perRun, run.map((i) => shaped[i]!)));
   if (redact) {
     const all = runs.flat();
     apply(all, redact.shape(all.map((i) => shaped[i]!)));
   }
+  // only a speaker stage: the engine's own text and forms stand
+  const reshaped = pipeline.stages.some((s) => s !== speaker);
   const words = result.words.map((w, i) => {
-    const { form, entity, channel } = shaped[i]!;
-    const labelled = channel === undefined ? w : { ...w, channel };
+    const { form, entity, channel, speaker: who } = shaped[i]!;
+    const labelled = { ...w, ...(channel === undefined ? {} : { channel }), ...(who === undefined ? {} : { speaker: who }) };
+    if (!reshaped) return labelled;
     return entity ? { ...labelled, word: `[${entity}]`, punctuated_word: form, entity } : { ...labelled, punctuated_word: form };
   });
   const labelStage = pipeline.stages.find((s) => s.name === "channel");
-  const segments = result.segments.map((s, j) => {
-    const g = groups[j]!;
+  const segments = pieces.map(({ segment: s, group: g, whole, j }, id) => {
     const run = typeof g === "string" ? (fromText.get(j) ?? []) : g.map((i) => shaped[i]!);
     // a segment's label is its words' (a segment shaped from empty text asks the stage)
     const channel = run[0]?.channel ?? labelStage?.shape([{ word: "", form: "" }])[0]?.channel;
-    const text = typeof g === "string" ? g : runText(run);
-    return channel === undefined ? { ...s, text } : { ...s, text, channel };
+    // an uncut segment keeps the engine's text when no stage reshapes it
+    const text = !reshaped && whole ? s.text : typeof g === "string" ? g : runText(run);
+    const numbered = pipeline.speakers ? { ...s, id, text } : { ...s, text };
+    return channel === undefined ? numbered : { ...numbered, channel };
   });
   const text = segments.length
     ? segments
@@ -123,6 +145,41 @@ export function shapeTranscription(pipeline: TranscriptPipeline, result: Verbose
         .join(" ")
     : runText(shapeRun(pipeline, textRun(result.text)));
   return { ...result, text, segments, words };
+}
+
+type Segment = VerboseTranscription["segments"][number];
+
+/**
+ * A segment cut where its words' speaker changes (each piece keeps the segment's other
+ * fields; the first starts and the last ends where the segment did), labelled with the
+ * speaker and, where named, the role. A segment without words takes the speaker of the
+ * turn it overlaps most. `whole`: the segment was not cut.
+ */
+function splitAtSpeakers(
+  s: Segment,
+  group: number[] | string,
+  shaped: readonly ShapedWord[],
+  speakers: NonNullable<TranscriptPipeline["speakers"]>,
+): { segment: Segment; group: number[] | string; whole?: boolean }[] {
+  const named = (seg: Segment, speaker: number | undefined): Segment => {
+    if (speaker === undefined) return seg;
+    const role = speakers.roles.get(speaker);
+    return role === undefined ? { ...seg, speaker } : { ...seg, speaker, speaker_role: role };
+  };
+  if (typeof group === "string") return [{ segment: named(s, speakerAt(speakers.turns, s.start, s.end)), group, whole: true }];
+  const runs: number[][] = [];
+  for (const i of group) {
+    const last = runs[runs.length - 1];
+    if (last && shaped[last[0]!]!.speaker === shaped[i]!.speaker) last.push(i);
+    else runs.push([i]);
+  }
+  return runs.map((run, k) => {
+    const first = shaped[run[0]!]!;
+    const last = shaped[run[run.length - 1]!]!;
+    const start = k === 0 ? s.start : (first.start_ms ?? 0) / 1000;
+    const end = k === runs.length - 1 ? s.end : (last.end_ms ?? 0) / 1000;
+    return { segment: named({ ...s, start, end }, first.speaker), group: run, whole: runs.length === 1 };
+  });
 }
 
 /**

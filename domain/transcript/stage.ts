@@ -15,14 +15,16 @@ export interface ShapedWord {
   readonly form: string;
   /** Set by the redaction stage on every word of a redacted span: the delivered word shows `[entity]`, never what was said. */
   readonly entity?: EntityLabel;
+  /** Set by the speaker stage (speaker-stage.ts): who said the word. */
+  readonly speaker?: number;
   /** Set by the channel stage (channels.ts): the audio channel the word was spoken on. */
   readonly channel?: number;
 }
 
 /**
- * One step of the transcript pipeline (pipeline.ts): smart format, then redaction;
- * speaker labels and channel labels are further stages, written once and
- * used by every plane. A stage sees one run of words at a time (a segment, an
+ * One step of the transcript pipeline (pipeline.ts): speaker labels (speaker-stage.ts,
+ * with `diarize`), smart format, redaction, then channel labels (channels.ts, with
+ * `multichannel`), each written once and used by every plane. A stage sees one run of words at a time (a segment, an
  * utterance, a streamed item) and returns the same words in the same order, `word` and
  * times kept; a stage that labels words (speaker, channel) adds its field to
  * `ShapedWord` and the pipeline carries it to the delivered words.

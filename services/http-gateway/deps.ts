@@ -1,3 +1,4 @@
+import type { Diarizer } from "../../domain/diarization/diarize";
 import type { KeyCache } from "../../domain/keys/key-cache";
 import type { KeyStore } from "../../domain/keys/store";
 import type { SegmentBudgets } from "../../domain/usage/budget";
@@ -36,4 +37,6 @@ export interface GatewayDeps {
   limiter?: RequestLimiter;
   /** The segment plane's audio budget drawn in blocks per process (absent: the counter on every request). */
   budgets?: SegmentBudgets;
+  /** Who spoke when, for `diarize` (absent: the embedded diarizer; docs/diarization.md "Replacing the diarizer"). */
+  diarizer?: Diarizer;
 }

@@ -1,3 +1,4 @@
+import { speakerCount, speakerHintProblem, type DiarizeOptions } from "../../schemas/diarization";
 import { redactList, type RedactEntity } from "../../schemas/redact";
 import { issueErrorCode } from "../../schemas/safe-string";
 import { segmentFields } from "../../schemas/segment";
@@ -27,6 +28,8 @@ export interface SegmentFields {
   smartFormat: boolean;
   /** `redact` (repeated or comma-separated): entities replaced by their labels (docs/formatting.md). */
   redact?: RedactEntity[];
+  /** `diarize=true` (or response_format=diarized_json) with its count hint: speaker labels (docs/diarization.md). */
+  diarize?: DiarizeOptions;
   /** `multichannel` (default false): each channel transcribed on its own, results per channel and merged (docs/segment.md "Multichannel"). */
   multichannel: boolean;
 }
@@ -71,8 +74,39 @@ export function parseFields(form: FormData): SegmentFields {
     multichannel: parseBoolean("multichannel", text("multichannel"), false),
     granularities: parseGranularities(form),
     redact: parseRedact(form),
+    ...parseDiarize(text, f.response_format === "diarized_json", stream, parseBoolean("multichannel", text("multichannel"), false)),
     ...refuseIncludes(form),
   };
+}
+
+/**
+ * `diarize`, `speakers`, `min_speakers`, `max_speakers`: 400 `invalid_request` naming the
+ * field on a bad value, `unsupported_combination` with `stream` (diarized_json) or
+ * `multichannel`.
+ */
+function parseDiarize(text: (name: string) => string | undefined, diarizedJson: boolean, stream: boolean, multichannel: boolean): { diarize?: DiarizeOptions } {
+  const on = parseBoolean("diarize", text("diarize"), false) || diarizedJson;
+  const count = (name: string) => {
+    const v = text(name);
+    if (v === undefined) return undefined;
+    const parsed = speakerCount(name).safeParse(/^\d{1,3}$/.test(v) ? Number(v) : Number.NaN);
+    if (!parsed.success) throw validationError("invalid_request", parsed.error.issues[0]!.message, { param: name });
+    return parsed.data;
+  };
+  const options: DiarizeOptions = {};
+  for (const [field, key] of [["speakers", "speakers"], ["min_speakers", "minSpeakers"], ["max_speakers", "maxSpeakers"]] as const) {
+    const n = count(field);
+    if (n === undefined) continue;
+    if (!on) throw validationError("invalid_request", `${field} needs diarize=true`, { param: field });
+    options[key] = n;
+  }
+  if (!on) return {};
+  if (stream && diarizedJson) throw validationError("unsupported_combination", "stream and response_format=diarized_json cannot be combined: a diarized transcript is answered whole", { param: "stream" });
+  // each channel of a multichannel clip is usually one speaker: its `channel` says who spoke
+  if (multichannel) throw validationError("unsupported_combination", "diarize and multichannel cannot be combined: with multichannel, each segment's channel says who spoke", { param: "diarize" });
+  const problem = speakerHintProblem(options);
+  if (problem) throw validationError("invalid_request", problem[1], { param: problem[0] });
+  return { diarize: options };
 }
 
 function parseBoolean(name: string, value: string | undefined, absent: boolean): boolean {

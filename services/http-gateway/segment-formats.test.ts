@@ -42,4 +42,21 @@ describe("segment response formats", () => {
     expect(renderTranscription(empty, "srt").body).toBe("");
     expect(renderTranscription(empty, "vtt").body).toBe("WEBVTT\n\n");
   });
+  it("with speakers: SRT and VTT cues name them (a role where given), diarized_json labels them A, B in OpenAI's shape", () => {
+    const [a, b] = result.segments;
+    const diarized = { ...result, segments: [{ ...a!, speaker: 0 }, { ...b!, speaker: 1, speaker_role: "customer" }] };
+    expect(renderTranscription(diarized, "srt").body).toContain("\n[Speaker A] Hello there.\n");
+    expect(renderTranscription(diarized, "srt").body).toContain("\n[customer] General Kenobi.\n");
+    expect(renderTranscription(diarized, "vtt").body).toContain("\n<v Speaker A>Hello there.\n");
+    expect(JSON.parse(renderTranscription(diarized, "diarized_json").body)).toEqual({
+      task: "transcribe",
+      duration: 3725.5,
+      text: result.text,
+      segments: [
+        { type: "transcript.text.segment", id: "seg_0", start: 0, end: 1.25, speaker: "A", text: "Hello there." },
+        { type: "transcript.text.segment", id: "seg_1", start: 3723.0015, end: 3725.5, speaker: "B", text: "General Kenobi." },
+      ],
+      usage: { type: "duration", seconds: 3726 },
+    });
+  });
 });

@@ -1,11 +1,13 @@
 import type { z } from "zod";
 import type { segmentResponseFormat } from "../../schemas/segment";
-import type { VerboseTranscription } from "../../schemas/transcription";
+import type { DiarizedTranscription, VerboseTranscription } from "../../schemas/transcription";
 
 /**
  * The response formats of POST /v1/audio/transcriptions, as OpenAI serves them:
  * verbose_json (spec 2.8), json (`{text, usage}`), text (the text and a newline),
- * srt and vtt (one cue per segment).
+ * srt and vtt (one cue per segment; with channels or speakers, each cue names its
+ * channel or speaker: `[Speaker A] …` in SRT, a `<v Speaker A>` voice span in VTT), and diarized_json
+ * (OpenAI's TranscriptionDiarized: segments with `speaker` "A", "B", …; docs/diarization.md).
  */
 export type ResponseFormat = z.infer<typeof segmentResponseFormat>;
 
@@ -29,6 +31,8 @@ export function renderTranscription(result: VerboseTranscription, format: Respon
       return { body: toSrt(result), contentType: "text/plain; charset=utf-8" };
     case "vtt":
       return { body: toVtt(result), contentType: "text/vtt; charset=utf-8" };
+    case "diarized_json":
+      return { body: JSON.stringify(toDiarized(result)), contentType: "application/json" };
     default: {
       const never: never = format;
       throw new Error(`unknown format ${String(never)}`);
@@ -45,22 +49,46 @@ function clock(seconds: number, separator: "," | "."): string {
   return `${pad(h)}:${pad(m)}:${pad(s)}${separator}${pad(ms % 1000, 3)}`;
 }
 
+type Segment = VerboseTranscription["segments"][number];
+
+/** A speaker as diarized_json names it: "A", "B", … (OpenAI labels unnamed speakers so); "A" for a segment without one. */
+const speakerLetter = (speaker: number | undefined) => String.fromCharCode(65 + ((speaker ?? 0) % 26));
+
 /**
- * A multichannel transcript's cues say their channel (docs/segment.md "Multichannel"): SRT
- * has no speaker markup, so its text starts `[Channel 0] `; WebVTT has the voice tag, which
- * players show as the cue's speaker: `<v Channel 0>`.
+ * Who a cue is: its channel in a multichannel transcript (docs/segment.md "Multichannel"),
+ * its speaker with `diarize` (its role where `speaker_role` names it, else `Speaker A`;
+ * docs/diarization.md). SRT has no speaker markup, so its text starts `[Channel 0] `;
+ * WebVTT has the voice tag, which players show as the cue's speaker: `<v Channel 0>`.
  */
-function cueLabel(channel: number | undefined, format: "srt" | "vtt"): string {
-  if (channel === undefined) return "";
-  return format === "srt" ? `[Channel ${channel}] ` : `<v Channel ${channel}>`;
+function cueLabel(s: Segment, format: "srt" | "vtt"): string {
+  const who = s.channel !== undefined ? `Channel ${s.channel}` : s.speaker !== undefined ? (s.speaker_role ?? `Speaker ${speakerLetter(s.speaker)}`) : undefined;
+  if (who === undefined) return "";
+  return format === "srt" ? `[${who}] ` : `<v ${who.replace(/[<>&\n]/g, " ")}>`;
 }
 
 function toSrt(result: VerboseTranscription): string {
   return result.segments
-    .map((s, i) => `${i + 1}\n${clock(s.start, ",")} --> ${clock(s.end, ",")}\n${cueLabel(s.channel, "srt")}${s.text.trim()}\n\n`)
+    .map((s, i) => `${i + 1}\n${clock(s.start, ",")} --> ${clock(s.end, ",")}\n${cueLabel(s, "srt")}${s.text.trim()}\n\n`)
     .join("");
 }
 
 function toVtt(result: VerboseTranscription): string {
-  return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${cueLabel(s.channel, "vtt")}${s.text.trim()}\n\n`).join("");
+  return "WEBVTT\n\n" + result.segments.map((s) => `${clock(s.start, ".")} --> ${clock(s.end, ".")}\n${cueLabel(s, "vtt")}${s.text.trim()}\n\n`).join("");
+}
+
+function toDiarized(result: VerboseTranscription): DiarizedTranscription {
+  return {
+    task: "transcribe",
+    duration: result.duration,
+    text: result.text,
+    segments: result.segments.map((s) => ({
+      type: "transcript.text.segment",
+      id: `seg_${s.id}`,
+      start: s.start,
+      end: s.end,
+      speaker: speakerLetter(s.speaker),
+      text: s.text.trim(),
+    })),
+    usage: { type: "duration", seconds: Math.ceil(result.duration) },
+  };
 }

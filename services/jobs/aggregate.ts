@@ -25,7 +25,8 @@ export function buildResult(job: ActiveJob, chunks: ChunkArtifact[]): JobResult 
       const start = Math.max(s.start_time, lastStart.get(chunk.channel) ?? 0);
       const end = Math.max(s.end_time, start);
       const channel = chunk.channel === undefined ? {} : { channel: chunk.channel };
-      placed.push({ start_time: start, end_time: end, duration: round3(end - start), text: s.text, confidence: s.confidence, ...channel });
+      const speaker = s.speaker === undefined ? {} : { speaker: s.speaker, ...(s.speaker_role === undefined ? {} : { speaker_role: s.speaker_role }) };
+      placed.push({ start_time: start, end_time: end, duration: round3(end - start), text: s.text, confidence: s.confidence, ...channel, ...speaker });
       lastStart.set(chunk.channel, start);
     }
   }

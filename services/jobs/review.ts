@@ -158,7 +158,7 @@ export function llmReviewer(llm: ReviewLlm): Reviewer {
           metadata: input.metadata,
           language: input.language,
           slice: input.slice,
-          segments: input.segments.map((s) => ({ segment_id: s.id, start_time: s.start_time, end_time: s.end_time, text: s.text })),
+          segments: input.segments.map((s) => ({ segment_id: s.id, start_time: s.start_time, end_time: s.end_time, ...speakerOf(s), text: s.text })),
         },
         stage1Answer,
         signal,
@@ -172,7 +172,7 @@ export function llmReviewer(llm: ReviewLlm): Reviewer {
         {
           metadata: input.metadata,
           language: input.language,
-          segments: input.segments.map((s) => ({ id: s.id, start_time: s.start_time, end_time: s.end_time, text: s.text })),
+          segments: input.segments.map((s) => ({ id: s.id, start_time: s.start_time, end_time: s.end_time, ...speakerOf(s), text: s.text })),
           proposed_corrections: input.slices.flatMap((a) => a.corrections),
           slice_notes: input.slices.map((a) => a.notes).filter(Boolean),
         },
@@ -318,3 +318,9 @@ export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, rev
   await putJson(objects, artifactKeys.reviewed(job.spec), reviewed);
   return reviewed;
 }
+
+/** With `diarize`: who spoke the segment (its role where `metadata.speaker_roles` names it), for the reviewer to read. */
+const speakerOf = (s: JobSegment) => ({
+  ...(s.speaker !== undefined ? { speaker: s.speaker } : {}),
+  ...(s.speaker_role !== undefined ? { speaker_role: s.speaker_role } : {}),
+});

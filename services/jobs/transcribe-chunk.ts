@@ -1,5 +1,7 @@
 import { AppError } from "../../shared/errors";
 import { shapeTranscription, transcriptPipeline } from "../../domain/transcript/pipeline";
+import type { Diarizer } from "../../domain/diarization/diarize";
+import { jobSpeakerTurns, sliceTurns } from "./diarize-job";
 import { redactedSpans } from "./redact-audio";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { isTransientRoutingFailure } from "../../shared/workers/router";
@@ -22,6 +24,8 @@ export interface TranscribeChunkDeps {
   objects: ObjectStore;
   router: WorkerRouter;
   now: () => Date;
+  /** Who spoke when, for jobs with `diarize` (absent: the embedded diarizer). */
+  diarizer?: Diarizer;
   signal?: AbortSignal;
 }
 
@@ -82,7 +86,9 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     const e = err as AppError;
     throw new AppError(e.kind, e.code, e.message, { retryable: true, type: e.type, headers: { "Retry-After": String(ROUTING_RETRY_AFTER_SECONDS) }, cause: err });
   });
-  // Shaped per slice: a slice's end ends a sentence, as an utterance's does.
+  // Shaped per slice: a slice's end ends a sentence, as an utterance's does. Speaker
+  // turns come from the whole job's audio, so a speaker keeps its label across slices.
+  const speakerTurns = job.spec.diarize ? sliceTurns(await jobSpeakerTurns(job, deps.objects, deps.diarizer), startTime, endTime) : undefined;
   const pipeline = transcriptPipeline({
     smartFormat: job.spec.smartFormat,
     engineFormatted: result.formatted,
@@ -90,6 +96,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     prompt: job.spec.prompt,
     redact: job.spec.redact,
     channel: chunk.channel,
+    speakerTurns,
   });
   const formatted = shapeTranscription(pipeline, result.result);
   const segments = toAbsoluteSegments(formatted, startTime, endTime);
@@ -127,7 +134,9 @@ export function toAbsoluteSegments(result: VerboseTranscription, startTime: numb
     if (!text) continue;
     const start = round3(Math.min(endTime, Math.max(startTime, startTime + s.start)));
     const end = round3(Math.min(endTime, Math.max(start, startTime + s.end)));
-    out.push({ start_time: start, end_time: end, duration: round3(end - start), text, confidence: segmentConfidence(result, s), ...(s.channel === undefined ? {} : { channel: s.channel }) });
+    const channel = s.channel === undefined ? {} : { channel: s.channel };
+    const speaker = s.speaker === undefined ? {} : { speaker: s.speaker, ...(s.speaker_role === undefined ? {} : { speaker_role: s.speaker_role }) };
+    out.push({ start_time: start, end_time: end, duration: round3(end - start), text, confidence: segmentConfidence(result, s), ...channel, ...speaker });
   }
   return out;
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
+import { speakerHintProblem, type DiarizeOptions } from "../../../schemas/diarization";
 import { openAiError } from "../../../schemas/http";
 import {
   jobDefaults,
@@ -95,7 +96,24 @@ function parseSubmission(raw: string): z.infer<typeof submitJobBody> {
     throw validationError("unsupported_combination", "redact_audio and multichannel cannot be combined yet: redacted_audio.wav is mono", { param: "redact_audio" });
   }
   if (parsed.data.redact_audio && !parsed.data.redact) throw validationError("invalid_request", "redact_audio needs redact (which entities to silence)", { param: "redact_audio" });
+  const b = parsed.data;
+  if (!b.diarize && (b.speakers ?? b.min_speakers ?? b.max_speakers) !== undefined) {
+    const param = b.speakers !== undefined ? "speakers" : b.min_speakers !== undefined ? "min_speakers" : "max_speakers";
+    throw validationError("invalid_request", `${param} needs diarize: true`, { param });
+  }
+  if (b.diarize && b.multichannel) throw validationError("unsupported_combination", "diarize and multichannel cannot be combined: with multichannel, each segment's channel says who spoke", { param: "diarize" });
+  const problem = b.diarize ? speakerHintProblem(diarizeOf(b)) : undefined;
+  if (problem) throw validationError("invalid_request", problem[1], { param: problem[0] });
   return parsed.data;
+}
+
+/** The body's speaker count hint as the job's spec keeps it. */
+function diarizeOf(body: z.infer<typeof submitJobBody>): DiarizeOptions {
+  return {
+    ...(body.speakers !== undefined ? { speakers: body.speakers } : {}),
+    ...(body.min_speakers !== undefined ? { minSpeakers: body.min_speakers } : {}),
+    ...(body.max_speakers !== undefined ? { maxSpeakers: body.max_speakers } : {}),
+  };
 }
 
 /**
@@ -130,6 +148,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     ...(body.redact ? { redact: body.redact } : {}),
     ...(body.redact_audio ? { redactAudio: true } : {}),
     ...(body.metadata ? { metadata: body.metadata } : {}),
+    ...(body.diarize ? { diarize: diarizeOf(body) } : {}),
     ...(body.multichannel ? { multichannel: true } : {}),
     maxAudioSeconds: principal.limits.maxAudioSecondsPerRequest,
   };

@@ -1,12 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { segmentFailed, segmentTranscribed, type SegmentRequest } from "../../../domain/segments/events";
 import { createSegmentStore, type SegmentStore } from "../../../domain/segments/store";
+import type { Diarizer } from "../../../domain/diarization/diarize";
+import { embeddedDiarizer, pcmAudio } from "../../../domain/diarization/embedded";
 import { transcriptPipeline } from "../../../domain/transcript/pipeline";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
 import { segmentForm } from "../../../schemas/segment";
-import { verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
+import { diarizedTranscription, verboseTranscription, type VerboseTranscription } from "../../../schemas/transcription";
 import type { AudioBudget } from "../../../domain/usage/budget";
 import { decodeAudio, probeAudio } from "../../../shared/audio/decode";
 import { createPcmMemory, PCM_BYTES_PER_SECOND, PcmMemoryRefusal, type PcmHold, type PcmMemory } from "../../../shared/audio/pcm-memory";
@@ -46,7 +48,8 @@ import { JOBS_PATH, submitJob } from "./jobs";
  *    `server_busy` with Retry-After; a clip bigger than the whole bound is 413
  *    `audio_too_long`.
  *    Silence, empty and low-energy clips are transcribed and billed like any other.
- * 5. The worker router transcribes (warm primary, fallback, 502 `transcription_failed`).
+ * 5. The worker router transcribes (warm primary, fallback, 502 `transcription_failed`);
+ *    with `diarize`, the diarizer labels speaker turns over the whole clip meanwhile.
  *    A clip of at least SEGMENT_SPLIT_MIN_SECONDS, with two or more engine slots, is cut
  *    at pauses and its pieces decoded at once, each an ordinary router request, then
  *    stitched (segment-pieces.ts; docs/segment.md, "Long clips in parallel").
@@ -68,7 +71,8 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
       tags: ["segment"],
       summary: "Transcribe one speech clip (synchronous)",
       description:
-        "Multipart upload of one clip in any format ffmpeg decodes (WAV, MP3, FLAC, OGG/Opus, M4A, WebM). `response_format`: verbose_json (default), json, text, srt, vtt. " +
+        "Multipart upload of one clip in any format ffmpeg decodes (WAV, MP3, FLAC, OGG/Opus, M4A, WebM). `response_format`: verbose_json (default), json, text, srt, vtt, diarized_json. " +
+        "`diarize=true` (implied by diarized_json; optional `speakers`, or `min_speakers`/`max_speakers`, 1–10) labels speaker turns with the embedded diarizer: words and segments carry `speaker`, segments are split at turns, SRT/VTT cues name the speaker (docs/diarization.md). " +
         `The file may be at most ${deps.config.workers.maxUploadBytes} bytes (SEGMENT_MAX_UPLOAD_BYTES) and at most the plan's maxAudioSecondsPerRequest long. ` +
         "Headers: `X-Worker-Id` (the worker that answered), `X-Fallback-Used` (1 when the fallback provider answered). " +
         "Timing (spec 8): one attempt on a warm primary worker (800 ms, or longer for slow engines on long clips: docs/workers.md), then the fallback provider; no server-side retry. " +
@@ -80,13 +84,13 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
         200: {
           description: "the transcription; headers X-Worker-Id and X-Fallback-Used",
           content: {
-            "application/json": { schema: verboseTranscription },
+            "application/json": { schema: verboseTranscription.or(diarizedTranscription) },
             "text/plain": { schema: { type: "string" } },
             "text/vtt": { schema: { type: "string" } },
           },
         },
         202: { description: "deprecated JSON body: accepted as a batch job" },
-        400: { description: "`invalid_content_type`, `missing_file`, `invalid_request`", content: { "application/json": { schema: openAiError } } },
+        400: { description: "`invalid_content_type`, `missing_file`, `invalid_response_format`, `invalid_request` (with `param`: e.g. `speakers` outside 1–10 or without diarize, `min_speakers` above `max_speakers`); `unsupported_combination` (`stream` with diarized_json, `diarize` with `multichannel`, `stream` with `multichannel`)", content: { "application/json": { schema: openAiError } } },
         401: { description: "authentication failed", content: { "application/json": { schema: openAiError } } },
         413: { description: "`file_too_large` or `audio_too_long`", content: { "application/json": { schema: openAiError } } },
         415: { description: "`unsupported_audio`: the file is not decodable audio, or declares a sample rate outside 8–384 kHz", content: { "application/json": { schema: openAiError } } },
@@ -111,16 +115,17 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
   const segments = createSegmentStore(deps.nats);
   // One per process too: long clips' pieces take turns on the engines (segment-pieces.ts).
   const scheduler = createPieceScheduler(deps.router);
-  app.post(SEGMENT_PATH, (c) => handleSegment(c, deps, { pcmMemory, segments, scheduler }));
+  app.post(SEGMENT_PATH, (c) => handleSegment(c, deps, { diarizer: deps.diarizer ?? embeddedDiarizer, pcmMemory, segments, scheduler }));
 }
 
 interface SegmentPlane {
+  diarizer: Diarizer;
   pcmMemory: PcmMemory;
   segments: SegmentStore;
   scheduler: FairScheduler;
 }
 
-async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { pcmMemory, segments, scheduler }: SegmentPlane): Promise<Response> {
+async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diarizer, pcmMemory, segments, scheduler }: SegmentPlane): Promise<Response> {
   const principal = c.get("principal");
   const contentType = c.req.header("content-type") ?? "";
   if (!/^multipart\/form-data\b/i.test(contentType)) {
@@ -223,11 +228,14 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { pcmMem
     );
     const run = runs.runs[0]!;
     c.header("X-Segment-Pieces", String(runs.count));
+    // While the engines decode: who spoke when, over the whole clip (docs/diarization.md;
+    // never with multichannel, so the clip is the one channel).
+    const speakerTurns = fields.diarize ? await diarizer.diarize(pcmAudio(channelPcm[0]!), fields.diarize) : undefined;
     const timing = (workerMs: number) =>
       `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}, worker;dur=${workerMs.toFixed(2)}, total;dur=${(performance.now() - started).toFixed(2)}`;
     const workers = (pieces: PieceOutcome[]) => [...new Set(pieces.map((p) => p.workerId))].join(", ");
     const pipelineFor = (formatted: boolean, channel?: number) =>
-      transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: formatted, prompt: fields.prompt, redact: fields.redact, channel });
+      transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: formatted, prompt: fields.prompt, redact: fields.redact, channel, speakerTurns });
     // the worker's time: the router's for one piece, the wall clock of all of them for several
     const workerMs = (pieces: PieceOutcome[]) => (runs.count === 1 ? pieces[0]!.workerMs : performance.now() - workStarted);
     /** Every piece of every channel is in: the delivered transcript, billed (per channel) and audited. */

@@ -1,0 +1,247 @@
+/**
+ * Embedded diarizer benchmark: `scripts/bench.sh diarization [--conversations 8] [--seed 29]
+ * [--long-minutes 30] [--set changeThreshold=0.6,bicPenalty=4] [--verbose 1]` (`--set`: DiarizeSettings
+ * to try; `--verbose`: one line per conversation; `--long-minutes`: the one long recording at the end)
+ * (no services needed; run it under `nice -n 19`).
+ *
+ * Builds conversations from real recordings of different people: turns of 2–15 s (as
+ * long as the speaker's material allows), 2, 3 or 4 speakers, taking turns in random
+ * order with 0.1–0.8 s between turns, over a faint noise floor; once as recorded and once
+ * with a channel difference (every other speaker through a 300–3400 Hz telephone band at
+ * half the level). Diarizes each with the count estimated and with `speakers` given, and
+ * prints the diarization error rate (10 ms grid, 0.25 s collar, optimal speaker mapping:
+ * domain/diarization/der.ts) split into missed speech, false alarm and confusion, the
+ * speaker-count error, and the diarizer's CPU seconds per audio second (VAD included).
+ *
+ * The reference is where each turn's own recording has speech (the WebRTC VAD at its
+ * most aggressive on the clean recording, pauses under 0.5 s bridged), so missed speech
+ * and false alarm measure the diarizer's speech regions against that.
+ *
+ * Speakers (docs/diarization.md, "Measured"): jfk.wav (JFK), ldc93s1.wav (a TIMIT
+ * speaker), silero_test.wav (60 s, taken as one speaker: its halves' features match as
+ * closely as one speaker's clips do), Debian pocketsphinx-testdata's
+ * librivox/*.wav (one LibriVox reader), cards/*.wav (one speaker), numbers.raw and
+ * tidigits/dhd.2934z.raw. goforward.raw and something.raw are left out: their features lie
+ * as close to numbers.raw's as one speaker's clips lie to each other, so they may be the
+ * same person.
+ */
+import { readFileSync } from "node:fs";
+import { diarizePcm, type SpeakerCountHint, type SpeakerTurn } from "../domain/diarization/diarize";
+import { embeddedDiarizer, pcmAudio, speechRegions } from "../domain/diarization/embedded";
+import { diarizationErrorRate, type LabelledTurn } from "../domain/diarization/der";
+import { createFrameClassifier } from "../shared/audio/vad-frames";
+import { pcm16MonoFromWav } from "../shared/audio/wav";
+import { fixturePath } from "../test/support/fixtures";
+
+const args = new Map<string, string>();
+for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
+const perSetting = Number(args.get("conversations") ?? 8);
+const seed = Number(args.get("seed") ?? 29);
+const longMinutes = Number(args.get("long-minutes") ?? 30);
+const RATE = 16_000;
+const overrides: Record<string, number> = Object.fromEntries((args.get("set") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
+const DATA = "/usr/share/pocketsphinx/test/data";
+
+const wav = (path: string) => pcm16MonoFromWav(readFileSync(path))!;
+const raw = (path: string) => {
+  const b = readFileSync(path);
+  return new Int16Array(b.buffer.slice(b.byteOffset, b.byteOffset + (b.length & ~1)));
+};
+const librivox = ["0870", "0880", "0890", "0920", "0930"].map((n) => wav(`${DATA}/librivox/sense_and_sensibility_01_austen_64kb-${n}.wav`));
+const SPEAKERS: { name: string; clips: Int16Array[] }[] = [
+  { name: "jfk", clips: [wav(fixturePath("jfk.wav"))] },
+  { name: "timit", clips: [wav(fixturePath("ldc93s1.wav"))] },
+  { name: "silero", clips: [wav(fixturePath("silero_test.wav"))] },
+  { name: "librivox", clips: librivox },
+  { name: "cards", clips: [1, 2, 3, 4, 5].map((n) => wav(`${DATA}/cards/00${n}.wav`)) },
+  { name: "numbers", clips: [raw(`${DATA}/numbers.raw`)] },
+  { name: "tidigits", clips: [raw(`${DATA}/tidigits/dhd.2934z.raw`)] },
+];
+
+function mulberry32(a: number): () => number {
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A speaker's recordings end to end (0.2 s apart), read round and round. */
+function material(clips: Int16Array[]): Int16Array {
+  const gap = 0.2 * RATE;
+  const out = new Int16Array(clips.reduce((a, c) => a + c.length + gap, 0));
+  let at = 0;
+  for (const c of clips) {
+    out.set(c, at);
+    at += c.length + gap;
+  }
+  return out;
+}
+const MATERIAL = SPEAKERS.map((s) => material(s.clips));
+
+/** RBJ biquad, in place. */
+function biquad(x: Float64Array, kind: "lowpass" | "highpass", f0: number): void {
+  const w = (2 * Math.PI * f0) / RATE;
+  const alpha = Math.sin(w) / (2 * Math.SQRT1_2);
+  const c = Math.cos(w);
+  const [b0, b1, b2] = kind === "lowpass" ? [(1 - c) / 2, 1 - c, (1 - c) / 2] : [(1 + c) / 2, -(1 + c), (1 + c) / 2];
+  const [a0, a1, a2] = [1 + alpha, -2 * c, 1 - alpha];
+  let [x1, x2, y1, y2] = [0, 0, 0, 0];
+  for (let i = 0; i < x.length; i++) {
+    const y = (b0 * x[i]! + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2) / a0;
+    [x2, x1, y2, y1] = [x1, x[i]!, y1, y];
+    x[i] = y;
+  }
+}
+
+function telephone(pcm: Int16Array): Int16Array {
+  const x = Float64Array.from(pcm);
+  biquad(x, "highpass", 300);
+  biquad(x, "lowpass", 3400);
+  return Int16Array.from(x, (v) => Math.max(-32768, Math.min(32767, Math.round(v * 0.5))));
+}
+
+interface Conversation {
+  pcm: Int16Array;
+  reference: LabelledTurn[];
+  speakers: number;
+}
+
+async function conversation(rand: () => number, count: number, channelDifference: boolean, classify: (pcm: Int16Array, aggressiveness: number) => Promise<Uint8Array>, turns = 4 * count): Promise<Conversation> {
+  const chosen: number[] = [];
+  while (chosen.length < count) {
+    const s = Math.floor(rand() * SPEAKERS.length);
+    if (!chosen.includes(s)) chosen.push(s);
+  }
+  const offsets = chosen.map((s) => Math.floor(rand() * MATERIAL[s]!.length));
+  const pieces: { pcm: Int16Array; clean: Int16Array; speaker: number; gap: number }[] = [];
+  let last = -1;
+  for (let t = 0; t < turns; t++) {
+    // every speaker speaks first within the first `count` turns, then any order, never twice running
+    let k = t < count ? t : Math.floor(rand() * count);
+    if (k === last) k = (k + 1 + Math.floor(rand() * (count - 1))) % count;
+    last = k;
+    const m = MATERIAL[chosen[k]!]!;
+    const seconds = 2 + rand() * 13;
+    const length = Math.min(Math.round(seconds * RATE), m.length);
+    const piece = new Int16Array(length);
+    for (let i = 0; i < length; i++) piece[i] = m[(offsets[k]! + i) % m.length]!;
+    offsets[k] = (offsets[k]! + length) % m.length;
+    pieces.push({ pcm: channelDifference && k % 2 === 1 ? telephone(piece) : piece, clean: piece, speaker: k, gap: Math.round((0.1 + rand() * 0.7) * RATE) });
+  }
+  const total = pieces.reduce((a, p) => a + p.pcm.length + p.gap, 0);
+  const pcm = new Int16Array(total);
+  const reference: LabelledTurn[] = [];
+  let at = 0;
+  for (const p of pieces) {
+    pcm.set(p.pcm, at);
+    for (const r of bridged(speechRegions(await classify(p.clean, 3)), 0.5)) reference.push({ start: at / RATE + r.start, end: at / RATE + r.end, speaker: SPEAKERS[chosen[p.speaker]!]!.name });
+    at += p.pcm.length + p.gap;
+  }
+  for (let i = 0; i < pcm.length; i++) pcm[i] = Math.max(-32768, Math.min(32767, pcm[i]! + Math.round((rand() - 0.5) * 40)));
+  return { pcm, reference, speakers: count };
+}
+
+function bridged(regions: { start: number; end: number }[], gap: number) {
+  const out: { start: number; end: number }[] = [];
+  for (const r of regions) {
+    const l = out[out.length - 1];
+    if (l && r.start - l.end < gap) l.end = r.end;
+    else out.push({ ...r });
+  }
+  return out;
+}
+
+interface Tally {
+  scored: number;
+  missed: number;
+  falseAlarm: number;
+  confusion: number;
+  countExact: number;
+  countError: number;
+  conversations: number;
+  audio: number;
+  cpu: number;
+}
+const empty = (): Tally => ({ scored: 0, missed: 0, falseAlarm: 0, confusion: 0, countExact: 0, countError: 0, conversations: 0, audio: 0, cpu: 0 });
+
+function cpuSeconds(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+}
+
+async function main() {
+  /** One clip's VAD decisions at `aggressiveness`. */
+  const classify = async (pcm: Int16Array, aggressiveness: number) => {
+    const vad = await createFrameClassifier(aggressiveness);
+    const out = vad.classify(pcm);
+    vad.free();
+    return out;
+  };
+  // the embedded diarizer as the planes run it; with --set, the same steps with those settings
+  const diarize = async (pcm: Int16Array, hint: SpeakerCountHint): Promise<SpeakerTurn[]> =>
+    Object.keys(overrides).length ? diarizePcm(pcm, speechRegions(await classify(pcm, 2)), hint, overrides) : embeddedDiarizer.diarize(pcmAudio(pcm), hint);
+  const rand = mulberry32(seed);
+  const rows: { label: string; estimated: Tally; given: Tally }[] = [];
+  for (const count of [2, 3, 4]) {
+    for (const channelDifference of [false, true]) {
+      const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, estimated: empty(), given: empty() };
+      for (let c = 0; c < perSetting; c++) {
+        const conv = await conversation(rand, count, channelDifference, classify);
+        for (const mode of ["estimated", "given"] as const) {
+          const started = cpuSeconds();
+          const turns = await diarize(conv.pcm, mode === "given" ? { speakers: count } : {});
+          const cpu = cpuSeconds() - started;
+          const score = diarizationErrorRate(conv.reference, turns);
+          if (args.has("verbose")) console.log(count, channelDifference, mode, [...new Set(conv.reference.map((r) => r.speaker))].join("+"), (score.der * 100).toFixed(1), new Set(turns.map((x) => x.speaker)).size, turns.length);
+          const t = row[mode];
+          const found = new Set(turns.map((x) => x.speaker)).size;
+          Object.assign(t, {
+            scored: t.scored + score.scored,
+            missed: t.missed + score.missed,
+            falseAlarm: t.falseAlarm + score.falseAlarm,
+            confusion: t.confusion + score.confusion,
+            countExact: t.countExact + (found === count ? 1 : 0),
+            countError: t.countError + Math.abs(found - count),
+            conversations: t.conversations + 1,
+            audio: t.audio + conv.pcm.length / RATE,
+            cpu: t.cpu + cpu,
+          });
+        }
+      }
+      rows.push(row);
+    }
+  }
+  const pct = (x: number, of: number) => `${((100 * x) / of).toFixed(1)}%`.padStart(7);
+  console.log(`seed ${seed}, ${perSetting} conversations per setting; DER with a 0.25 s collar`);
+  console.log(`${"setting".padEnd(38)} ${"count".padEnd(9)} ${"audio s".padStart(8)} ${"DER".padStart(7)} ${"missed".padStart(7)} ${"FA".padStart(7)} ${"conf.".padStart(7)} ${"count ok".padStart(9)} ${"|Δcount|".padStart(9)} ${"CPU s/s".padStart(8)}`);
+  let cpu = 0;
+  let audio = 0;
+  for (const r of rows) {
+    for (const mode of ["estimated", "given"] as const) {
+      const t = r[mode];
+      cpu += t.cpu;
+      audio += t.audio;
+      const der = t.missed + t.falseAlarm + t.confusion;
+      console.log(
+        `${r.label.padEnd(38)} ${mode.padEnd(9)} ${t.audio.toFixed(0).padStart(8)} ${pct(der, t.scored)} ${pct(t.missed, t.scored)} ${pct(t.falseAlarm, t.scored)} ${pct(t.confusion, t.scored)} ${`${t.countExact}/${t.conversations}`.padStart(9)} ${(t.countError / t.conversations).toFixed(2).padStart(9)} ${(t.cpu / t.audio).toFixed(4).padStart(8)}`,
+      );
+    }
+  }
+  console.log(`diarizer CPU: ${(cpu / audio).toFixed(4)} CPU-s per audio second over ${audio.toFixed(0)} s`);
+  // one long recording: what clustering a sample of the segments costs, and the memory held
+  const long = await conversation(rand, 4, true, classify, Math.round((longMinutes * 60) / 9));
+  for (const hint of [{}, { speakers: 4 }, { maxSpeakers: 6 }]) {
+    const rss = process.memoryUsage().rss;
+    const started = cpuSeconds();
+    const turns = await diarize(long.pcm, hint);
+    const cpuLong = cpuSeconds() - started;
+    const score = diarizationErrorRate(long.reference, turns);
+    console.log(
+      `long recording, 4 speakers, channel difference, ${JSON.stringify(hint)}: ${(long.pcm.length / RATE / 60).toFixed(1)} min, DER ${(100 * score.der).toFixed(1)}% (missed ${pct(score.missed, score.scored).trim()}, FA ${pct(score.falseAlarm, score.scored).trim()}, confusion ${pct(score.confusion, score.scored).trim()}), ${new Set(turns.map((t) => t.speaker)).size} speakers found, ${(cpuLong / (long.pcm.length / RATE)).toFixed(4)} CPU-s per audio second, RSS +${((process.memoryUsage().rss - rss) / 2 ** 20).toFixed(0)} MiB`,
+    );
+  }
+}
+
+await main();
