@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { openAiServerEvent, OPENAI_REALTIME_PATH } from "../schemas/openai-realtime";
 import { fixturePath } from "./support/fixtures";
-import { connectRt, refusal } from "./support/realtime-support";
+import { connectRt, extraGateways, refusal } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
 
 /**
@@ -43,7 +43,9 @@ beforeAll(async () => {
   key = (await stack.issueKey("pro")).key;
   client = new OpenAI({ apiKey: key, baseURL: `${stack.baseUrl}/v1`, maxRetries: 0 });
 });
+const gateways = extraGateways(() => stack);
 afterAll(async () => {
+  await gateways.stopAll();
   await stack?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -252,6 +254,22 @@ describe("the OpenAI Realtime door: hostile input", () => {
     expect(done.logprobs.length).toBeGreaterThan(3);
     expect(events.some((e) => e.type === "session.updated")).toBe(false);
     ws.close();
+  });
+
+  it("appends count as audio for the idle timeout: 4408 only once they stop", async () => {
+    const base = await gateways.start({ idleTimeoutSeconds: 1 });
+    const c = await connectRt(`${base.replace(/^http/, "ws")}${OPENAI_REALTIME_PATH}`, bearer());
+    await c.next("session.created");
+    const quiet = Buffer.alloc(4800).toString("base64"); // 100 ms of silence at 24 kHz
+    const started = Date.now();
+    while (Date.now() - started < 2500) {
+      c.sendJson({ type: "input_audio_buffer.append", audio: quiet });
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(c.ws.readyState).toBe(WebSocket.OPEN);
+    const stoppedAt = Date.now();
+    expect(await c.closed).toEqual({ code: 4408, reason: "idle_timeout" });
+    expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(700);
   });
 
   it("is documented in /openapi.json (so /docs); plain HTTP gets 426", async () => {
