@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPENAI_REALTIME_PATH } from "../schemas/openai-realtime";
 import { fixturePath } from "./support/fixtures";
 import { startStack, type Stack } from "./support/stack";
+import { RELAXED_ADMISSION } from "./support/realtime-support";
 
 /**
  * A browser app on the OpenAI Realtime door, as OpenAI documents them: its own backend
@@ -55,7 +56,9 @@ const PAGE = (door: string) => `<!doctype html><html><body>
 </script></body></html>`;
 
 beforeAll(async () => {
-  stack = await startStack({ RT_STREAM_DECODERS: "2" });
+  // this file tests the door, not admission by headroom (domain/sessions/admission.test.ts):
+  // the machine's load must not refuse its upgrades (503 "the engine cannot take another speaker")
+  stack = await startStack({ RT_STREAM_DECODERS: "2", ...RELAXED_ADMISSION });
   const { key } = await stack.issueKey("pro");
   // jfk.wav at 24 kHz, then 2 s of silence so server VAD ends the turn
   const speech = Buffer.concat([execFileSync("ffmpeg", ["-v", "error", "-i", fixturePath("jfk.wav"), "-ac", "1", "-ar", "24000", "-f", "s16le", "-"]), Buffer.alloc(96000)]);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { openAiServerEvent, OPENAI_REALTIME_PATH } from "../schemas/openai-realtime";
 import { fixturePath } from "./support/fixtures";
-import { connectRt, extraGateways, refusal } from "./support/realtime-support";
+import { connectRt, extraGateways, RELAXED_ADMISSION, refusal } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
 
 /**
@@ -39,7 +39,9 @@ beforeAll(async () => {
   convert("jfk.ul", "-ar", "8000", "-f", "mulaw");
   pcm24 = readFileSync(join(dir, "jfk24.raw"));
   ulaw = readFileSync(join(dir, "jfk.ul"));
-  stack = await startStack({ RT_STREAM_DECODERS: "2" });
+  // this file tests the door, not admission by headroom (domain/sessions/admission.test.ts):
+  // the machine's load must not refuse its upgrades (503 "the engine cannot take another speaker")
+  stack = await startStack({ RT_STREAM_DECODERS: "4", ...RELAXED_ADMISSION });
   key = (await stack.issueKey("pro")).key;
   client = new OpenAI({ apiKey: key, baseURL: `${stack.baseUrl}/v1`, maxRetries: 0 });
 });
@@ -221,12 +223,15 @@ describe("the OpenAI Realtime door: hostile input", () => {
     const first = await new Promise<any>((resolve, reject) => (ws.once("message", (d) => resolve(JSON.parse(d.toString()))), ws.once("error", reject)));
     expect(ws.protocol).toBe("realtime");
     expect(first.type).toBe("transcription_session.created");
+    const gone = new Promise((r) => ws.once("close", r));
     ws.close();
+    await gone;
     const c = await connectRt(url(), bearer());
     await c.next("session.created");
     c.sendJson({ type: "session.update", session: { type: "transcription", audio: { input: { turn_detection: { type: "semantic_vad", eagerness: "high" } } } } });
     expect((await c.next("session.updated")).session.audio.input.turn_detection).toEqual({ type: "semantic_vad", eagerness: "high" });
     c.ws.close();
+    await c.closed;
   });
 
   it("an ek_ secret's session config is the session's start; a browser authenticates with the subprotocol alone", async () => {
@@ -235,11 +240,16 @@ describe("the OpenAI Realtime door: hostile input", () => {
       headers: { ...bearer(), "content-type": "application/json" },
       body: JSON.stringify({ session: { type: "transcription", audio: { input: { format: { type: "audio/pcmu" }, turn_detection: null, transcription: { model: "whisper-1", language: "en" } } }, include: ["item.input_audio_transcription.logprobs"] } }),
     });
-    expect(res.status).toBe(200);
-    const secret = (await res.json()).value as string;
+    const body = await res.json();
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    const secret = body.value as string;
     expect(secret).toMatch(/^ek_/);
     const ws = new WebSocket(url("?intent=transcription"), ["realtime", `openai-insecure-api-key.${secret}`]);
-    const first = await new Promise<any>((resolve, reject) => (ws.once("message", (d) => resolve(JSON.parse(d.toString()))), ws.once("error", reject)));
+    const first = await new Promise<any>((resolve, reject) => {
+      ws.once("message", (d) => resolve(JSON.parse(d.toString())));
+      ws.once("error", reject);
+      ws.once("unexpected-response", (_req, r) => r.on("data", (d: Buffer) => reject(new Error(`ek_ upgrade refused ${r.statusCode}: ${d}`))));
+    });
     expect(ws.protocol).toBe("realtime");
     expect(first).toMatchObject({ type: "session.created", session: { audio: { input: { format: { type: "audio/pcmu" }, turn_detection: null, transcription: { model: "whisper-1", language: "en" } } }, include: ["item.input_audio_transcription.logprobs"] } });
     // the preset is in effect: a manual commit of µ-law audio

@@ -116,6 +116,9 @@ export async function streamPcm(client: RtClient, pcm: Int16Array, options: { sp
 
 export const silence = (seconds: number, rate = 16000) => new Int16Array(Math.round(seconds * rate));
 
+/** Stack settings that keep a loaded machine from refusing upgrades by headroom (for tests of something else; docs/realtime.md "Admission and shedding"). */
+export const RELAXED_ADMISSION = { RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000", RT_ADMIT_MAX_LOOP_DELAY_MS: "60000" };
+
 /**
  * Extra realtime gateways on a stack's NATS and Postgres, with tightened plan limits or
  * realtime settings, for tests that need a limit to trip quickly. stopAll() in afterAll.
