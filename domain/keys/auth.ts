@@ -135,33 +135,47 @@ function requireSecret(secret: string | undefined): string {
 
 const b64url = (buf: Buffer) => buf.toString("base64url");
 
-/** Issues an `rt_` token: base64url(claims) "." base64url(HMAC-SHA256(claims)). */
-export function issueSessionToken(secret: string | undefined, principal: Principal, now: Date): { token: string; expiresIn: number } {
+/**
+ * A signed token: `prefix` + base64url(JSON claims) "." base64url(HMAC-SHA256(payload)),
+ * keyed by GATEWAY_SESSION_TOKEN_SECRET. `rt_` session tokens and `rs_` resume
+ * credentials (domain/sessions/resume.ts) are both written this way; each reader checks
+ * its own claims' shape, so one kind cannot pass as the other.
+ */
+export function signClaims(secret: string | undefined, prefix: string, claims: object): string {
   const key = requireSecret(secret);
-  const iat = Math.floor(now.getTime() / 1000);
-  const claims: SessionClaims = { kid: principal.keyId, own: principal.ownerId, iat, exp: iat + SESSION_TOKEN_TTL_SECONDS, jti: randomUUID() };
   const payload = b64url(Buffer.from(JSON.stringify(claims)));
   const sig = b64url(createHmac("sha256", key).update(payload).digest());
-  return { token: `${SESSION_TOKEN_PREFIX}${payload}.${sig}`, expiresIn: SESSION_TOKEN_TTL_SECONDS };
+  return `${prefix}${payload}.${sig}`;
+}
+
+/** The claims of a token signClaims wrote, or null when the prefix, shape or signature is wrong (no expiry check). */
+export function readSignedClaims(secret: string | undefined, prefix: string, token: string): unknown {
+  const key = requireSecret(secret);
+  if (!token.startsWith(prefix)) return null;
+  const [payload, sig, extra] = token.slice(prefix.length).split(".");
+  if (!payload || !sig || extra !== undefined) return null;
+  const expected = b64url(createHmac("sha256", key).update(payload).digest());
+  if (!safeEqual(sig, expected)) return null;
+  try {
+    return JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as unknown;
+  } catch {
+    return null;
+  }
+}
+
+/** Issues an `rt_` token: base64url(claims) "." base64url(HMAC-SHA256(claims)). */
+export function issueSessionToken(secret: string | undefined, principal: Principal, now: Date): { token: string; expiresIn: number } {
+  const iat = Math.floor(now.getTime() / 1000);
+  const claims: SessionClaims = { kid: principal.keyId, own: principal.ownerId, iat, exp: iat + SESSION_TOKEN_TTL_SECONDS, jti: randomUUID() };
+  return { token: signClaims(secret, SESSION_TOKEN_PREFIX, claims), expiresIn: SESSION_TOKEN_TTL_SECONDS };
 }
 
 const tokenIdPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Checks an `rt_` token's signature, shape and expiry (no I/O); returns its claims. */
 function readSessionToken(secret: string | undefined, token: string, now: Date): SessionClaims {
-  const key = requireSecret(secret);
   const invalid = () => unauthorized("invalid_session_token", "Invalid or expired session token.");
-  if (!token.startsWith(SESSION_TOKEN_PREFIX)) throw invalid();
-  const [payload, sig, extra] = token.slice(SESSION_TOKEN_PREFIX.length).split(".");
-  if (!payload || !sig || extra !== undefined) throw invalid();
-  const expected = b64url(createHmac("sha256", key).update(payload).digest());
-  if (!safeEqual(sig, expected)) throw invalid();
-  let claims: SessionClaims;
-  try {
-    claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as SessionClaims;
-  } catch {
-    throw invalid();
-  }
+  const claims = readSignedClaims(secret, SESSION_TOKEN_PREFIX, token) as SessionClaims | null;
   if (claims === null || typeof claims !== "object" || typeof claims.exp !== "number" || typeof claims.kid !== "string") throw invalid();
   // Every token this service issued carries a UUID jti; it names the token's spent marker.
   if (typeof claims.jti !== "string" || !tokenIdPattern.test(claims.jti)) throw invalid();

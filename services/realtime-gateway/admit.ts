@@ -90,7 +90,7 @@ function newSessionId(): string {
  * A session token is single use: the first upgrade that presents it spends it in the
  * shared `leases` bucket (spent-tokens.ts), so a second one, on any gateway, is 401.
  */
-async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats" | "keyCache">, req: UpgradeRequest, now: Date): Promise<Principal> {
+export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" | "nats" | "keyCache">, req: UpgradeRequest, now: Date): Promise<Principal> {
   const url = new URL(`http://x/?${req.query}`);
   refuseKeysInUrl(url);
   const queryToken = url.searchParams.get("access_token") ?? url.searchParams.get("token");

@@ -22,7 +22,8 @@ import { watchGatewayFlag } from "./gateway-flag";
 import { bridgeToFetch, type FetchHandler } from "./http-bridge";
 import { bindWithin, listenErrorCode } from "../../shared/listen";
 import { createLeases } from "./leases";
-import { openSession, type Session } from "./session";
+import { openSession, type Session, type SessionStart } from "./session";
+import { createResumes, resumeRequestOf } from "./resume";
 import { createHeadroom } from "./headroom";
 
 /**
@@ -68,6 +69,8 @@ export interface RealtimeGateway {
 
 interface SocketData {
   admission: Admission;
+  /** A resumed session's start (resume.ts); absent for a new session. */
+  start?: SessionStart;
   session?: Session;
 }
 
@@ -128,7 +131,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   // read on every frame: without an injected clock, no Date object each time
   const nowMs = options.now ? () => options.now!().getTime() : Date.now;
   const flag = await watchGatewayFlag(await nats.kv("flags"));
-  const leases = createLeases(await nats.kv("leases"), gatewayId, rt.leaseTtlMs);
+  const leasesKv = await nats.kv("leases");
+  const leases = createLeases(leasesKv, gatewayId, rt.leaseTtlMs);
   const keyCache = options.keyCache ?? (await startConfiguredKeyCache({ nats, db: ctx.db, config, logger: log }));
   const limitsFor = options.limitsFor ?? ((p: Principal) => p.limits);
   const defaultTurnDetection: TurnDetection = {
@@ -152,6 +156,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   });
 
   const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), logger: log });
+  const admitDeps = { ...ctx, flag, leases, keyCache, limitsFor, headroom, openSessions: () => sessions.size, now };
+  const resumes = createResumes({ ...admitDeps, kv: leasesKv, gatewayId, open: sessions }, leases, log);
 
   const openSocketSession = (ws: WebSocket<SocketData>, data: SocketData) => {
     const session = openSession(
@@ -178,6 +184,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         onClosed: (s) => sessions.delete(s),
         onDecision: (ms) => headroom.decided(ms),
       },
+      data.start ?? { kind: "new", offer: resumes.offerFor(data.admission) },
     );
     data.session = session;
     sessions.add(session);
@@ -224,14 +231,17 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       // dropped other, already open WebSockets (1006, server FIN; up to half of 150
       // back-to-back upgrades); uncorked, none in 600. The price is a native
       // "writes must be made from within a corked callback" warning on stderr per upgrade.
-      admit({ ...ctx, flag, leases, keyCache, limitsFor, headroom, openSessions: () => sessions.size, now }, request).then(
-        (admission) => {
+      const resume = resumeRequestOf(request.query);
+      // a new session's ownership entry is written before the client can lose it (resume.ts)
+      const admitted = resume ? resumes.admit(request, resume) : admit(admitDeps, request).then(async (admission) => (await resumes.opened(admission), { admission }));
+      admitted.then(
+        ({ admission, start }: { admission: Admission; start?: SessionStart }) => {
           if (aborted) {
             void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
             return;
           }
           try {
-            res.upgrade<SocketData>({ admission }, key, protocol, extensions, context);
+            res.upgrade<SocketData>({ admission, start }, key, protocol, extensions, context);
           } catch (err) {
             // the socket went away between the check and the upgrade
             log.warn("upgrade could not complete", { error: (err as Error).message });
@@ -274,7 +284,11 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     close: (ws, code, message) => {
       sockets.delete(ws);
       const data = ws.getUserData();
+      if (data.session?.detached) return; // held for a resume, or taken over by one (resume.ts)
+      // lost without a close frame (a dropped network, a killed client): held for a resume
+      if (code === 1006 && data.session?.resumable) return void resumes.hold(data.session, code).catch((err) => log.warn("holding a session failed", { error: (err as Error).message }));
       const { principal, sessionId } = data.admission;
+      resumes.closed(sessionId);
       void leases.release(principal.keyId, sessionId).catch((err) => log.warn("lease release failed", { error: (err as Error).message }));
       void data.session?.closed(code, Buffer.from(message).toString("utf8")).catch((err) => log.warn("session cleanup failed", { error: (err as Error).message }));
     },
@@ -363,6 +377,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       // let close handlers release leases and flush usage
       await new Promise((r) => setTimeout(r, 100));
       await audio.stop();
+      resumes.stop();
       leases.stop();
       flag.stop();
       unwatchRevocations();
