@@ -81,8 +81,6 @@ interface HeldHere {
   end(reason: string): Promise<void>;
 }
 
-export type Resumes = ReturnType<typeof createResumes>;
-
 export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
   const { kv, nats, config } = deps;
   const secret = config.auth.sessionTokenSecret;
