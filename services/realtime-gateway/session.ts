@@ -9,7 +9,7 @@ import type { UsageStore } from "../../domain/usage/store";
 import type { Admission } from "./admit";
 import type { AudioBatcher, AudioPublisher } from "./audio-publisher";
 import { applyClientMessage, readClientFrame, type MessageTarget, type SessionSettings } from "./client-messages";
-import { announce, sessionCreated } from "./session-start";
+import { announce, heldEnd, sessionCreated } from "./session-lifecycle";
 import { createAudioAllowance, createUsageMeter } from "./session-accounting";
 import { forwardSessionEvents, type ReplayRequest } from "./session-feed";
 import { createSessionMetrics } from "./session-metrics";
@@ -356,14 +356,9 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     async hold(code: number): Promise<{ end(reason: string): Promise<void> }> {
       closedDone = true;
       await detach(this as Session, code);
-      return {
-        end: async (reason) => {
-          control({ kind: "end", flush: false });
-          publisher.flush();
-          await publisher.settled();
-          await recordClosed(code, reason);
-        },
-      };
+      const closedAs = { session_id: sessionId, code, audio_ms: audioMs(), startedAt, partition: partitionOf(sessionId, deps.partitions), firstSeq: (gen + 1) * SEQS_PER_CONNECTION - 1 };
+      // not `deps` itself: its callbacks close over the gateway's socket and this session
+      return { end: heldEnd(closedAs, { audio: deps.audio, sessions: deps.sessions, now: deps.now }, log) };
     },
     /** Another connection resumed this session: this one ends 4409 session_taken_over (the caller holds it first). */
     takenOver() {
