@@ -157,7 +157,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
 
   const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), logger: log });
   const admitDeps = { ...ctx, flag, leases, keyCache, limitsFor, headroom, openSessions: () => sessions.size, now };
-  const resumes = createResumes({ ...admitDeps, kv: leasesKv, gatewayId, open: sessions }, leases, log);
+  const resumes = createResumes({ ...admitDeps, kv: leasesKv, gatewayId, open: sessions, audio, partitions: rt.vadPartitions }, leases, log);
 
   const openSocketSession = (ws: WebSocket<SocketData>, data: SocketData) => {
     const session = openSession(
@@ -236,16 +236,13 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       const admitted = resume ? resumes.admit(request, resume) : admit(admitDeps, request).then(async (admission) => (await resumes.opened(admission), { admission }));
       admitted.then(
         ({ admission, start }: { admission: Admission; start?: SessionStart }) => {
-          if (aborted) {
-            void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
-            return;
-          }
+          if (aborted) return void resumes.abandoned(admission, start).catch(() => undefined);
           try {
             res.upgrade<SocketData>({ admission, start }, key, protocol, extensions, context);
           } catch (err) {
             // the socket went away between the check and the upgrade
             log.warn("upgrade could not complete", { error: (err as Error).message });
-            void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
+            void resumes.abandoned(admission, start).catch(() => undefined);
           }
         },
         (err) => {

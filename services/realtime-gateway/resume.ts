@@ -20,7 +20,9 @@ import type { Nats } from "../../shared/nats";
 import { consumeRate } from "../../shared/rate-limit";
 import { authenticateUpgrade, type Admission, type AdmitDeps, type UpgradeRequest } from "./admit";
 import type { Leases } from "./leases";
-import type { ResumeOffer, Session, SessionStart } from "./session";
+import { partitionOf, type ResumeOffer, type Session, type SessionStart } from "./session";
+import type { AudioBatcher } from "./audio-publisher";
+import { heldEnd } from "./session-lifecycle";
 import { stableEventId } from "./session-feed";
 import { readSessionRecords } from "./session-records";
 
@@ -54,6 +56,9 @@ export interface ResumeDeps extends AdmitDeps {
   gatewayId: string;
   /** The sessions connected to this gateway. */
   open: Set<Session>;
+  /** For ending a session that no connection drives (given back, below). */
+  audio: AudioBatcher;
+  partitions: number;
 }
 
 export interface ResumeRequest {
@@ -217,6 +222,22 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
     await leases.release(keyId, sessionId).catch(() => undefined);
   }
 
+  /**
+   * A resume took the session but no connection came of it (refused after the take, or
+   * the upgrade aborted): the session is held again under the generation before, so
+   * the credential the client still has works for its next try.
+   */
+  async function giveBack(sessionId: string, gen: number, keyId: string): Promise<void> {
+    const current = await read(sessionId);
+    if (!current.entry || current.entry.gen !== gen || current.entry.gateway !== deps.gatewayId) return;
+    const next = { ...current.entry, gen: gen - 1, gateway: null, heldBy: deps.gatewayId, heldUntil: now() + current.entry.graceMs, at: now() };
+    await write(sessionId, next, current.revision);
+    const ending = { session_id: sessionId, code: 1006, audio_ms: 0, startedAt: now(), partition: partitionOf(sessionId, deps.partitions), firstSeq: (gen + 1) * 2 ** 20 - 1 };
+    const timer = setTimeout(() => void expire(sessionId).catch(() => undefined), next.graceMs);
+    timer.unref();
+    held.set(sessionId, { gen: next.gen, keyId, timer, end: heldEnd(ending, { audio: deps.audio, sessions: deps.sessions, now }, log) });
+  }
+
   /** Takes the session for a resume, or throws the refusal (see domain/sessions/resume.ts decideResume). */
   const take = async (req: ResumeRequest, principal: Admission["principal"]): Promise<SessionOwnership> => {
     const claims = readResumeCredential(secret, req.credential, now());
@@ -303,10 +324,16 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
       const limits = deps.limitsFor(principal);
       await consumeRate(nats, principal.keyId, "connections", limits.maxConnectionsPerMinute, at);
       const taken = await take(resume, principal);
-      await leases.acquire(principal.keyId, claims.sid, limits.maxConcurrentConnections);
-      const budget = deps.usage.budget({ keyId: principal.keyId, limits }, at);
-      const left = await budget.remaining();
-      const settings = await readVadSettings(kv, claims.sid);
+      let left: number, budget: Admission["budget"], settings: Awaited<ReturnType<typeof readVadSettings>>;
+      try {
+        await leases.acquire(principal.keyId, claims.sid, limits.maxConcurrentConnections);
+        budget = deps.usage.budget({ keyId: principal.keyId, limits }, at);
+        left = await budget.remaining();
+        settings = await readVadSettings(kv, claims.sid);
+      } catch (err) {
+        await giveBack(claims.sid, taken.gen, principal.keyId).catch(() => undefined);
+        throw err;
+      }
       const admission: Admission = {
         sessionId: claims.sid,
         requestId: randomUUID(),
@@ -320,6 +347,13 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
         prompt: settings?.prompt ?? null,
       };
       return { admission, start: { kind: "resume", gen: taken.gen, afterEventId: position.kind === "after" ? position.eventId : null, offer: offerFor(admission) } };
+    },
+
+    /** An admitted upgrade that did not become a connection (aborted, or the upgrade failed): its lease and its session go back. */
+    async abandoned(admission: Admission, start: SessionStart | undefined): Promise<void> {
+      if (start?.kind === "resume") return giveBack(admission.sessionId, start.gen, admission.principal.keyId);
+      this.closed(admission.sessionId);
+      await leases.release(admission.principal.keyId, admission.sessionId);
     },
 
     /** Sessions held here now. */
