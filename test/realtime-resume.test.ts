@@ -213,6 +213,9 @@ describe("resuming a realtime session", () => {
     const spent = await refusal(wsUrl(stack.baseUrl, `resume=${encodeURIComponent(created.resume.credential)}`), bearer(shortKey));
     expect(spent.status).toBe(409);
     expect(spent.body.error.code).toBe("session_resumed_elsewhere");
+    // and it did not disturb the connection that drives the session
+    await new Promise((r) => setTimeout(r, 200));
+    expect(second.ws.readyState).toBe(1);
 
     // past the grace
     cut(second);
@@ -221,5 +224,26 @@ describe("resuming a realtime session", () => {
     const late = await refusal(wsUrl(stack.baseUrl, `resume=${encodeURIComponent(resumed.resume.credential)}`), bearer(shortKey));
     expect(late.status).toBe(410);
     expect(late.body.error.code).toBe("resume_expired");
+    // ended as a close would: the closed fact, with the reason
+    let closed: any;
+    await readSessionRecords(stack.nats, created.session_id, (r) => ((closed = r.type === "rt.session.closed" ? r.data : closed), false), { waitMs: 0 });
+    expect(closed).toMatchObject({ code: 1006, reason: "resume_grace_expired" });
   }, 60_000);
+
+  it("a held session keeps its connection slot until its grace passes", async () => {
+    const { key } = await stack.issueKey("free", "tenant-one-slot", { limits: { resumeGraceSeconds: 2 } });
+    const c = await connectRt(wsUrl(stack.baseUrl), bearer(key));
+    await c.next("session.created");
+    cut(c);
+    await c.closed;
+    await new Promise((r) => setTimeout(r, 300));
+    const busy = await refusal(wsUrl(stack.baseUrl), bearer(key));
+    expect(busy.status).toBe(429);
+    expect(busy.body.error.code).toBe("too_many_connections");
+    await new Promise((r) => setTimeout(r, 2500));
+    const next = await connectRt(wsUrl(stack.baseUrl), bearer(key));
+    await next.next("session.created");
+    next.ws.close(1000);
+    await next.closed;
+  }, 30_000);
 });

@@ -244,6 +244,9 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
     let gatewayGone = false;
     for (let attempt = 0; attempt < 4; attempt++) {
       const { entry, revision } = await read(claims.sid);
+      const verdict = decideResume(claims, principal, entry, { now: now(), gateway: deps.gatewayId, gatewayGone });
+      if (verdict.kind === "refuse") throw verdict.error;
+      // judged first: a spent or foreign credential must not end the connection that drives the session
       if (entry?.gateway === deps.gatewayId) {
         // driven here: end that connection and hold the session first
         const local = connected(claims.sid);
@@ -252,10 +255,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
           await (local ? takeOver(local) : holding);
           continue;
         }
-        gatewayGone = true; // a leftover (a resume whose upgrade was aborted)
       }
-      const verdict = decideResume(claims, principal, entry, { now: now(), gateway: deps.gatewayId, gatewayGone });
-      if (verdict.kind === "refuse") throw verdict.error;
       if (verdict.kind === "ask_gateway") {
         const answer = await nats.nc
           .request(nats.topology.subjects.rtGateway(verdict.gateway, "yield"), JSON.stringify({ session_id: claims.sid }), { timeout: YIELD_TIMEOUT_MS })
