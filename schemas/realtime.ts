@@ -332,6 +332,8 @@ export const CLOSE = {
   idleTimeout: { code: 4408, reason: "idle_timeout" },
   /** A resume took the session over (docs/realtime.md, "Resuming a session"): this connection no longer drives it. */
   sessionTakenOver: { code: 4409, reason: "session_taken_over" },
+  /** The gateway is restarting and held the session: resume it (on any gateway). */
+  gatewayRestarting: { code: 1012, reason: "gateway_restarting" },
 } as const;
 export type CloseReason = (typeof CLOSE)[keyof typeof CLOSE];
 

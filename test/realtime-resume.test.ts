@@ -180,6 +180,28 @@ describe("resuming a realtime session", () => {
     expect(new Set(ids).size).toBe(ids.length);
   }, 240_000);
 
+  it("a gateway process that is stopped (SIGTERM, a restart) holds its sessions and says so (1012): the client resumes on another gateway", async () => {
+    const child = await startServiceProcess(stack, "realtime-gateway");
+    children.push(child);
+    const pcm = speech();
+    const first = await connectRt(wsUrl(`http://127.0.0.1:${child.port}`), bearer(proKey));
+    const created = await first.next("session.created");
+    const at = 5 * 16000; // inside the first jfk's second utterance
+    await streamPcm(first, pcm.subarray(0, at), { speed: 4 });
+    const stopping = child.stop();
+    expect(await first.closed).toEqual({ code: 1012, reason: "gateway_restarting" });
+    await stopping;
+    const second = await resume(stack.baseUrl, created.resume.credential, lastEventId(first.events));
+    const resumed = await second.next("session.resumed");
+    // the stopping gateway stored all the audio it had before letting go
+    expect(resumed.audio_ms * 16).toBeGreaterThan(at - 16000);
+    await streamPcm(second, pcm.subarray(resumed.audio_ms * 16), { speed: 4 });
+    const all = () => [...first.events, ...second.events];
+    await outcomes(all);
+    await finish(second);
+    expect(finals(all())).toEqual(baseline);
+  }, 240_000);
+
   it("refuses a resume after the grace period, with another owner's credential, a forged one, a spent one, and an unknown event id", async () => {
     // a plan whose grace is 1 s (the bound is 1..120 s)
     const { key: shortKey } = await stack.issueKey("pro", "tenant-short-grace", { limits: { resumeGraceSeconds: 1 } });

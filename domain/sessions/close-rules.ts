@@ -116,7 +116,7 @@ export function decideClose(check: SessionCheck, limits: SessionLimits): Verdict
 }
 
 /** Causes that close a session at once, whatever its state. */
-export type CloseCause = "key_revoked" | "gateway_stopping" | "handler_failed" | "load_shed" | "taken_over" | "resume_failed";
+export type CloseCause = "key_revoked" | "gateway_stopping" | "gateway_restarting" | "handler_failed" | "load_shed" | "taken_over" | "resume_failed";
 
 export function closeFor(cause: CloseCause): CloseReason {
   switch (cause) {
@@ -125,6 +125,9 @@ export function closeFor(cause: CloseCause): CloseReason {
     case "gateway_stopping":
       // try again elsewhere
       return CLOSE.upstreamUnavailable;
+    case "gateway_restarting":
+      // a session that can be resumed is held when its gateway stops (resume.ts)
+      return CLOSE.gatewayRestarting;
     case "handler_failed":
       return CLOSE.clientError;
     case "load_shed":

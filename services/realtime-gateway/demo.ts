@@ -104,7 +104,8 @@ const DEMO_HTML = `<!doctype html>
   }
   // Resuming (docs/realtime.md, "Resuming a session"): the page keeps the session's
   // credential, the id of the last event it processed, and the last 30 s of microphone
-  // audio; a connection lost without a close frame (1006) is reopened with a new token
+  // audio; a connection lost without a close frame (1006), or closed 1012 by a gateway
+  // that restarts, is reopened with a new token
   // and resumed, and the audio from the session's audio_ms on is sent again.
   const KEEP = 30 * RATE;
   let credential = null, lastEventId = null, live = false, stopping = false, retries = 0, captured = 0, kept = [];
@@ -140,7 +141,7 @@ const DEMO_HTML = `<!doctype html>
     };
     ws.onclose = (e) => {
       live = false;
-      if (e.code === 1006 && credential && !stopping && retries < 8) {
+      if ((e.code === 1006 || e.code === 1012) && credential && !stopping && retries < 8) {
         const wait = Math.min(8000, 250 * 2 ** retries++);
         status("connection lost; resuming in " + (wait / 1000).toFixed(1) + " s…");
         setTimeout(() => token().then(connect, (err) => { status("error: " + err.message); cleanup(); }), wait);

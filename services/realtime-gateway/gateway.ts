@@ -1,7 +1,7 @@
 import uWS, { type HttpResponse, type us_listen_socket, type WebSocket } from "@trufflesuite/uws-js-unofficial";
 import { createAudioBatcher } from "./audio-publisher";
 import { randomBytes } from "node:crypto";
-import { REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
+import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
 import { closeFor, upstreamAvailable } from "../../domain/sessions/close-rules";
 import type { SessionStore } from "../../domain/sessions/store";
 import type { Principal } from "../../domain/keys/auth";
@@ -75,6 +75,8 @@ interface SocketData {
 }
 
 const SWEEP_MS = 250;
+/** How long a stop waits for its sessions' holds (their audio stored, ownership written) before it goes on. */
+const HOLD_AT_STOP_MS = 3000;
 const MAX_WIRE_FRAME_BYTES = 16 * 1024 * 1024;
 // uSockets' listen options (the package's `ListenOptions` enum is types only)
 const LIBUS_LISTEN_DEFAULT = 0;
@@ -369,10 +371,17 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       clearInterval(sweep);
       headroom.stop();
       uWS.us_listen_socket_close(listenSocket);
-      const stopping = closeFor("gateway_stopping");
-      for (const ws of [...sockets]) ws.end(stopping.code, stopping.reason);
-      // let close handlers release leases and flush usage
-      await new Promise((r) => setTimeout(r, 100));
+      // a restart: a session that can be resumed is held and its client told so (1012); the rest close 1013
+      const holds: Promise<void>[] = [];
+      for (const ws of [...sockets]) {
+        const s = ws.getUserData().session;
+        const holding = s?.resumable && nats.health().ok ? resumes.hold(s, CLOSE.gatewayRestarting.code) : null;
+        if (holding) holds.push(holding.catch((err) => log.warn("holding a session failed", { error: (err as Error).message })));
+        const reason = closeFor(holding ? "gateway_restarting" : "gateway_stopping");
+        ws.end(reason.code, reason.reason);
+      }
+      // let close handlers release leases and flush usage, and the holds settle their audio
+      await Promise.all([new Promise((r) => setTimeout(r, 100)), Promise.race([Promise.all(holds), new Promise((r) => setTimeout(r, HOLD_AT_STOP_MS))])]);
       await audio.stop();
       resumes.stop();
       leases.stop();
