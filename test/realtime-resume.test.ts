@@ -126,6 +126,20 @@ describe("resuming a realtime session", () => {
     expect(new Set(ids).size).toBe(ids.length);
   }, 240_000);
 
+  it("a resume on one gateway takes the session from a connection still open on another (4409 there), which lets go first", async () => {
+    const child = await startServiceProcess(stack, "realtime-gateway");
+    children.push(child);
+    const first = await connectRt(wsUrl(`http://127.0.0.1:${child.port}`), bearer(proKey));
+    const created = await first.next("session.created");
+    await streamPcm(first, speech().subarray(0, 3 * 16000), { speed: 4 });
+    const second = await resume(stack.baseUrl, created.resume.credential, lastEventId(first.events));
+    const resumed = await second.next("session.resumed");
+    expect(await first.closed).toEqual({ code: 4409, reason: "session_taken_over" });
+    expect(resumed.audio_ms * 16).toBeGreaterThan(2 * 16000);
+    await finish(second);
+    await child.stop();
+  }, 120_000);
+
   it("a gateway process that is stopped (SIGTERM, a restart) holds its sessions and says so (1012): the client resumes on another gateway", async () => {
     const child = await startServiceProcess(stack, "realtime-gateway");
     children.push(child);
