@@ -129,6 +129,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const gen = start.kind === "resume" ? start.gen : 0;
   /** A resumed connection takes audio once the VAD has said where the timeline stands. */
   let awaitingResume = start.kind === "resume";
+  /** The client holds a credential for this session (session.created or session.resumed carried one). */
+  let resumeOffered = start.kind === "resume";
 
   /** Ends the socket with a close code; cleanup happens in `closed`. */
   const close = (reason: CloseReason) => {
@@ -193,6 +195,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
             publisher.resumeAt(audioMsAt * (INTERNAL_SAMPLE_RATE / 1000));
             awaitingResume = false;
             const offer = start.offer(gen);
+            resumeOffered = offer !== undefined;
             if (offer) send({ type: "session.resumed", event_id: feed.directEventId(), session_id: sessionId, audio_ms: audioMsAt, replayed, resume: offer });
           },
           onFailed: (err) => {
@@ -218,7 +221,9 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     publisher.flush();
   } else {
     announce(admission, deps, settings, control, log);
-    send({ ...sessionCreated(admission, settings, deps.streaming ?? false), ...(start.offer(0) ? { resume: start.offer(0) } : {}) });
+    const offer = start.offer(0);
+    resumeOffered = offer !== undefined;
+    send({ ...sessionCreated(admission, settings, deps.streaming ?? false), ...(offer ? { resume: offer } : {}) });
   }
   // after the gateway has registered the session (a close inside `open` would skip cleanup)
   const atOpen = decideClose({ kind: "opened", remainingAudioSeconds: admission.remainingAudioSeconds }, rules);
@@ -346,7 +351,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
      * client was offered a credential.
      */
     get resumable() {
-      return !closing && !gracefulDeadline && !closedDone && start.offer(gen) !== undefined;
+      return !closing && !gracefulDeadline && !closedDone && resumeOffered;
     },
     /**
      * The socket is gone and the session waits for a resume (resume.ts): the feed stops,
