@@ -29,8 +29,12 @@ export interface ReplayRequest {
   afterEventId: string | null;
   /** How long to wait for the VAD's rt.session.resumed. */
   waitMs: number;
-  /** The VAD answered: called before the replayed events are sent (the caller sends session.resumed). */
-  onResumed(result: { position: number; replayed: number }): void;
+  /**
+   * The VAD answered: called before the replayed events are sent (the caller sends
+   * session.resumed). `floorMs`: the latest audio time any stored event names, under
+   * which the timeline cannot be (a VAD restarted meanwhile answers from 0).
+   */
+  onResumed(result: { position: number; floorMs: number; replayed: number }): void;
   onFailed(err: Error): void;
 }
 
@@ -127,6 +131,7 @@ export function forwardSessionEvents(
     const all: ServerEvent[] = [];
     let found = replay.afterEventId === null;
     let position: number | null = null;
+    let floorMs = 0;
     void readSessionRecords(
       nats,
       sessionId,
@@ -138,6 +143,8 @@ export function forwardSessionEvents(
         const event = take(recorded, undefined, true);
         if (!event) return false;
         all.push(event);
+        if ("audio_end_ms" in event) floorMs = Math.max(floorMs, event.audio_end_ms);
+        else if ("audio_start_ms" in event) floorMs = Math.max(floorMs, event.audio_start_ms);
         if (found) replayed.push(event);
         else if (lastStable === replay.afterEventId) found = true;
         return false;
@@ -149,7 +156,7 @@ export function forwardSessionEvents(
         if (position === null) return replay.onFailed(new Error("the voice activity detector did not answer the resume"));
         // found is checked before the upgrade (resume.ts); should it be missing now, everything is replayed
         const out = found ? replayed : all;
-        replay.onResumed({ position, replayed: out.length });
+        replay.onResumed({ position, floorMs, replayed: out.length });
         for (const e of out) send(e);
         const backlog = held ?? [];
         held = null;

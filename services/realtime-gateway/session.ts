@@ -189,9 +189,10 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
           gen,
           afterEventId: start.afterEventId,
           waitMs: RESUME_ANSWER_WAIT_MS,
-          onResumed: ({ position, replayed }) => {
-            // whole milliseconds: the client resends from audio_ms, the VAD drops the overlap (< 1 ms)
-            const audioMsAt = Math.floor(position / (INTERNAL_SAMPLE_RATE / 1000));
+          onResumed: ({ position, floorMs, replayed }) => {
+            // whole milliseconds: the client resends from audio_ms, the VAD drops the overlap (< 1 ms);
+            // never before what the session already decided (a VAD that restarted answers 0: it realigns on the offset)
+            const audioMsAt = Math.max(floorMs, Math.floor(position / (INTERNAL_SAMPLE_RATE / 1000)));
             publisher.resumeAt(audioMsAt * (INTERNAL_SAMPLE_RATE / 1000));
             awaitingResume = false;
             const offer = start.offer(gen);
