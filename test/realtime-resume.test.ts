@@ -56,8 +56,11 @@ describe("resuming a realtime session", () => {
       await streamPcm(c, pcm.subarray(from, at), { speed: 4 });
       cut(c);
       await c.closed;
-      // away for a while (a network switch): what the session decides meanwhile waits in the stream
+      // away for a while (a network switch): what the session decides meanwhile waits in the stream.
+      // After the cut between utterances, the last one's commit and transcript are decided while
+      // away: wait until one is stored (a loaded machine is later than 2 s), so the replay has it to give.
       await new Promise((r) => setTimeout(r, 2000));
+      if (at === cuts[1]) await storedBeyond(created.session_id, connections.flatMap((x) => x.events));
       c = await resume(stack.baseUrl, credential, lastEventId(connections.flatMap((x) => x.events)));
       connections.push(c);
       const resumed = await c.next("session.resumed");
@@ -95,6 +98,19 @@ describe("resuming a realtime session", () => {
     await readSessionRecords(stack.nats, created.session_id, (r) => (r.type === "rt.server_event" && r.data.type === "input_audio_buffer.committed" && stored.push(r.data.item_id), false), { waitMs: 0 });
     expect(committed.sort()).toEqual(stored.sort());
   }, 240_000);
+
+  /** Waits until the session's stream holds an item's commit or outcome the client has not seen (up to 60 s). */
+  async function storedBeyond(sessionId: string, seen: any[]) {
+    const kinds = ["input_audio_buffer.committed", "conversation.item.input_audio_transcription.completed", "conversation.item.input_audio_transcription.failed"];
+    const known = new Set(seen.filter((e) => kinds.includes(e.type)).map((e) => `${e.type} ${e.item_id}`));
+    for (const deadline = Date.now() + 60_000; ; ) {
+      const stored: string[] = [];
+      await readSessionRecords(stack.nats, sessionId, (r) => (r.type === "rt.server_event" && kinds.includes(r.data.type) && stored.push(`${r.data.type} ${(r.data as { item_id: string }).item_id}`), false), { waitMs: 0 });
+      if (stored.some((k) => !known.has(k))) return;
+      if (Date.now() > deadline) throw new Error("nothing was decided while the client was away");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
 
   it("the gateway process serving a session is killed with SIGKILL mid-stream: the client resumes on another gateway and loses no committed item", async () => {
     const child = await startServiceProcess(stack, "realtime-gateway");
