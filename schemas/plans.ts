@@ -17,6 +17,8 @@ export const limitsSchema = z.object({
   maxAudioSecondsPerSession: limit,
   maxAudioSecondsPerWindow: limit,
   idleTimeoutSeconds: limit,
+  /** How long a session whose connection was lost waits for a resume (default 30, at most 120: domain/sessions/resume.ts). */
+  resumeGraceSeconds: z.number().int().min(1).max(120).optional(),
 });
 /** Per-key overrides: any subset of the limits, nothing else. */
 export const limitOverridesSchema = limitsSchema.partial().strict();

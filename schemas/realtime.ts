@@ -133,6 +133,16 @@ export type SessionUpdate = z.infer<typeof sessionUpdate>;
 
 // ---------------------------------------------------------------- server events
 
+/**
+ * A resume credential and how long the session waits for it (docs/realtime.md,
+ * "Resuming a session"): `credential` is single use; each session.resumed hands out
+ * the next one.
+ */
+const resumeOffer = z.object({
+  credential: z.string().startsWith("rs_"),
+  grace_seconds: z.number().int().positive(),
+});
+
 /** session.created, exactly the fields of spec 6.1 (plus the VAD settings in turn_detection). */
 export const sessionCreated = z.object({
   type: z.literal("session.created"),
@@ -157,8 +167,24 @@ export const sessionCreated = z.object({
   input_audio_transcription: streamingSettings.optional(),
   /** The turn_detection types this session may switch to (an addition): semantic_vad needs a streaming engine. */
   turn_detection_types: z.array(z.enum(TURN_DETECTION_TYPES)).optional(),
+  /** How to resume this session after a lost connection (an addition; absent when the gateway has no token secret). */
+  resume: resumeOffer.optional(),
 });
 export type SessionCreated = z.infer<typeof sessionCreated>;
+
+/**
+ * A resumed connection's first event: where the session's audio stands (`audio_ms`
+ * at the session's sample rate: the client sends audio from there on), how many stored
+ * events follow before the live ones, and the next resume credential.
+ */
+const sessionResumed = z.object({
+  type: z.literal("session.resumed"),
+  event_id: z.string(),
+  session_id: z.string().startsWith("sess_"),
+  audio_ms: z.number().int().nonnegative(),
+  replayed: z.number().int().nonnegative(),
+  resume: resumeOffer,
+});
 
 /**
  * `channel`: a multichannel session's (`?channels=2&multichannel=true`, docs/realtime.md
@@ -282,6 +308,7 @@ const sessionUpdated = z.object({
 
 export const serverEvent = z.discriminatedUnion("type", [
   sessionCreated,
+  sessionResumed,
   sessionUpdated,
   speechStarted,
   speechStopped,
@@ -312,6 +339,10 @@ export const CLOSE = {
   upstreamBackpressure: { code: 1013, reason: "upstream_backpressure" },
   clientBackpressure: { code: 1013, reason: "client_backpressure" },
   idleTimeout: { code: 4408, reason: "idle_timeout" },
+  /** A resume took the session over (docs/realtime.md, "Resuming a session"): this connection no longer drives it. */
+  sessionTakenOver: { code: 4409, reason: "session_taken_over" },
+  /** The gateway is restarting and held the session: resume it (on any gateway). */
+  gatewayRestarting: { code: 1012, reason: "gateway_restarting" },
 } as const;
 export type CloseReason = (typeof CLOSE)[keyof typeof CLOSE];
 
@@ -349,6 +380,11 @@ export const audioControl = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("clear"), event_id: z.string().nullable() }),
   /** Session over; `flush` asks the VAD to commit an open utterance (graceful close). */
   z.object({ kind: z.literal("end"), flush: z.boolean() }),
+  /**
+   * A connection resumed the session (its `gen`-th owner): the VAD answers with
+   * rt.session.resumed and the timeline position the next audio starts at.
+   */
+  z.object({ kind: z.literal("resume"), gen: z.number().int().positive() }),
 ]);
 export type AudioControl = z.infer<typeof audioControl>;
 

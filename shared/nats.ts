@@ -126,6 +126,8 @@ export function topology(prefix: string) {
       rtEvent: (sessionId: string) => s(`rt.evt.${sessionId}`),
       rtEvents: s("rt.evt.>"),
       rtCommand: (sessionId: string) => s(`rt.cmd.${sessionId}`),
+      /** Core NATS request/reply to one realtime gateway about a session it drives or holds (realtime-gateway/resume.ts). */
+      rtGateway: (gatewayId: string, verb: "yield" | "taken") => s(`rt.gw.${gatewayId}.${verb}`),
       /** Core NATS (not JetStream): live push of session events to the owning gateway. */
       rtLive: (sessionId: string) => s(`rt.live.${sessionId}`),
       /** Core NATS request/reply: the embedded workers' queue group subject. */

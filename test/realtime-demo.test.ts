@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser } from "playwright-core";
@@ -43,9 +44,8 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-describe("demo page in headless Chromium", () => {
-  it("streams the microphone and shows live transcripts", async () => {
-    browser = await chromium.launch({
+async function launch(): Promise<Browser> {
+  return chromium.launch({
       executablePath: "/usr/bin/chromium",
       headless: true,
       args: [
@@ -62,6 +62,27 @@ describe("demo page in headless Chromium", () => {
         `--use-file-for-fake-audio-capture=${join(dir, "mic.wav")}`,
       ],
     });
+}
+
+/** A TCP proxy to the gateway whose connections can be cut (no close frame: the server sees 1006). */
+async function cuttableProxy(port: number): Promise<{ port: number; cut(): void; server: Server }> {
+  const open = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: "127.0.0.1", port });
+    open.add(client);
+    open.add(upstream);
+    client.pipe(upstream).pipe(client);
+    const drop = () => (client.destroy(), upstream.destroy(), open.delete(client), open.delete(upstream));
+    client.on("error", drop).on("close", drop);
+    upstream.on("error", drop).on("close", drop);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { port: (server.address() as { port: number }).port, server, cut: () => open.forEach((s) => s.destroy()) };
+}
+
+describe("demo page in headless Chromium", () => {
+  it("streams the microphone and shows live transcripts", async () => {
+    browser = await launch();
     const context = await browser.newContext({ permissions: ["microphone"] });
     const page = await context.newPage();
     const sockets: string[] = [];
@@ -85,5 +106,30 @@ describe("demo page in headless Chromium", () => {
     expect(sockets[0]).not.toMatch(/sk-/);
     await page.click("#stop");
     await page.waitForFunction(() => document.getElementById("status-text")!.textContent!.startsWith("closed 1000"), undefined, { timeout: 45_000 });
+  });
+
+  it("reconnects by itself when the connection drops and resumes the session", async () => {
+    browser ??= await launch();
+    const proxy = await cuttableProxy(gateway.port);
+    try {
+      const page = await (await browser.newContext({ permissions: ["microphone"] })).newPage();
+      const sockets: string[] = [];
+      page.on("websocket", (ws) => sockets.push(ws.url()));
+      await page.goto(`http://127.0.0.1:${proxy.port}/demo`);
+      await page.click("#start");
+      await page.waitForFunction(() => document.getElementById("status-text")!.textContent!.startsWith("listening"), undefined, { timeout: 20_000 });
+      await new Promise((r) => setTimeout(r, 3000));
+      proxy.cut();
+      await page.waitForFunction(() => document.getElementById("status-text")!.textContent!.startsWith("resumed"), undefined, { timeout: 30_000 });
+      expect(sockets).toHaveLength(2);
+      expect(sockets[1]).toMatch(/[?&]resume=rs_/);
+      expect(sockets[1]).toMatch(/[?&]access_token=rt_/);
+      // transcripts keep coming on the resumed session, and it closes normally
+      await page.waitForFunction(() => document.querySelectorAll("#transcripts li").length > 0, undefined, { timeout: 90_000 });
+      await page.click("#stop");
+      await page.waitForFunction(() => document.getElementById("status-text")!.textContent!.startsWith("closed 1000"), undefined, { timeout: 45_000 });
+    } finally {
+      proxy.server.close();
+    }
   });
 });

@@ -116,7 +116,7 @@ export function decideClose(check: SessionCheck, limits: SessionLimits): Verdict
 }
 
 /** Causes that close a session at once, whatever its state. */
-export type CloseCause = "key_revoked" | "gateway_stopping" | "handler_failed" | "load_shed";
+export type CloseCause = "key_revoked" | "gateway_stopping" | "gateway_restarting" | "handler_failed" | "load_shed" | "taken_over" | "resume_failed";
 
 export function closeFor(cause: CloseCause): CloseReason {
   switch (cause) {
@@ -125,11 +125,20 @@ export function closeFor(cause: CloseCause): CloseReason {
     case "gateway_stopping":
       // try again elsewhere
       return CLOSE.upstreamUnavailable;
+    case "gateway_restarting":
+      // a session that can be resumed is held when its gateway stops (resume.ts)
+      return CLOSE.gatewayRestarting;
     case "handler_failed":
       return CLOSE.clientError;
     case "load_shed":
       // the gateway's newest session, while the plane is far behind (admission.ts)
       return CLOSE.upstreamBackpressure;
+    case "taken_over":
+      // another connection resumed the session with its credential (resume.ts)
+      return CLOSE.sessionTakenOver;
+    case "resume_failed":
+      // the VAD did not answer the resume in time: try again
+      return CLOSE.upstreamUnavailable;
     default: {
       const never: never = cause;
       return never;

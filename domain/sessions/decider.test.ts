@@ -269,3 +269,14 @@ describe("semantic_vad's early turn events", () => {
     expect(given(begin(semantic(true))).when(resumed).effects).toEqual([]);
   });
 });
+
+describe("resume", () => {
+  it("answers a resume with where the timeline stands, named by the control's place; the open item stays open", () => {
+    const g = given(begin(), audio(started(1000)));
+    const d = g.when({ kind: "resume", gen: 1, position: 40_000, seq: 2 ** 20 });
+    expect(withIds(d.effects)).toEqual([
+      { kind: "event", id: `${sessionId}:resumed:control-${2 ** 20}`, event: { type: "rt.session.resumed", data: { session_id: sessionId, gen: 1, position: 40_000 } } },
+    ]);
+    expect(d.state).toEqual(g.when(audio()).state);
+  });
+});

@@ -42,6 +42,8 @@ export type DeciderInput =
    */
   | { kind: "turn_end_likely"; atSample: number; transcript: string }
   | { kind: "turn_resumed"; atSample: number }
+  /** A connection resumed the session: `position` is where the segmenter stands (the next audio's first sample). */
+  | { kind: "resume"; gen: number; position: number; seq: number }
   /** The session ended; with `flush`, `vad` is the segmenter's commit("close"). */
   | { kind: "end"; flush: boolean; vad: VadEvent[] };
 
@@ -127,6 +129,11 @@ export function decide(input: DeciderInput, state: DeciderState | null, ctx: Dec
       // one of each per pause: the pause's place on the timeline tells them apart
       return { state, effects: [serverEvent(e, { kind: "partial", item, at: input.atSample })] };
     }
+    case "resume":
+      return {
+        state,
+        effects: [{ kind: "event", event: { type: "rt.session.resumed", data: { session_id: ctx.sessionId, gen: input.gen, position: input.position } }, key: { kind: "control", seq: input.seq } }],
+      };
     case "end": {
       const effects: Effect[] = [];
       if (input.flush) {

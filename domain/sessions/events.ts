@@ -37,9 +37,17 @@ const sessionFlushed = z.object({
   type: z.literal("rt.session.flushed"),
   data: z.object({ session_id: z.string() }),
 });
+/**
+ * The VAD has handled a resume control: every audio entry before it is decided, and the
+ * next audio of the session starts at `position` (timeline samples, 16 kHz).
+ */
+const sessionResumed = z.object({
+  type: z.literal("rt.session.resumed"),
+  data: z.object({ session_id: z.string(), gen: z.number().int().positive(), position: z.number().int().nonnegative() }),
+});
 const serverEventRecorded = z.object({ type: z.literal("rt.server_event"), data: serverEvent });
 
-const rtEvent = z.discriminatedUnion("type", [sessionOpened, sessionClosed, sessionFlushed, serverEventRecorded]);
+const rtEvent = z.discriminatedUnion("type", [sessionOpened, sessionClosed, sessionFlushed, sessionResumed, serverEventRecorded]);
 export type RtEvent = z.infer<typeof rtEvent>;
 export type SessionOpened = z.infer<typeof sessionOpened>["data"];
 export type SessionClosed = z.infer<typeof sessionClosed>["data"];
@@ -54,7 +62,7 @@ export const rtEventEnvelope = envelopeOf(rtEvent);
  * - `partial`: many per item, told apart by `at` (a delta: the words out before it; an
  *   interim: the samples fed when it was read);
  * - `control`: the answer to a control message, by the control's place (`seq`) in the
- *   session's audio stream (cleared, the error of an empty commit).
+ *   session's audio stream (cleared, the error of an empty commit, resumed).
  */
 export type SessionEventKey =
   | { kind: "session" }

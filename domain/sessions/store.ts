@@ -83,6 +83,8 @@ function nameOf(event: RtEvent): string {
       return "closed";
     case "rt.session.flushed":
       return "flushed";
+    case "rt.session.resumed":
+      return "resumed";
     default: {
       const never: never = event;
       return never;

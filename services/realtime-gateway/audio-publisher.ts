@@ -34,10 +34,13 @@ export interface AudioPublisher {
   settled(): Promise<void>;
   /** Entries (audio runs and controls) this session has had published. */
   readonly messagesPublished: number;
+  /** A resumed session: its next audio starts at this timeline sample (the VAD's answer to the resume). */
+  resumeAt(offset: number): void;
 }
 
 export interface AudioBatcher {
-  session(options: { sessionId: string; partition: number; onFailure(err: unknown): void }): AudioPublisher;
+  /** `firstSeq`: a resumed connection's entries are numbered on from a base of their own (resume.ts), so control ids never repeat in the session. */
+  session(options: { sessionId: string; partition: number; firstSeq?: number; onFailure(err: unknown): void }): AudioPublisher;
   /** Publishes what every partition has pending. */
   flushAll(): void;
   /** Milliseconds the worst partition's batches in flight have been over the bound (0 when none is). */
@@ -150,9 +153,9 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
   timer.unref();
 
   return {
-    session({ sessionId, partition, onFailure }) {
+    session({ sessionId, partition, firstSeq = 0, onFailure }) {
       const part = stateOf(partition);
-      const q: SessionQueue = { sessionId, seq: 0, offset: 0, published: 0, failed: false, inFlight: new Set(), onFailure };
+      const q: SessionQueue = { sessionId, seq: firstSeq, offset: 0, published: 0, failed: false, inFlight: new Set(), onFailure };
       return {
         pushAudio(pcm) {
           const bytes = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
@@ -189,6 +192,9 @@ export function createAudioBatcher(options: AudioBatcherOptions): AudioBatcher {
         },
         get messagesPublished() {
           return q.published;
+        },
+        resumeAt(offset) {
+          q.offset = offset;
         },
         async settled() {
           flushPartition(partition);

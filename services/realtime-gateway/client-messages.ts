@@ -1,5 +1,5 @@
 import type { RedactEntity } from "../../schemas/redact";
-import { clientMessage, turnDetection as turnDetectionSchema, type ClientMessage, type SessionUpdate, type TurnDetection } from "../../schemas/realtime";
+import { clientMessage, turnDetection as turnDetectionSchema, type AudioControl, type ClientMessage, type ServerEvent, type SessionUpdate, type TurnDetection } from "../../schemas/realtime";
 import { issueErrorCode } from "../../schemas/safe-string";
 
 /**
@@ -75,4 +75,48 @@ function normalTurnDetection(t: Partial<TurnDetection>): Partial<TurnDetection> 
   const { eagerness, early_turn_events, ...rest } = t;
   if (t.type !== "semantic_vad") return rest;
   return { ...rest, eagerness: eagerness ?? "auto", early_turn_events: early_turn_events ?? false };
+}
+
+/** What a client message acts on. */
+export interface MessageTarget {
+  /** The engine decodes while spoken (semantic_vad needs it). */
+  streaming: boolean;
+  settings(): SessionSettings;
+  changeSettings(next: SessionSettings): void;
+  control(message: AudioControl): void;
+  send(event: ServerEvent): void;
+  sendError(code: string, message: string, clientEventId: string | null): void;
+  /** The id of an event the gateway sends itself (session-feed.ts directEventId). */
+  newEventId(): string;
+  /** session.close: flush, wait for the transcripts, then 1000. */
+  closeGracefully(): void;
+}
+
+/** One client message: a control to the VAD, a settings change answered, or a graceful close. */
+export function applyClientMessage(message: ClientMessage, clientEventId: string | null, to: MessageTarget): void {
+  switch (message.type) {
+    case "input_audio_buffer.commit":
+      return to.control({ kind: "commit", event_id: clientEventId });
+    case "input_audio_buffer.clear":
+      return to.control({ kind: "clear", event_id: clientEventId });
+    case "session.update": {
+      const update = updateSettings(to.settings(), message.session, to.streaming);
+      if (!update.ok) return to.sendError(update.code, update.message, clientEventId);
+      const next = update.settings;
+      to.changeSettings(next);
+      to.control({ kind: "update", turn_detection: next.turnDetection, ...next.transcription, ...next.partials });
+      to.send({
+        type: "session.updated",
+        event_id: to.newEventId(),
+        session: { turn_detection: next.turnDetection, input_audio_transcription: { ...next.transcription, ...next.partials } },
+      });
+      return;
+    }
+    case "session.close":
+      return to.closeGracefully();
+    default: {
+      const never: never = message;
+      return never;
+    }
+  }
 }

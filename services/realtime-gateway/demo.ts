@@ -102,21 +102,36 @@ const DEMO_HTML = `<!doctype html>
     li.append(small, document.createTextNode(text));
     $("transcripts").append(li);
   }
-  async function start() {
-    $("start").disabled = true;
-    status("getting a session token…");
+  // Resuming (docs/realtime.md, "Resuming a session"): the page keeps the session's
+  // credential, the id of the last event it processed, and the last 30 s of microphone
+  // audio; a connection lost without a close frame (1006), or closed 1012 by a gateway
+  // that restarts, is reopened with a new token
+  // and resumed, and the audio from the session's audio_ms on is sent again.
+  const KEEP = 30 * RATE;
+  let credential = null, lastEventId = null, live = false, stopping = false, retries = 0, captured = 0, kept = [];
+  async function token() {
     const r = await fetch("/demo/session-token", { method: "POST" });
     const body = await r.json();
-    if (!r.ok) { status("token refused: " + (body.error && body.error.message)); $("start").disabled = false; return; }
-    stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
-    ctx = new AudioContext({ sampleRate: RATE });
+    if (!r.ok) throw new Error("token refused: " + (body.error && body.error.message));
+    return body;
+  }
+  function connect(body) {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    ws = new WebSocket(proto + "//" + location.host + body.endpoint + "?sample_rate=" + RATE + "&access_token=" + encodeURIComponent(body.token));
+    let q = "?sample_rate=" + RATE + "&access_token=" + encodeURIComponent(body.token);
+    if (credential) q += "&resume=" + encodeURIComponent(credential) + (lastEventId ? "&last_event_id=" + encodeURIComponent(lastEventId) : "");
+    ws = new WebSocket(proto + "//" + location.host + body.endpoint + q);
     ws.binaryType = "arraybuffer";
     ws.onmessage = (m) => {
       const e = JSON.parse(m.data);
+      if (e.event_id) lastEventId = e.event_id;
       switch (e.type) {
-        case "session.created": status("listening (session " + e.session_id + ", " + e.plan + " plan)"); break;
+        case "session.created": credential = e.resume ? e.resume.credential : null; live = true; status("listening (session " + e.session_id + ", " + e.plan + " plan)"); $("stop").disabled = false; break;
+        case "session.resumed": {
+          credential = e.resume.credential; retries = 0;
+          const from = Math.round((e.audio_ms * RATE) / 1000);
+          for (const k of kept) if (k.at + k.pcm.length > from) ws.send(k.pcm.slice(Math.max(0, from - k.at)).buffer);
+          live = true; status("resumed (session " + e.session_id + ", " + e.replayed + " events caught up)"); break;
+        }
         case "input_audio_buffer.speech_started": $("speaking").className = "on"; break;
         case "input_audio_buffer.speech_stopped": $("speaking").className = ""; break;
         case "conversation.item.input_audio_transcription.completed": if (e.transcript.trim()) addLine(e.transcript, e.audio_start_ms); break;
@@ -124,31 +139,49 @@ const DEMO_HTML = `<!doctype html>
         case "error": status("error: " + e.error.message); break;
       }
     };
-    ws.onclose = (e) => { status("closed " + e.code + (e.reason ? " " + e.reason : "")); cleanup(); };
-    ws.onopen = () => {
-      const src = ctx.createMediaStreamSource(stream);
-      proc = ctx.createScriptProcessor(4096, 1, 1);
-      proc.onaudioprocess = (ev) => {
-        if (!ws || ws.readyState !== 1) return;
-        const f = ev.inputBuffer.getChannelData(0);
-        const pcm = new Int16Array(f.length);
-        for (let i = 0; i < f.length; i++) { const s = Math.max(-1, Math.min(1, f[i])); pcm[i] = s < 0 ? s * 0x8000 : s * 0x7fff; }
-        ws.send(pcm.buffer);
-      };
-      src.connect(proc);
-      proc.connect(ctx.destination);
-      $("stop").disabled = false;
+    ws.onclose = (e) => {
+      live = false;
+      if ((e.code === 1006 || e.code === 1012) && credential && !stopping && retries < 8) {
+        const wait = Math.min(8000, 250 * 2 ** retries++);
+        status("connection lost; resuming in " + (wait / 1000).toFixed(1) + " s…");
+        setTimeout(() => token().then(connect, (err) => { status("error: " + err.message); cleanup(); }), wait);
+        return;
+      }
+      status("closed " + e.code + (e.reason ? " " + e.reason : "")); cleanup();
     };
+  }
+  async function start() {
+    $("start").disabled = true;
+    credential = lastEventId = null; stopping = false; retries = 0; captured = 0; kept = [];
+    status("getting a session token…");
+    const body = await token();
+    stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+    ctx = new AudioContext({ sampleRate: RATE });
+    const src = ctx.createMediaStreamSource(stream);
+    proc = ctx.createScriptProcessor(4096, 1, 1);
+    proc.onaudioprocess = (ev) => {
+      const f = ev.inputBuffer.getChannelData(0);
+      const pcm = new Int16Array(f.length);
+      for (let i = 0; i < f.length; i++) { const s = Math.max(-1, Math.min(1, f[i])); pcm[i] = s < 0 ? s * 0x8000 : s * 0x7fff; }
+      kept.push({ at: captured, pcm });
+      captured += pcm.length;
+      while (kept.length && kept[0].at + kept[0].pcm.length < captured - KEEP) kept.shift();
+      if (live && ws && ws.readyState === 1) ws.send(pcm.buffer);
+    };
+    src.connect(proc);
+    proc.connect(ctx.destination);
+    connect(body);
   }
   function cleanup() {
     if (proc) proc.disconnect();
     if (stream) stream.getTracks().forEach((t) => t.stop());
     if (ctx) ctx.close();
     proc = stream = ctx = undefined;
+    live = false; kept = [];
     $("start").disabled = false; $("stop").disabled = true; $("speaking").className = "";
   }
   $("start").onclick = () => start().catch((e) => { status("error: " + e.message); cleanup(); });
-  $("stop").onclick = () => { if (ws && ws.readyState === 1) ws.send(JSON.stringify({ type: "session.close" })); $("stop").disabled = true; };
+  $("stop").onclick = () => { stopping = true; if (ws && ws.readyState === 1) ws.send(JSON.stringify({ type: "session.close" })); $("stop").disabled = true; };
 })();
 </script>
 </body>

@@ -1,7 +1,7 @@
 import uWS, { type us_listen_socket, type WebSocket } from "@trufflesuite/uws-js-unofficial";
 import { createAudioBatcher } from "./audio-publisher";
 import { randomBytes } from "node:crypto";
-import { REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
+import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
 import { closeFor, upstreamAvailable } from "../../domain/sessions/close-rules";
 import type { SessionStore } from "../../domain/sessions/store";
 import type { Principal } from "../../domain/keys/auth";
@@ -24,7 +24,8 @@ import { watchGatewayFlag } from "./gateway-flag";
 import { bridgeToFetch, type FetchHandler } from "./http-bridge";
 import { bindWithin, listenErrorCode } from "../../shared/listen";
 import { createLeases } from "./leases";
-import { openSession, type Session, type SessionSocket } from "./session";
+import { openSession, type Session, type SessionSocket, type SessionStart } from "./session";
+import { createResumes, resumeRequestOf } from "./resume";
 import { OPENAI_MAX_TEXT_FRAME_BYTES, OPENAI_REALTIME_PATH } from "../../schemas/openai-realtime";
 import { createOpenAiDoor, doorAdmission, readOpenAiUpgrade, type OpenAiDoor, type OpenAiUpgrade } from "./openai-door";
 import { createHeadroom } from "./headroom";
@@ -73,6 +74,8 @@ export interface RealtimeGateway {
 
 interface SocketData {
   admission: Admission;
+  /** A resumed session's start (resume.ts); absent for a new session. */
+  start?: SessionStart;
   session?: Session;
   /** The OpenAI door's upgrade (`/v1/realtime`); absent on the native door. */
   openai?: OpenAiUpgrade;
@@ -81,6 +84,8 @@ interface SocketData {
 type Door = "native" | "openai";
 
 const SWEEP_MS = 250;
+/** How long a stop waits for its sessions' holds (their audio stored, ownership written) before it goes on. */
+const HOLD_AT_STOP_MS = 3000;
 const MAX_WIRE_FRAME_BYTES = 16 * 1024 * 1024;
 // uSockets' listen options (the package's `ListenOptions` enum is types only)
 const LIBUS_LISTEN_DEFAULT = 0;
@@ -111,7 +116,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   // read on every frame: without an injected clock, no Date object each time
   const nowMs = options.now ? () => options.now!().getTime() : Date.now;
   const flag = await watchGatewayFlag(await nats.kv("flags"));
-  const leases = createLeases(await nats.kv("leases"), gatewayId, rt.leaseTtlMs);
+  const leasesKv = await nats.kv("leases");
+  const leases = createLeases(leasesKv, gatewayId, rt.leaseTtlMs);
   const keyCache = options.keyCache ?? (await startConfiguredKeyCache({ nats, db: ctx.db, config, logger: log }));
   const limitsFor = options.limitsFor ?? ((p: Principal) => p.limits);
   const defaultTurnDetection: TurnDetection = {
@@ -135,6 +141,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   });
 
   const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), logger: log });
+  const admitDeps = { ...ctx, flag, leases, keyCache, limitsFor, headroom, openSessions: () => sessions.size, now };
+  const resumes = createResumes({ ...admitDeps, kv: leasesKv, gatewayId, open: sessions, audio, partitions: rt.vadPartitions }, leases, log);
 
   const openSocketSession = (ws: WebSocket<SocketData>, data: SocketData) => {
     const raw = { send: (text: string) => ws.send(text, false), bufferedAmount: () => ws.getBufferedAmount(), end: (code: number, reason: string) => ws.end(code, reason) };
@@ -174,6 +182,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         onClosed: (s) => sessions.delete(s),
         onDecision: (ms) => headroom.decided(ms),
       },
+      // OpenAI's protocol has no resume: the door's sessions are never held for one
+      data.start ?? { kind: "new", offer: data.openai ? () => undefined : resumes.offerFor(data.admission) },
     );
     data.session = session;
     sessions.add(session);
@@ -223,19 +233,19 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       // dropped other, already open WebSockets (1006, server FIN; up to half of 150
       // back-to-back upgrades); uncorked, none in 600. The price is a native
       // "writes must be made from within a corked callback" warning on stderr per upgrade.
-      admit({ ...ctx, flag, leases, keyCache, limitsFor, headroom, openSessions: () => sessions.size, now }, request).then(
-        (admission) => {
-          if (aborted) {
-            void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
-            return;
-          }
+      const resume = openai ? null : resumeRequestOf(request.query);
+      // a new session's ownership entry is written before the client can lose it (resume.ts)
+      const admitted = resume ? resumes.admit(request, resume) : admit(admitDeps, request).then(async (admission) => (await resumes.opened(admission), { admission }));
+      admitted.then(
+        ({ admission, start }: { admission: Admission; start?: SessionStart }) => {
+          if (aborted) return void resumes.abandoned(admission, start).catch(() => undefined);
           try {
             // one protocol, never the client's list: it may hold a credential entry
-            res.upgrade<SocketData>({ admission, openai }, key, protocolToAnswer(protocol), extensions, context);
+            res.upgrade<SocketData>({ admission, start, openai }, key, protocolToAnswer(protocol), extensions, context);
           } catch (err) {
             // the socket went away between the check and the upgrade
             log.warn("upgrade could not complete", { error: (err as Error).message });
-            void leases.release(admission.principal.keyId, admission.sessionId).catch(() => undefined);
+            void resumes.abandoned(admission, start).catch(() => undefined);
           }
         },
         (err) => {
@@ -277,7 +287,11 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     close: (ws, code, message) => {
       sockets.delete(ws);
       const data = ws.getUserData();
+      if (data.session?.detached) return; // held for a resume, or taken over by one (resume.ts)
+      // lost without a close frame (a dropped network, a killed client): held for a resume
+      if (code === 1006 && data.session?.resumable) return void resumes.hold(data.session, code).catch((err) => log.warn("holding a session failed", { error: (err as Error).message }));
       const { principal, sessionId } = data.admission;
+      resumes.closed(sessionId);
       void leases.release(principal.keyId, sessionId).catch((err) => log.warn("lease release failed", { error: (err as Error).message }));
       void data.session?.closed(code, Buffer.from(message).toString("utf8")).catch((err) => log.warn("session cleanup failed", { error: (err as Error).message }));
     },
@@ -363,11 +377,19 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       clearInterval(sweep);
       headroom.stop();
       uWS.us_listen_socket_close(listenSocket);
-      const stopping = closeFor("gateway_stopping");
-      for (const ws of [...sockets]) ws.end(stopping.code, stopping.reason);
-      // let close handlers release leases and flush usage
-      await new Promise((r) => setTimeout(r, 100));
+      // a restart: a session that can be resumed is held and its client told so (1012); the rest close 1013
+      const holds: Promise<void>[] = [];
+      for (const ws of [...sockets]) {
+        const s = ws.getUserData().session;
+        const holding = s?.resumable && nats.health().ok ? resumes.hold(s, CLOSE.gatewayRestarting.code) : null;
+        if (holding) holds.push(holding.catch((err) => log.warn("holding a session failed", { error: (err as Error).message })));
+        const reason = closeFor(holding ? "gateway_restarting" : "gateway_stopping");
+        ws.end(reason.code, reason.reason);
+      }
+      // let close handlers release leases and flush usage, and the holds settle their audio
+      await Promise.all([new Promise((r) => setTimeout(r, 100)), Promise.race([Promise.all(holds), new Promise((r) => setTimeout(r, HOLD_AT_STOP_MS))])]);
       await audio.stop();
+      resumes.stop();
       leases.stop();
       flag.stop();
       unwatchRevocations();

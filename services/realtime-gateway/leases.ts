@@ -33,6 +33,8 @@ export interface Leases {
   /** Takes a slot for `sessionId` or throws 429 too_many_connections. */
   acquire(keyId: string, sessionId: string, max: number): Promise<void>;
   release(keyId: string, sessionId: string): Promise<void>;
+  /** Stops renewing a session's lease without removing it: another gateway resumed the session and renews it now. */
+  forget(sessionId: string): void;
   /** Stops renewing (leases of this gateway then expire within the TTL). */
   stop(): void;
 }
@@ -68,7 +70,8 @@ export function createLeases(kv: KV, gatewayId: string, ttlMs: number, now: () =
     async acquire(keyId, sessionId, max) {
       await mutate(keyId, (set) => {
         const next = live(set, now());
-        if (Object.keys(next.leases).length >= max) {
+        // a resumed session takes its own slot again (held here or by the gateway it left)
+        if (!next.leases[sessionId] && Object.keys(next.leases).length >= max) {
           throw new AppError("rate_limited", "too_many_connections", `This key already has ${max} open realtime connection${max === 1 ? "" : "s"}, the plan's maximum.`, {
             headers: { "Retry-After": "1" },
           });
@@ -92,6 +95,9 @@ export function createLeases(kv: KV, gatewayId: string, ttlMs: number, now: () =
         unreleased.set(sessionId, keyId);
         throw err;
       }
+    },
+    forget(sessionId) {
+      held.delete(sessionId);
     },
     stop() {
       clearInterval(timer);

@@ -207,6 +207,8 @@ export function translateServerEvent(s: DoorState, event: ServerEvent, ctx: Tran
       }
       return [{ type: "error", event_id: id(), error: { ...event.error, param: PARAM_OF_CODE[event.error.code] ?? null } }];
     }
+    // never for the door's sessions (no resume is offered), and not an OpenAI event
+    case "session.resumed":
     case "input_audio_buffer.turn_end_likely":
     case "input_audio_buffer.turn_resumed":
     case `${T}.interim`:

@@ -75,11 +75,16 @@ export interface UsageMeter {
 }
 
 /** Realtime usage: UsageRecorded every 30 s and at close, with deterministic ids `<sessionId>:usage:<n>`. */
-export function createUsageMeter(usage: Pick<UsageStore, "record">, admission: Admission, options: { startedAt: number; audioMs: () => number; now: () => number; log: Logger }): UsageMeter {
+export function createUsageMeter(
+  usage: Pick<UsageStore, "record">,
+  admission: Admission,
+  options: { startedAt: number; audioMs: () => number; now: () => number; log: Logger; firstPart?: number },
+): UsageMeter {
   const { sessionId, principal } = admission;
   const { audioMs } = options;
   let recordedMs = 0;
-  let seq = 0;
+  // a resumed connection numbers its records on from its own base (the ids must not repeat the first connection's)
+  let seq = options.firstPart ?? 0;
   const flush = async (final: boolean) => {
     const ms = audioMs() - recordedMs;
     if (ms <= 0 && (!final || seq > 0)) return;

@@ -16,6 +16,7 @@ function recordingBatcher() {
         flush: () => undefined,
         overloadedForMs: () => 0,
         settled: async () => undefined,
+        resumeAt: () => undefined,
         pendingAcks: 0,
         messagesPublished: 0,
       } satisfies AudioPublisher;

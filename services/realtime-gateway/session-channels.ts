@@ -1,10 +1,9 @@
-import type { Subscription } from "@nats-io/transport-node";
 import { INTERNAL_SAMPLE_RATE, type AudioControl, type ServerEvent } from "../../schemas/realtime";
 import { pickChannel } from "../../shared/audio/channels";
 import { createResampler, type Resampler } from "../../shared/audio/resample";
 import type { Nats } from "../../shared/nats";
 import type { AudioBatcher, AudioPublisher } from "./audio-publisher";
-import { forwardSessionEvents, type FeedProgress } from "./session-feed";
+import { forwardSessionEvents, type FeedProgress, type ReplayRequest, type SessionFeed } from "./session-feed";
 
 /**
  * A session's audio on its way to the VAD, as one lane or one lane per channel
@@ -34,6 +33,8 @@ export interface SessionAudio {
   /** Whole frames of interleaved PCM16 at the client's rate. */
   push(samples: Int16Array): void;
   control(message: AudioControl): void;
+  /** A resumed session: its next audio starts at this timeline sample (16 kHz; every lane). */
+  resumeAt(offset: number): void;
   flush(): void;
   overloadedForMs(now: number): number;
   settled(): Promise<void>;
@@ -53,12 +54,14 @@ export interface SessionAudioOptions {
   multichannel: boolean;
   batcher: AudioBatcher;
   partitionOf(laneId: string): number;
+  /** A resumed connection's first entry number (audio-publisher.ts). */
+  firstSeq?: number;
   onFailure(err: unknown): void;
 }
 
 export function openSessionAudio(o: SessionAudioOptions): SessionAudio {
   const lanes: Lane[] = o.multichannel ? Array.from({ length: o.channels }, (_, channel) => ({ id: channelLaneId(o.sessionId, channel), channel })) : [{ id: o.sessionId }];
-  const publishers: AudioPublisher[] = lanes.map((lane) => o.batcher.session({ sessionId: lane.id, partition: o.partitionOf(lane.id), onFailure: o.onFailure }));
+  const publishers: AudioPublisher[] = lanes.map((lane) => o.batcher.session({ sessionId: lane.id, partition: o.partitionOf(lane.id), firstSeq: o.firstSeq, onFailure: o.onFailure }));
   // a mixed-down session's resampler takes every channel; a lane's takes its own
   const resamplers: Resampler[] = lanes.map(() => createResampler(o.sampleRate, INTERNAL_SAMPLE_RATE, o.multichannel ? 1 : o.channels));
   return {
@@ -71,6 +74,7 @@ export function openSessionAudio(o: SessionAudioOptions): SessionAudio {
       });
     },
     control: (message) => publishers.forEach((p) => p.control(message)),
+    resumeAt: (offset) => publishers.forEach((p) => p.resumeAt(offset)),
     flush: () => publishers.forEach((p) => p.flush()),
     overloadedForMs: (now) => Math.max(...publishers.map((p) => p.overloadedForMs(now))),
     settled: async () => {
@@ -88,11 +92,19 @@ export function openSessionAudio(o: SessionAudioOptions): SessionAudio {
 /**
  * Every lane's events to the client (session-feed.ts per lane), each with its lane's
  * `channel`; the session's progress is the lanes' together: flushed when every lane's VAD
- * has flushed, its pending items all of theirs.
+ * has flushed, its pending items all of theirs. A resumed connection's replay is for
+ * one-lane sessions (multichannel sessions are not offered a resume: docs/realtime.md).
  */
-export function forwardLaneEvents(nats: Nats, lanes: readonly Lane[], send: (event: ServerEvent) => void, progressed: (progress: FeedProgress) => void): Pick<Subscription, "unsubscribe"> {
+export function forwardLaneEvents(
+  nats: Nats,
+  lanes: readonly Lane[],
+  send: (event: ServerEvent) => void,
+  progressed: (progress: FeedProgress) => void,
+  replay?: ReplayRequest,
+): SessionFeed {
+  if (lanes.length === 1 && lanes[0]!.channel === undefined) return forwardSessionEvents(nats, lanes[0]!.id, send, progressed, replay);
   const progress = lanes.map((): FeedProgress => ({ vadFlushed: false, pendingItems: 0 }));
-  const subscriptions = lanes.map((lane, i) =>
+  const feeds = lanes.map((lane, i) =>
     forwardSessionEvents(
       nats,
       lane.id,
@@ -103,5 +115,5 @@ export function forwardLaneEvents(nats: Nats, lanes: readonly Lane[], send: (eve
       },
     ),
   );
-  return { unsubscribe: () => subscriptions.forEach((s) => s.unsubscribe()) };
+  return { unsubscribe: () => feeds.forEach((f) => f.unsubscribe()), directEventId: () => feeds[0]!.directEventId() };
 }

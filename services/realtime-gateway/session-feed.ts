@@ -1,8 +1,10 @@
-import type { Subscription } from "@nats-io/transport-node";
+import { createHash } from "node:crypto";
+import type { Msg } from "@nats-io/transport-node";
 import type { ServerEvent } from "../../schemas/realtime";
 import { rtEventEnvelope, toServerEvent, type RtEvent } from "../../domain/sessions/events";
 import type { Nats } from "../../shared/nats";
 import { withSpanFromHeaders } from "../../shared/telemetry";
+import { readSessionRecords } from "./session-records";
 
 const SEEN_EVENT_IDS = 1024;
 
@@ -13,49 +15,166 @@ export interface FeedProgress {
 }
 
 /**
+ * The client-facing id of a stored event: `evt_` and 24 hex of its store id's SHA-256
+ * (the store id is deterministic, domain/sessions/store.ts), so an event has the same
+ * id live, replayed, and on any gateway. A resume names its position with it.
+ */
+export function stableEventId(storeId: string): string {
+  return `evt_${createHash("sha256").update(storeId).digest("hex").slice(0, 24)}`;
+}
+
+/** A resumed connection's replay: the stored events after `afterEventId` (stable id; null: all), up to the VAD's answer to resume `gen`. */
+export interface ReplayRequest {
+  gen: number;
+  afterEventId: string | null;
+  /** How long to wait for the VAD's rt.session.resumed. */
+  waitMs: number;
+  /**
+   * The VAD answered: called before the replayed events are sent (the caller sends
+   * session.resumed). `floorMs`: the latest audio time any stored event names, under
+   * which the timeline cannot be (a VAD restarted meanwhile answers from 0).
+   */
+  onResumed(result: { position: number; floorMs: number; replayed: number }): void;
+  onFailed(err: Error): void;
+}
+
+export interface SessionFeed {
+  unsubscribe(): void;
+  /**
+   * An id for an event the gateway sends itself (session.updated, an error about a
+   * frame): the stable id of the last stored event forwarded before it plus a suffix, so
+   * a resume from it starts at the right place (domain/sessions/resume.ts replayPosition).
+   */
+  directEventId(): string;
+}
+
+/**
  * Session events from the VAD and the transcriber, forwarded to the client as they
  * arrive: a core NATS subscription on rt.evt.<sessionId> (JetStream publishes reach
  * core subscribers too). A core subscriber sees every publish, also those JetStream
  * drops as duplicates (a retried transcription, audio handled again after a VAD
- * takeover): the msg ids seen recently are remembered, so the client gets each event
+ * takeover): the store ids seen recently are remembered, so the client gets each event
  * once. `progressed` is called after each forwarded event and at `rt.session.flushed`.
+ *
+ * With `replay` (a resumed connection) live messages are held back while the stored
+ * ones are read from the stream; the stored events after the client's position are
+ * sent, then the held live ones not among them, then the feed is live. The
+ * subscription is made before the read, so nothing falls between the two.
  */
-export function forwardSessionEvents(nats: Nats, sessionId: string, send: (event: ServerEvent) => void, progressed: (progress: FeedProgress) => void): Subscription {
+export function forwardSessionEvents(
+  nats: Nats,
+  sessionId: string,
+  send: (event: ServerEvent) => void,
+  progressed: (progress: FeedProgress) => void,
+  replay?: ReplayRequest,
+): SessionFeed {
   const seen = new Set<string>();
   const pendingItems = new Set<string>();
   let vadFlushed = false;
+  let lastStable: string | null = null;
+  let direct = 0;
+  let stopped = false;
+  /** Live messages held back during a replay (null: live). */
+  let held: Msg[] | null = replay ? [] : null;
   const progress = () => progressed({ vadFlushed, pendingItems: pendingItems.size });
-  return nats.nc.subscribe(nats.topology.subjects.rtEvent(sessionId), {
+
+  /** One stored record: deduplicated, tracked, and (unless `quiet`) sent. Returns the event sent, if any. */
+  const take = (recorded: RtEvent & { metadata: { eventId: string } }, headers: Msg["headers"] | undefined, quiet: boolean): ServerEvent | null => {
+    const storeId = recorded.metadata.eventId;
+    if (seen.has(storeId)) return null;
+    seen.add(storeId);
+    if (seen.size > SEEN_EVENT_IDS) seen.delete(seen.values().next().value!);
+    if (recorded.type === "rt.session.flushed") {
+      vadFlushed = true;
+      if (!quiet) progress();
+      return null;
+    }
+    const stored = toServerEvent(recorded);
+    if (!stored) return null;
+    lastStable = stableEventId(storeId);
+    const event = { ...stored, event_id: lastStable } as ServerEvent;
+    if (event.type === "input_audio_buffer.committed") pendingItems.add(event.item_id);
+    const outcome = event.type === "conversation.item.input_audio_transcription.completed" || event.type === "conversation.item.input_audio_transcription.failed";
+    if (outcome) pendingItems.delete(event.item_id);
+    if (quiet) return event;
+    if (outcome) {
+      // the utterance's last hop: its transcript to the socket, in the utterance's trace
+      void withSpanFromHeaders("ws send transcript", headers, async (span) => {
+        span.setAttributes({ "session.id": sessionId, "item.id": event.item_id, "event.type": event.type });
+        send(event);
+      });
+    } else send(event);
+    progress();
+    return event;
+  };
+
+  const live = (msg: Msg) => {
+    let recorded;
+    try {
+      recorded = rtEventEnvelope.parse(msg.json());
+    } catch {
+      return;
+    }
+    take(recorded, msg.headers, false);
+  };
+
+  const subscription = nats.nc.subscribe(nats.topology.subjects.rtEvent(sessionId), {
     callback: (err, msg) => {
-      if (err) return;
-      const msgId = msg.headers?.get("Nats-Msg-Id");
-      if (msgId) {
-        if (seen.has(msgId)) return;
-        seen.add(msgId);
-        if (seen.size > SEEN_EVENT_IDS) seen.delete(seen.values().next().value!);
-      }
-      let recorded: RtEvent;
-      try {
-        recorded = rtEventEnvelope.parse(msg.json());
-      } catch {
-        return;
-      }
-      if (recorded.type === "rt.session.flushed") {
-        vadFlushed = true;
-        return progress();
-      }
-      const event = toServerEvent(recorded);
-      if (!event) return;
-      if (event.type === "input_audio_buffer.committed") pendingItems.add(event.item_id);
-      if (event.type === "conversation.item.input_audio_transcription.completed" || event.type === "conversation.item.input_audio_transcription.failed") {
-        pendingItems.delete(event.item_id);
-        // the utterance's last hop: its transcript to the socket, in the utterance's trace
-        void withSpanFromHeaders("ws send transcript", msg.headers, async (span) => {
-          span.setAttributes({ "session.id": sessionId, "item.id": event.item_id, "event.type": event.type });
-          send(event);
-        });
-      } else send(event);
-      progress();
+      if (err || stopped) return;
+      if (held) held.push(msg);
+      else live(msg);
     },
   });
+
+  if (replay) {
+    const replayed: ServerEvent[] = [];
+    const all: ServerEvent[] = [];
+    let found = replay.afterEventId === null;
+    let position: number | null = null;
+    let floorMs = 0;
+    void readSessionRecords(
+      nats,
+      sessionId,
+      (recorded) => {
+        if (recorded.type === "rt.session.resumed" && recorded.data.gen === replay.gen) {
+          position = recorded.data.position;
+          return true;
+        }
+        const event = take(recorded, undefined, true);
+        if (!event) return false;
+        all.push(event);
+        if ("audio_end_ms" in event) floorMs = Math.max(floorMs, event.audio_end_ms);
+        else if ("audio_start_ms" in event) floorMs = Math.max(floorMs, event.audio_start_ms);
+        if (found) replayed.push(event);
+        else if (lastStable === replay.afterEventId) found = true;
+        return false;
+      },
+      { waitMs: replay.waitMs },
+    ).then(
+      () => {
+        if (stopped) return;
+        if (position === null) return replay.onFailed(new Error("the voice activity detector did not answer the resume"));
+        // found is checked before the upgrade (resume.ts); should it be missing now, everything is replayed
+        const out = found ? replayed : all;
+        replay.onResumed({ position, floorMs, replayed: out.length });
+        for (const e of out) send(e);
+        const backlog = held ?? [];
+        held = null;
+        for (const m of backlog) live(m);
+        progress();
+      },
+      (err: Error) => {
+        if (!stopped) replay.onFailed(err);
+      },
+    );
+  }
+
+  return {
+    unsubscribe() {
+      stopped = true;
+      held = null;
+      subscription.unsubscribe();
+    },
+    directEventId: () => `${lastStable ?? "evt_0"}.${++direct}`,
+  };
 }

@@ -1,6 +1,5 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
-import { randomUUID } from "node:crypto";
-import { DEFAULT_PARTIAL_INTERVAL_MS, type AudioControl, type ClientMessage, type CloseReason, type ServerEvent, type SessionCreated, type TurnDetection } from "../../schemas/realtime";
+import { INTERNAL_SAMPLE_RATE, DEFAULT_PARTIAL_INTERVAL_MS, type AudioControl, type ClientMessage, type CloseReason, type ServerEvent, type TurnDetection } from "../../schemas/realtime";
 import { closeFor, decideClose, type SessionCheck, type SessionLimits } from "../../domain/sessions/close-rules";
 import type { SessionStore } from "../../domain/sessions/store";
 import { createFrameAligner } from "../../shared/audio/resample";
@@ -9,8 +8,10 @@ import type { Nats } from "../../shared/nats";
 import type { UsageStore } from "../../domain/usage/store";
 import type { Admission } from "./admit";
 import type { AudioBatcher } from "./audio-publisher";
-import { readClientFrame, updateSettings, type SessionSettings } from "./client-messages";
+import { applyClientMessage, readClientFrame, type MessageTarget, type SessionSettings } from "./client-messages";
+import { announce, heldEnd, sessionCreated } from "./session-lifecycle";
 import { createAudioAllowance, createUsageMeter } from "./session-accounting";
+import type { ReplayRequest } from "./session-feed";
 import { forwardLaneEvents, openSessionAudio, type SessionAudio } from "./session-channels";
 import { createSessionMetrics } from "./session-metrics";
 
@@ -23,7 +24,7 @@ import { createSessionMetrics } from "./session-metrics";
  * recorded through the sessions store.
  */
 export interface SessionSocket {
-  /** One server event, in the door's wire protocol (native JSON, or OpenAI's: openai-door.ts). uWS semantics: 1 sent, 0 buffered (backpressure), 2 dropped. */
+  /** One server event in the door's wire protocol (native JSON, or OpenAI's: openai-door.ts). uWS semantics: 1 sent, 0 buffered (backpressure), 2 dropped. */
   send(event: ServerEvent): number;
   bufferedAmount(): number;
   end(code: number, reason: string): void;
@@ -73,7 +74,30 @@ function refusedByStream(err: unknown): boolean {
 
 export type Session = ReturnType<typeof openSession>;
 
-export function openSession(admission: Admission, socket: SessionSocket, deps: SessionDeps) {
+/** A resume credential offered to the client (schemas/realtime.ts resumeOffer). */
+export interface ResumeOffer {
+  credential: string;
+  grace_seconds: number;
+}
+
+/**
+ * How a connection starts its session: a new session, or the resume of a held one as
+ * its `gen`-th owner (resume.ts): no start control and no opened fact, a resume control
+ * instead; the stored events after the client's position are replayed once the VAD
+ * has answered, and audio is taken from then on. `offer(gen)` is the credential for
+ * the next resume (undefined when the gateway has no token secret).
+ */
+export type SessionStart =
+  | { kind: "new"; offer(gen: number): ResumeOffer | undefined }
+  | { kind: "resume"; gen: number; afterEventId: string | null; offer(gen: number): ResumeOffer | undefined };
+
+/** How long a resumed connection waits for the VAD's answer before it closes 1013. */
+const RESUME_ANSWER_WAIT_MS = 10_000;
+/** A connection's audio entries and usage records are numbered from gen × these, so ids never repeat across a session's connections. */
+const SEQS_PER_CONNECTION = 2 ** 20;
+const USAGE_PARTS_PER_CONNECTION = 100_000;
+
+export function openSession(admission: Admission, socket: SessionSocket, deps: SessionDeps, start: SessionStart = { kind: "new", offer: () => undefined }) {
   const { sessionId, principal, limits } = admission;
   const log = deps.logger.child({ sessionId, keyId: principal.keyId });
   const startedAt = deps.now();
@@ -104,6 +128,11 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const billedChannels = admission.multichannel ? admission.channels : 1;
   const audioMs = () => Math.round((inputFrames * 1000 * billedChannels) / admission.sampleRate);
   const natsHealthy = () => deps.nats.health().ok;
+  const gen = start.kind === "resume" ? start.gen : 0;
+  /** A resumed connection takes audio once the VAD has said where the timeline stands. */
+  let awaitingResume = start.kind === "resume";
+  /** The client holds a credential for this session (session.created or session.resumed carried one). */
+  let resumeOffered = start.kind === "resume";
 
   /** Ends the socket with a close code; cleanup happens in `closed`. */
   const close = (reason: CloseReason) => {
@@ -132,6 +161,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     multichannel: admission.multichannel,
     batcher: deps.audio,
     partitionOf: (laneId) => partitionOf(laneId, deps.partitions),
+    firstSeq: gen * SEQS_PER_CONNECTION,
     onFailure: (err) => {
       const refused = refusedByStream(err);
       log.warn(refused ? "audio refused by the stream" : "audio publish failed", { error: err instanceof Error ? err.message : String(err) });
@@ -146,7 +176,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (!closeIf({ kind: "budget_settled", audioMs: audioMs(), allowanceMs: allowance.allowanceMs, budgetExhausted: allowance.exhausted })) allowance.topUp();
     },
   });
-  const usage = createUsageMeter(deps.usage, admission, { startedAt, audioMs, now: deps.now, log });
+  const usage = createUsageMeter(deps.usage, admission, { startedAt, audioMs, now: deps.now, log, firstPart: gen * USAGE_PARTS_PER_CONNECTION });
 
   const send = (event: ServerEvent) => {
     if (closing || closedDone) return;
@@ -155,19 +185,54 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     closeIf({ kind: "event_sent", result, bufferedBytes: result === 2 ? 0 : socket.bufferedAmount() });
   };
   const sendError = (code: string, message: string, clientEventId: string | null = null) =>
-    send({ type: "error", event_id: `evt_${randomUUID()}`, error: { type: "invalid_request_error", code, message, event_id: clientEventId } });
+    send({ type: "error", event_id: feed.directEventId(), error: { type: "invalid_request_error", code, message, event_id: clientEventId } });
 
   // committed items whose outcome has not reached the client, and when the sweep first saw the upstream gone
   let pendingItems = 0;
   let upstreamLostAt: number | null = null;
-  const subscription = forwardLaneEvents(deps.nats, publisher.lanes, send, (progress) => {
-    pendingItems = progress.pendingItems;
-    closeIf({ kind: "event_forwarded", closeRequested: gracefulDeadline !== null, ...progress }, finish);
-  });
+  const replay: ReplayRequest | undefined =
+    start.kind === "resume"
+      ? {
+          gen,
+          afterEventId: start.afterEventId,
+          waitMs: RESUME_ANSWER_WAIT_MS,
+          onResumed: ({ position, floorMs, replayed }) => {
+            // whole milliseconds: the client resends from audio_ms, the VAD drops the overlap (< 1 ms);
+            // never before what the session already decided (a VAD that restarted answers 0: it realigns on the offset)
+            const audioMsAt = Math.max(floorMs, Math.floor(position / (INTERNAL_SAMPLE_RATE / 1000)));
+            publisher.resumeAt(audioMsAt * (INTERNAL_SAMPLE_RATE / 1000));
+            awaitingResume = false;
+            const offer = start.offer(gen);
+            resumeOffered = offer !== undefined;
+            if (offer) send({ type: "session.resumed", event_id: feed.directEventId(), session_id: sessionId, audio_ms: audioMsAt, replayed, resume: offer });
+          },
+          onFailed: (err) => {
+            log.warn("resume failed", { error: err.message });
+            close(closeFor("resume_failed"));
+          },
+        }
+      : undefined;
+  const feed = forwardLaneEvents(
+    deps.nats,
+    publisher.lanes,
+    send,
+    (progress) => {
+      pendingItems = progress.pendingItems;
+      closeIf({ kind: "event_forwarded", closeRequested: gracefulDeadline !== null, ...progress }, finish);
+    },
+    replay,
+  );
 
   const control = (message: AudioControl) => publisher.control(message);
-  announce(admission, deps, settings, control, log);
-  send(sessionCreated(admission, settings, deps.streaming ?? false));
+  if (start.kind === "resume") {
+    control({ kind: "resume", gen });
+    publisher.flush();
+  } else {
+    announce(admission, deps, settings, control, log);
+    const offer = start.offer(0);
+    resumeOffered = offer !== undefined;
+    send({ ...sessionCreated(admission, settings, deps.streaming ?? false), ...(offer ? { resume: offer } : {}) });
+  }
   // after the gateway has registered the session (a close inside `open` would skip cleanup)
   const atOpen = decideClose({ kind: "opened", remainingAudioSeconds: admission.remainingAudioSeconds }, rules);
   if (atOpen.kind === "close") setImmediate(() => close(atOpen.reason));
@@ -182,6 +247,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     control,
     send,
     sendError,
+    newEventId: () => feed.directEventId(),
     closeGracefully: () => {
       // Flush the open utterance, wait (bounded) for its transcript, then close 1000.
       gracefulDeadline = deps.now() + GRACEFUL_CLOSE_WAIT_MS;
@@ -192,11 +258,32 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     },
   };
 
+  /** Stops the connection's part: no more events, its audio published, its usage recorded, its unused budget given back. */
+  const detach = async (self: Session, code: number) => {
+    metrics.closed(code);
+    feed.unsubscribe();
+    publisher.flush();
+    deps.onClosed(self);
+    await publisher.settled();
+    await usage.final();
+    // give back the budget granted ahead of audio that never came
+    await allowance.release();
+  };
+  const recordClosed = (code: number, reason: string) =>
+    deps.sessions
+      .closed({ session_id: sessionId, code, reason, audio_ms: audioMs(), duration_ms: Math.max(0, deps.now() - startedAt) })
+      .then(
+        () => undefined,
+        (err) => log.warn("could not record session event", { type: "rt.session.closed", error: (err as Error).message }),
+      );
+
   return {
     id: sessionId,
+    /** The session's ownership generation this connection drives it under (0: it opened the session). */
+    gen,
     keyId: principal.keyId,
     admission,
-    /** A binary frame: PCM16LE at the session's rate and channel count (the OpenAI door hands a view of its decoded audio). */
+    /** A binary frame: PCM16LE at the session's rate and channel count (from the OpenAI door: a view of its decoded audio). */
     onAudio(frame: ArrayBuffer | Uint8Array) {
       if (closing) return;
       const verdict = decideClose({ kind: "frame_received", binary: true, bytes: frame.byteLength, bytesPerFrame }, rules);
@@ -206,6 +293,9 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
           "invalid_audio_frame",
           `Binary frame of ${frame.byteLength} bytes dropped: each frame must hold whole samples, a multiple of ${bytesPerFrame} bytes (PCM16LE, ${admission.channels} channel${admission.channels === 1 ? "" : "s"}).`,
         );
+      }
+      if (awaitingResume) {
+        return sendError("resume_in_progress", "Audio before session.resumed is dropped: wait for it, then send audio from its audio_ms on.");
       }
       lastAudioAt = deps.now();
       const samples = aligner.push(frame instanceof Uint8Array ? frame : new Uint8Array(frame));
@@ -225,15 +315,12 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (!read.ok) return sendError(read.code, read.message, read.clientEventId);
       applyClientMessage(read.message, read.clientEventId, messageTarget);
     },
-    /** A client message already parsed (the OpenAI door translates its events to these). */
+    /** A parsed client message (the OpenAI door's, translated). */
     onMessage(message: ClientMessage, clientEventId: string | null) {
-      if (closing) return;
-      applyClientMessage(message, clientEventId, messageTarget);
+      if (!closing) applyClientMessage(message, clientEventId, messageTarget);
     },
-    /** Closes with a close code (the OpenAI door's oversize text frame: 1009). */
-    end(reason: CloseReason) {
-      close(reason);
-    },
+    /** Closes with `reason` (the OpenAI door's oversize text frame: 1009). */
+    end: (reason: CloseReason) => close(reason),
     /** The session's key was revoked (on any gateway): close 1008 key_revoked now. */
     revoke() {
       close(closeFor("key_revoked"));
@@ -268,18 +355,37 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     async closed(code: number, reason: string) {
       if (closedDone) return;
       closedDone = true;
-      metrics.closed(code);
-      subscription.unsubscribe();
       if (!gracefulDeadline) control({ kind: "end", flush: false });
-      publisher.flush();
-      deps.onClosed(this as Session);
-      await publisher.settled();
-      await usage.final();
-      // give back the budget granted ahead of audio that never came
-      await allowance.release();
-      await deps.sessions
-        .closed({ session_id: sessionId, code, reason, audio_ms: audioMs(), duration_ms: Math.max(0, deps.now() - startedAt) })
-        .catch((err) => log.warn("could not record session event", { type: "rt.session.closed", error: (err as Error).message }));
+      await detach(this as Session, code);
+      await recordClosed(code, reason);
+    },
+    /**
+     * Whether a lost connection holds the session for a resume rather than ending it:
+     * the server did not decide the close (a close rule, a graceful close), and the
+     * client was offered a credential.
+     */
+    get resumable() {
+      return !closing && !gracefulDeadline && !closedDone && resumeOffered;
+    },
+    /**
+     * The socket is gone and the session waits for a resume (resume.ts): the feed stops,
+     * the audio so far is published and billed, the VAD keeps the session. `end` ends it
+     * later as `closed` would have (grace over), `forget` lets it go (resumed elsewhere).
+     */
+    async hold(code: number): Promise<{ end(reason: string): Promise<void> }> {
+      closedDone = true;
+      await detach(this as Session, code);
+      const closedAs = { session_id: sessionId, code, audio_ms: audioMs(), startedAt, partition: partitionOf(sessionId, deps.partitions), firstSeq: (gen + 1) * SEQS_PER_CONNECTION - 1 };
+      // not `deps` itself: its callbacks close over the gateway's socket and this session
+      return { end: heldEnd(closedAs, { audio: deps.audio, sessions: deps.sessions, now: deps.now }, log) };
+    },
+    /** Another connection resumed this session: this one ends 4409 session_taken_over (the caller holds it first). */
+    takenOver() {
+      close(closeFor("taken_over"));
+    },
+    /** Held for a resume or taken over: the connection no longer drives the session. */
+    get detached() {
+      return closedDone;
     },
     get closeReason() {
       return closing;
@@ -287,94 +393,5 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     stats() {
       return { audioMs: audioMs(), published: publisher.messagesPublished, pendingAcks: publisher.pendingAcks };
     },
-  };
-}
-
-/** The session's start: its settings to the VAD (in-band, before any audio) and its opened fact to rt.evt. */
-function announce(admission: Admission, deps: SessionDeps, settings: SessionSettings, control: (message: AudioControl) => void, log: Logger) {
-  const { sessionId, principal } = admission;
-  control({
-    kind: "start",
-    turn_detection: settings.turnDetection,
-    ...settings.transcription,
-    max_concurrent_utterances: admission.limits.maxConcurrentUtterances,
-    key_id: principal.keyId,
-    owner_id: principal.ownerId,
-    ...settings.partials,
-  });
-  void deps.sessions
-    .opened({
-      session_id: sessionId,
-      request_id: admission.requestId,
-      key_id: principal.keyId,
-      owner_id: principal.ownerId,
-      plan: principal.plan,
-      gateway_id: deps.gatewayId,
-      sample_rate: admission.sampleRate,
-      channels: admission.channels,
-    })
-    .catch((err) => log.warn("could not record session event", { type: "rt.session.opened", error: (err as Error).message }));
-}
-
-/** What a client message acts on. */
-interface MessageTarget {
-  /** The engine decodes while spoken (semantic_vad needs it). */
-  streaming: boolean;
-  settings(): SessionSettings;
-  changeSettings(next: SessionSettings): void;
-  control(message: AudioControl): void;
-  send(event: ServerEvent): void;
-  sendError(code: string, message: string, clientEventId: string | null): void;
-  /** session.close: flush, wait for the transcripts, then 1000. */
-  closeGracefully(): void;
-}
-
-/** One client message: a control to the VAD, a settings change answered, or a graceful close. */
-function applyClientMessage(message: ClientMessage, clientEventId: string | null, to: MessageTarget): void {
-  switch (message.type) {
-    case "input_audio_buffer.commit":
-      return to.control({ kind: "commit", event_id: clientEventId });
-    case "input_audio_buffer.clear":
-      return to.control({ kind: "clear", event_id: clientEventId });
-    case "session.update": {
-      const update = updateSettings(to.settings(), message.session, to.streaming);
-      if (!update.ok) return to.sendError(update.code, update.message, clientEventId);
-      const next = update.settings;
-      to.changeSettings(next);
-      to.control({ kind: "update", turn_detection: next.turnDetection, ...next.transcription, ...next.partials });
-      to.send({
-        type: "session.updated",
-        event_id: `evt_${randomUUID()}`,
-        session: { turn_detection: next.turnDetection, input_audio_transcription: { ...next.transcription, ...next.partials } },
-      });
-      return;
-    }
-    case "session.close":
-      return to.closeGracefully();
-    default: {
-      const never: never = message;
-      return never;
-    }
-  }
-}
-
-/** session.created, exactly the fields of spec 6.1 (plus the VAD and streaming settings). */
-function sessionCreated(admission: Admission, settings: SessionSettings, streaming: boolean): SessionCreated {
-  const { principal, limits } = admission;
-  return {
-    type: "session.created",
-    request_id: admission.requestId,
-    session_id: admission.sessionId,
-    audio: { format: "pcm_s16le", sample_rate: admission.sampleRate, channels: admission.channels, ...(admission.multichannel ? { multichannel: true } : {}) },
-    turn_detection: settings.turnDetection,
-    plan: principal.plan,
-    limits: {
-      max_concurrent_utterances: limits.maxConcurrentUtterances,
-      max_session_seconds: limits.maxSessionSeconds,
-      idle_timeout_seconds: limits.idleTimeoutSeconds,
-      remaining_audio_seconds: admission.remainingAudioSeconds,
-    },
-    input_audio_transcription: { streaming, ...settings.partials },
-    turn_detection_types: streaming ? ["server_vad", "semantic_vad", "manual"] : ["server_vad", "manual"],
   };
 }

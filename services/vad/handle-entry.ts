@@ -61,6 +61,9 @@ export function handleEntry(meta: MessageMeta, bytes: Uint8Array, partition: num
         return step(env, sessionId, state, { kind: "clear", seq: meta.seq }, out);
       case "end":
         return step(env, sessionId, state, { kind: "end", flush: c.flush, vad: c.flush ? state.seg.commit("close") : [] }, out);
+      case "resume":
+        // every audio entry before this one is decided: the next audio starts where the segmenter stands
+        return step(env, sessionId, state, { kind: "resume", gen: c.gen, position: state.seg.position, seq: meta.seq }, out);
       default: {
         const never: never = c;
         return never;

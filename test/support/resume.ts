@@ -1,0 +1,59 @@
+import { expect } from "vitest";
+import { connectRt, fixture, silence, wsUrl, type RtClient } from "./realtime-support";
+
+/** Helpers of the resume tests (test/realtime-resume*.test.ts; docs/realtime.md "Resuming a session"). */
+export const isOutcome = (e: any) => e.type === "conversation.item.input_audio_transcription.completed" || e.type === "conversation.item.input_audio_transcription.failed";
+
+/** jfk.wav twice with pauses: utterances to cut inside and between. */
+export function speech(): Int16Array {
+  const jfk = fixture("jfk.wav");
+  const parts = [jfk, silence(1.5), jfk, silence(1.5)];
+  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/** The id to resume after: the last event the client processed that has one. */
+export const lastEventId = (events: any[]) => [...events].reverse().find((e) => typeof e.event_id === "string")?.event_id ?? null;
+
+/** Cuts the TCP connection under the WebSocket: no close frame, the server sees 1006. */
+export function cut(c: RtClient) {
+  (c.ws as unknown as { _socket: { destroy(): void } })._socket.destroy();
+}
+
+export async function resume(base: string, credential: string, after: string | null, key: string): Promise<RtClient> {
+  const q = `resume=${encodeURIComponent(credential)}${after ? `&last_event_id=${encodeURIComponent(after)}` : ""}`;
+  return connectRt(wsUrl(base, q), { authorization: `Bearer ${key}` });
+}
+
+/** Waits until every committed item among `events` has its outcome. */
+export async function outcomes(events: () => any[], timeoutMs = 120_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const es = events();
+    const items = es.filter((e) => e.type === "input_audio_buffer.committed").map((e) => e.item_id);
+    const done = new Set(es.filter(isOutcome).map((e) => e.item_id));
+    if (items.length > 0 && items.every((i) => done.has(i))) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("timed out waiting for the outcomes of the committed items");
+}
+
+/** What a run produced, comparable across sessions: per committed item its place on the timeline and its transcript. */
+export function finals(events: any[]) {
+  const committed = events.filter((e) => e.type === "input_audio_buffer.committed");
+  return committed.map((m) => {
+    const out = events.filter((e) => isOutcome(e) && e.item_id === m.item_id);
+    return { start: m.audio_start_ms, end: m.audio_end_ms, outcomes: out.length, transcript: out[0]?.transcript ?? out[0]?.error?.code };
+  });
+}
+
+/** Closes gracefully (every transcript delivered, 1000). */
+export async function finish(c: RtClient) {
+  c.sendJson({ type: "session.close" });
+  expect((await c.closed).code).toBe(1000);
+}
