@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { planPieces } from "../domain/transcript/pieces";
 import { shapeTranscription, transcriptPipeline } from "../domain/transcript/pipeline";
 import { encodeWav } from "../shared/audio/wav";
 import { attemptTimeoutMs, type RunningRouter } from "../shared/workers/router";
@@ -89,7 +90,9 @@ describe("a long clip in pieces", () => {
     const res = await post({ timestamp_granularities: "word" });
     expect(res.status).toBe(200);
     const pieces = Number(res.headers.get("x-segment-pieces"));
-    expect(pieces).toBe(Math.ceil(speech.seconds / MAX_PIECE_SECONDS));
+    // cut at the pauses into more pieces than the two engine slots (domain/transcript/pieces.ts)
+    expect(pieces).toBe(planPieces(speech.pcm, 2, stack.config.workers.pieces).length);
+    expect(pieces).toBeGreaterThan(Math.ceil(speech.seconds / MAX_PIECE_SECONDS));
     parallel = await res.json();
     expect(parallel.duration).toBeCloseTo(speech.seconds, 2);
     expect(parallel.segments.map((s: any) => s.id)).toEqual(parallel.segments.map((_: unknown, i: number) => i));
@@ -111,9 +114,9 @@ describe("a long clip in pieces", () => {
       `${speech.seconds.toFixed(1)} s in ${pieces} pieces: WER ${(werParallel * 100).toFixed(1)}% (single path ${(werSingle * 100).toFixed(1)}%); ` +
         `${pairs.length} of ${single.words.length} words matched, ${within} within ${TIMING_TOLERANCE} s (largest shift ${Math.max(...shifts).toFixed(2)} s)`,
     );
-    // Each piece's engine normalises over its piece rather than the whole clip, so a few
-    // words come out differently (either way: WER within noise); the words both recognise
-    // sit where the single path puts them.
+    // Each piece's engine normalises over the whole clip (EngineRequest.clip), but its
+    // decoder starts afresh at the piece, so a few words may come out differently (WER
+    // within noise); the words both recognise sit where the single path puts them.
     expect(Math.abs(werParallel - werSingle)).toBeLessThan(0.08);
     expect(pairs.length).toBeGreaterThanOrEqual(0.85 * Math.min(single.words.length, parallel.words.length));
     expect(within).toBeGreaterThanOrEqual(0.95 * pairs.length);
@@ -190,10 +193,13 @@ describe("a worker replica dies under a piece", () => {
     const res = await answer;
     const afterKillMs = Date.now() - killedAt;
     expect(res.status).toBe(200);
-    // the same pieces through identical engines: the same words
+    // the same pieces; the replica's piece redone by the local engine, which normalises it
+    // over the whole clip (the replica, reached over NATS, had only the piece): the same
+    // words within noise
     expect(res.headers.get("x-segment-pieces")).toBe(pieces);
     expect(res.headers.get("x-worker-id")).not.toContain(REPLICA);
-    expect(((await res.json()) as any).text).toBe(text);
+    const redone = ((await res.json()) as any).text as string;
+    expect(Math.abs(wordErrorRate(speech.reference, redone).wer - wordErrorRate(speech.reference, text).wer)).toBeLessThan(0.03);
     // given up on: no longer offered clips
     expect(router().workers().map((w) => w.id)).not.toContain(REPLICA);
     const pieceTimeout = attemptTimeoutMs(stack.config.workers.attemptTimeoutMs, MAX_PIECE_SECONDS, 2);

@@ -1,5 +1,4 @@
-import type { SlicePlan } from "../../domain/jobs/slicing";
-import { planPieces, type PiecePolicy } from "../../domain/transcript/pieces";
+import { dispatchOrder, planPieces, type PiecePlan, type PiecePolicy } from "../../domain/transcript/pieces";
 import type { VerboseTranscription } from "../../schemas/transcription";
 import { AppError } from "../../shared/errors";
 import { createFairScheduler, type FairScheduler, type Grant, type QueuedUtterance } from "../../shared/workers/fair-scheduler";
@@ -50,6 +49,11 @@ export interface PiecesOptions {
   pcm: Int16Array;
   /** What every piece's router request carries besides its audio. */
   request: Omit<TranscribeRequest, "pcm" | "signal" | "fallbackOnly" | "timeoutMs">;
+  /**
+   * Hand pieces to the engines in clip order (a streamed answer's text comes in that
+   * order) instead of costliest first (which balances the engines' work).
+   */
+  inOrder?: boolean;
   /** The HTTP request's: aborting it stops every piece. */
   signal: AbortSignal;
   owner: string;
@@ -87,6 +91,7 @@ function pieceSlots(router: WorkerRouter, workerId: string | undefined, inFlight
 export function startPieces(options: PiecesOptions): PiecesRun {
   const { router, scheduler, pcm } = options;
   const plan = planPieces(pcm, pieceSlots(router, options.request.workerId, options.policy.inFlight), options.policy);
+  const order = options.inOrder ? plan : dispatchOrder(plan);
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal.reason);
   if (options.signal.aborted) onAbort();
@@ -104,12 +109,14 @@ export function startPieces(options: PiecesOptions): PiecesRun {
     options.signal.removeEventListener("abort", onAbort);
   };
 
-  const transcribe = async (slice: SlicePlan, fallbackOnly: boolean): Promise<PieceOutcome> => {
-    const out = await router.transcribe({ ...options.request, pcm: pcm.subarray(slice.startSample, slice.endSample), signal: controller.signal, fallbackOnly });
-    return { ...slice, result: out.result, workerId: out.workerId, fallbackUsed: out.fallbackUsed, formatted: out.formatted, workerMs: out.workerMs };
+  const transcribe = async (slice: PiecePlan, fallbackOnly: boolean): Promise<PieceOutcome> => {
+    // a piece carries the whole clip for an engine in this process to normalise over (EngineRequest.clip)
+    const clip = plan.length > 1 ? pcm : undefined;
+    const out = await router.transcribe({ ...options.request, pcm: pcm.subarray(slice.startSample, slice.endSample), clip, signal: controller.signal, fallbackOnly });
+    return { index: slice.index, startSample: slice.startSample, endSample: slice.endSample, result: out.result, workerId: out.workerId, fallbackUsed: out.fallbackUsed, formatted: out.formatted, workerMs: out.workerMs };
   };
 
-  const scheduled = async (slice: SlicePlan): Promise<PieceOutcome> => {
+  const scheduled = async (slice: PiecePlan): Promise<PieceOutcome> => {
     const turn: QueuedUtterance = { owner: options.owner, sessionId: options.requestId, itemId: String(slice.index), maxPerSession: options.policy.inFlight, committedAt: Date.now() };
     const grant: Grant = await scheduler.enqueue(turn);
     try {
@@ -124,7 +131,7 @@ export function startPieces(options: PiecesOptions): PiecesRun {
 
   const startNext = () => {
     if (failure !== undefined || started >= plan.length) return;
-    const slice = plan[started++]!;
+    const slice = order[started++]!;
     (plan.length === 1 ? transcribe(slice, false) : scheduled(slice)).then((outcome) => {
       settled[slice.index]!.resolve(outcome);
       if (++finished === plan.length) options.signal.removeEventListener("abort", onAbort);
