@@ -6,10 +6,13 @@ import type { TranscribeRequest, WorkerRouter } from "../../shared/workers/types
 
 /**
  * A segment request's clip through the engines as pieces (docs/segment.md, "Long clips in
- * parallel"): a clip long enough is cut at pauses (domain/transcript/pieces.ts) and its
- * pieces are decoded at once by free engines, each piece an ordinary router request (the
- * warm worker's timeout, the fallback provider and the next warm worker apply to it
- * alone, so a piece that fails moves on without redoing the others).
+ * parallel"): a clip long enough is cut at its pauses into more pieces than engine slots
+ * (domain/transcript/pieces.ts), and its pieces are decoded at once by free engines,
+ * costliest first so that the engines' shares of the work even out (in clip order for a
+ * streamed answer). Each piece is an ordinary router request (the warm worker's timeout,
+ * the fallback provider and the next warm worker apply to it alone, so a piece that fails
+ * moves on without redoing the others) that also carries the whole clip, for an engine in
+ * this process to normalise the piece over (EngineRequest.clip).
  *
  * Fairness: every piece of every long request in this process waits its turn in one fair
  * scheduler (shared/workers/fair-scheduler.ts, the realtime plane's): owners take turns,
