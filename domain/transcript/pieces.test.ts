@@ -4,7 +4,7 @@ import type { VerboseTranscription } from "../../schemas/transcription";
 import { pcm16MonoFromWav } from "../../shared/audio/wav";
 import { fixturePath } from "../../test/support/fixtures";
 import { labelledSpeech } from "../../test/support/long-speech";
-import { dispatchOrder, findPauses, placePiece, planPieces, stitchPieces, targetPieceSeconds, type PieceResult } from "./pieces";
+import { dispatchOrder, findPauses, placePiece, planPieces, scheduleEnd, stitchPieces, targetPieceSeconds, type PieceResult } from "./pieces";
 import { shapeTranscription, transcriptPipeline } from "./pipeline";
 
 const RATE = 16_000;
@@ -99,6 +99,14 @@ describe("planning on real speech (jfk.wav: pauses at ~2.1–3.3, 3.7–4.0, 4.3
     expect(pieces.length).toBeLessThanOrEqual(10);
     const pauses = findPauses(long.pcm).pauses;
     for (const p of pieces.slice(1)) expect(pauses.some((q) => q.startFrame * 320 <= p.startSample && q.endFrame * 320 >= p.startSample)).toBe(true);
+  });
+
+  it("keeps the plan that shares out best: long recordings within 52% of the work on either of two engines", () => {
+    for (const seconds of [60, 300]) {
+      const pieces = planPieces(labelledSpeech(seconds).pcm, 2, policy);
+      const total = pieces.reduce((sum, p) => sum + p.cost, 0);
+      expect(scheduleEnd(pieces, 2) / total).toBeLessThan(0.52);
+    }
   });
 
   it("cuts speech without pauses only where a piece would pass maxPieceSeconds", () => {

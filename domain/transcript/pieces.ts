@@ -13,11 +13,14 @@ import { MAX_CHUNKS, quietestPoint, slicesFromCuts, type SlicePlan } from "../jo
  * the clip's own speech (`findPauses`: 20 ms frames, quiet below a quarter of the way
  * from the clip's noise floor to its speech level, in dB; digital silence counts as
  * quiet). The clip is walked from its start: each piece ends at the pause nearest
- * `target` seconds on (D / (4 × slots), at least `minPieceSeconds`, at most
+ * `target` seconds on (D / (k × slots), at least `minPieceSeconds`, at most
  * `maxPieceSeconds`), keeping every piece at least `minPieceSeconds` long; with no pause
  * in reach the piece runs on to the next pause, and only a piece that would pass
  * `maxPieceSeconds` is cut without one, at the quietest 200 ms before that length (the
  * batch slicing's `quietestPoint`). At most MAX_CHUNKS pieces (the longest piece grows).
+ * Where the pauses fall decides how evenly pieces share out, so the plan is made for k =
+ * 4, 6 and 8 pieces per slot and the one whose schedule (below, in estimated cost) ends
+ * first is kept, the fewer pieces unless more end at least 1% sooner.
  *
  * Balancing: each piece carries an estimate of what it costs the engine (`cost`: its
  * voiced seconds plus a quarter of its length, since pauses decode cheaply but not for
@@ -54,7 +57,8 @@ export interface PieceResult {
 const SAMPLE_RATE = 16_000;
 const FRAME = 320; // 20 ms
 const MIN_PAUSE_FRAMES = 13; // 260 ms
-const PIECES_PER_SLOT = 4;
+/** Pieces per engine slot the planner tries (it keeps the best balanced plan). */
+const PIECES_PER_SLOT = [4, 6, 8];
 const SILENCE_COST = 0.25;
 const ms = (x: number) => Math.round(x * 1000) / 1000;
 
@@ -105,10 +109,10 @@ export function findPauses(pcm: Int16Array): { pauses: Pause[]; voiced: Uint8Arr
   return { pauses, voiced };
 }
 
-/** How long each piece of a clip of `durationSeconds` should be with `slots` engines (see above). */
-export function targetPieceSeconds(durationSeconds: number, slots: number, policy: PiecePolicy): number {
+/** How long each piece of a clip of `durationSeconds` should be with `slots` engines, `perSlot` pieces each. */
+export function targetPieceSeconds(durationSeconds: number, slots: number, policy: PiecePolicy, perSlot = PIECES_PER_SLOT[0]!): number {
   const longest = Math.max(policy.maxPieceSeconds, durationSeconds / MAX_CHUNKS);
-  return Math.min(longest, Math.max(policy.minPieceSeconds, durationSeconds / (PIECES_PER_SLOT * slots)));
+  return Math.min(longest, Math.max(policy.minPieceSeconds, durationSeconds / (perSlot * slots)));
 }
 
 /** The pieces of 16 kHz `pcm`: contiguous, covering it, cut at pauses (one piece: the whole clip). */
@@ -116,12 +120,32 @@ export function planPieces(pcm: Int16Array, slots: number, policy: PiecePolicy):
   const duration = pcm.length / SAMPLE_RATE;
   if (slots < 2 || duration < policy.splitMinSeconds || duration <= 0) return [{ index: 0, startSample: 0, endSample: pcm.length, cost: duration }];
   const { pauses, voiced } = findPauses(pcm);
-  const s = (seconds: number) => Math.round(seconds * SAMPLE_RATE);
-  const target = s(targetPieceSeconds(duration, slots, policy));
-  const longest = s(Math.max(policy.maxPieceSeconds, duration / MAX_CHUNKS));
-  const shortest = s(Math.min(policy.minPieceSeconds, duration / 2));
   // a cut goes to the middle of a pause
   const candidates = pauses.map((p) => Math.round(((p.startFrame + p.endFrame) / 2) * FRAME));
+  const costed = (slice: SlicePlan): PiecePlan => {
+    let frames = 0;
+    for (let f = Math.floor(slice.startSample / FRAME); f < Math.floor(slice.endSample / FRAME); f++) frames += voiced[f] ?? 0;
+    const seconds = (slice.endSample - slice.startSample) / SAMPLE_RATE;
+    return { ...slice, cost: ms((frames * FRAME) / SAMPLE_RATE + SILENCE_COST * seconds) };
+  };
+  // the plan whose costliest-first schedule on `slots` engines ends first; the fewer pieces when within 1%
+  let best: { pieces: PiecePlan[]; makespan: number } | undefined;
+  for (const perSlot of PIECES_PER_SLOT) {
+    const cuts = cutsNear(pcm, candidates, targetPieceSeconds(duration, slots, policy, perSlot), policy);
+    const pieces = slicesFromCuts(pcm.length, cuts).map(costed);
+    const makespan = scheduleEnd(pieces, slots);
+    if (!best || makespan < best.makespan * 0.99) best = { pieces, makespan };
+  }
+  return best!.pieces;
+}
+
+/** Cuts from the clip's start, each at the pause nearest `targetSeconds` on (see above). */
+function cutsNear(pcm: Int16Array, candidates: readonly number[], targetSeconds: number, policy: PiecePolicy): number[] {
+  const s = (seconds: number) => Math.round(seconds * SAMPLE_RATE);
+  const duration = pcm.length / SAMPLE_RATE;
+  const target = s(targetSeconds);
+  const longest = s(Math.max(policy.maxPieceSeconds, duration / MAX_CHUNKS));
+  const shortest = s(Math.min(policy.minPieceSeconds, duration / 2));
   const cuts: number[] = [];
   let start = 0;
   while (pcm.length - start > longest || pcm.length - start >= target + shortest) {
@@ -141,14 +165,17 @@ export function planPieces(pcm: Int16Array, slots: number, policy: PiecePolicy):
     cuts.push(best);
     start = best;
   }
-  return slicesFromCuts(pcm.length, cuts).map((slice) => {
-    const from = Math.floor(slice.startSample / FRAME);
-    const to = Math.floor(slice.endSample / FRAME);
-    let frames = 0;
-    for (let f = from; f < to; f++) frames += voiced[f] ?? 0;
-    const seconds = (slice.endSample - slice.startSample) / SAMPLE_RATE;
-    return { ...slice, cost: ms((frames * FRAME) / SAMPLE_RATE + SILENCE_COST * seconds) };
-  });
+  return cuts;
+}
+
+/** When the last of `slots` engines would finish `pieces` handed out costliest first (in estimated cost). */
+export function scheduleEnd(pieces: readonly PiecePlan[], slots: number): number {
+  const loads = new Array<number>(slots).fill(0);
+  for (const p of dispatchOrder(pieces)) {
+    const free = loads.indexOf(Math.min(...loads));
+    loads[free]! += p.cost;
+  }
+  return Math.max(...loads);
 }
 
 /** The order to hand `pieces` to the engines: costliest first (ties in clip order). */
