@@ -11,8 +11,7 @@ import type { TranscribeRequest, WorkerRouter } from "../../shared/workers/types
  * costliest first so that the engines' shares of the work even out (in clip order for a
  * streamed answer). Each piece is an ordinary router request (the warm worker's timeout,
  * the fallback provider and the next warm worker apply to it alone, so a piece that fails
- * moves on without redoing the others) that also carries the whole clip, for an engine in
- * this process to normalise the piece over (EngineRequest.clip).
+ * moves on without redoing the others).
  *
  * Fairness: every piece of every long request in this process waits its turn in one fair
  * scheduler (shared/workers/fair-scheduler.ts, the realtime plane's): owners take turns,
@@ -113,9 +112,7 @@ export function startPieces(options: PiecesOptions): PiecesRun {
   };
 
   const transcribe = async (slice: PiecePlan, fallbackOnly: boolean): Promise<PieceOutcome> => {
-    // a piece carries the whole clip for an engine in this process to normalise over (EngineRequest.clip)
-    const clip = plan.length > 1 ? pcm : undefined;
-    const out = await router.transcribe({ ...options.request, pcm: pcm.subarray(slice.startSample, slice.endSample), clip, signal: controller.signal, fallbackOnly });
+    const out = await router.transcribe({ ...options.request, pcm: pcm.subarray(slice.startSample, slice.endSample), signal: controller.signal, fallbackOnly });
     return { index: slice.index, startSample: slice.startSample, endSample: slice.endSample, result: out.result, workerId: out.workerId, fallbackUsed: out.fallbackUsed, formatted: out.formatted, workerMs: out.workerMs };
   };
 

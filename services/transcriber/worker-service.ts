@@ -80,7 +80,7 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
   };
 
   /** One clip: from a NATS request (handle) or, from a router in this process, by a call (shared/workers/local.ts). */
-  const serve = async (header: WorkerRequestHeader, readPcm: () => Promise<Int16Array> | Int16Array, clip?: Int16Array): Promise<WorkerReply> => {
+  const serve = async (header: WorkerRequestHeader, readPcm: () => Promise<Int16Array> | Int16Array): Promise<WorkerReply> => {
     inFlight++;
     let reply: WorkerReply;
     try {
@@ -95,7 +95,7 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
         // pool engine leaves the process that held it out, see pocketsphinx/engine.ts).
         const late = new AbortController();
         const timer = header.deadline === undefined ? undefined : setTimeout(() => late.abort(deadlinePassed()), Math.max(0, header.deadline - Date.now()));
-        const result = await engine.transcribe({ pcm, clip, model: header.model, language: header.language, prompt: header.prompt, signal: late.signal }).finally(() => clearTimeout(timer));
+        const result = await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt, signal: late.signal }).finally(() => clearTimeout(timer));
         const seconds = pcm.length / 16_000;
         if (seconds >= 1) {
           const rtf = (performance.now() - t0) / 1000 / seconds;
@@ -135,7 +135,7 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
   ];
   await nats.nc.flush();
   // a call from this process's router: the span is the caller's child by context
-  const unregister = registerLocalWorker(id, (header, pcm, clip) => withSpan(`worker ${engine.kind} transcribe`, {}, () => serve(header, () => pcm, clip)));
+  const unregister = registerLocalWorker(id, (header, pcm) => withSpan(`worker ${engine.kind} transcribe`, {}, () => serve(header, () => pcm)));
   await announce();
   let announcing: Promise<void> = Promise.resolve();
   const heartbeat = () =>

@@ -15,14 +15,6 @@
  *
  * Requests are independent: the live CMN estimate is seeded from each clip.
  *
- * Pieces of one longer clip (the segment plane's long clips in parallel, docs/segment.md):
- *   magic 0x34535350 ("PSS4"): as PSS1, but after the three header words come uint32 n_cmn
- *   and n_cmn float32, the CMN estimate to seed with instead of the clip's own mean (the
- *   whole clip's, so a piece is decoded as it would be inside the whole; n_cmn 0 or the
- *   wrong size: the clip's own). Response as PSS1.
- *   magic 0x35535350 ("PSS5"): uint32 n_samples, uint32 0, then the PCM: its mean cepstrum
- *   only, no decoding; response {"cmn":[..]} (empty when under 10 frames).
- *
  * Streaming requests (the realtime plane's incremental decoding, services/vad/
  * stream-decoders.ts): magic 0x32535350 ("PSS2"), uint32 op, uint32 payload_bytes, payload.
  *   op 1 START  payload: uint32 n_cmn, n_cmn float32 (CMN estimate to start from; 0 =
@@ -83,8 +75,6 @@
 #define MAGIC 0x31535350u
 #define MAGIC_STREAM 0x32535350u
 #define MAGIC_ALIGN 0x33535350u
-#define MAGIC_SEEDED 0x34535350u
-#define MAGIC_MEAN 0x35535350u
 enum { OP_START = 1, OP_AUDIO = 2, OP_HYP = 3, OP_END = 4 };
 #define CHUNK 2048
 
@@ -646,40 +636,17 @@ int main(int argc, char **argv) {
       if (align_request(hmm, dict, mean_fe, ncep, frate, head[1], head[2]) < 0) break;
       continue;
     }
-    if (head[0] != MAGIC && head[0] != MAGIC_SEEDED && head[0] != MAGIC_MEAN) { printf("{\"error\":\"bad request framing\"}\n"); fflush(stdout); return 3; }
+    if (head[0] != MAGIC) { printf("{\"error\":\"bad request framing\"}\n"); fflush(stdout); return 3; }
     uint32_t n = head[1], plen = head[2];
-    /* PSS4: the CMN estimate to seed with */
-    mfcc_t seed[64];
-    int seeded = 0;
-    if (head[0] == MAGIC_SEEDED) {
-      uint32_t ncmn = 0;
-      if (read_full(&ncmn, 4) < 0) break;
-      if (ncmn > 64) { printf("{\"error\":\"bad request framing\"}\n"); fflush(stdout); return 3; }
-      float f[64];
-      if (ncmn && read_full(f, (size_t)ncmn * 4) < 0) break;
-      if (ncmn == (uint32_t)ncep) {
-        for (int i = 0; i < ncep; i++) seed[i] = (mfcc_t)f[i];
-        seeded = 1;
-      }
-    }
     if (plen > 65536) { printf("{\"error\":\"prompt too long\"}\n"); fflush(stdout); return 3; }
     prompt = realloc(prompt, plen + 1);
     if (plen && read_full(prompt, plen) < 0) break;
     prompt[plen] = 0;
     if (n > cap) { cap = n; pcm = realloc(pcm, cap * sizeof(int16_t)); }
     if (n && read_full(pcm, (size_t)n * 2) < 0) break;
-    if (head[0] == MAGIC_MEAN) {
-      int ok = clip_cmn_mean(mean_fe, pcm, n, cmn_clip_vec, ncep);
-      printf("{\"cmn\":[");
-      for (int i = 0; ok && i < ncep; i++) printf("%s%.5f", i ? "," : "", (double)cmn_clip_vec[i]);
-      printf("]}\n");
-      fflush(stdout);
-      continue;
-    }
     int biased = plen ? use_prompt(ps, config, default_search, prompt) : 0;
 
-    if (seeded) cmn_live_set(feat->cmn_struct, seed);
-    else cmn_live_set(feat->cmn_struct, clip_cmn_mean(mean_fe, pcm, n, cmn_clip_vec, ncep) ? cmn_clip_vec : cmn_init_vec);
+    cmn_live_set(feat->cmn_struct, clip_cmn_mean(mean_fe, pcm, n, cmn_clip_vec, ncep) ? cmn_clip_vec : cmn_init_vec);
     first_segment = 1;
     printf("{\"segments\":[");
     ps_start_stream(ps);

@@ -12,7 +12,7 @@ import type { WorkerReply, WorkerRequestHeader } from "../../schemas/segment";
  * registry entry without a local handler (another process's worker, or a dead one) is
  * posted over NATS as before.
  */
-export type LocalWorker = (header: WorkerRequestHeader, pcm: Int16Array, clip?: Int16Array) => Promise<WorkerReply>;
+export type LocalWorker = (header: WorkerRequestHeader, pcm: Int16Array) => Promise<WorkerReply>;
 
 const localWorkers = new Map<string, LocalWorker>();
 

@@ -211,7 +211,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       timer = setTimeout(() => reject(new DOMException(`timed out after ${timeoutMs} ms`, "TimeoutError")), timeoutMs);
     });
     try {
-      const reply = await withSignal(Promise.race([local(header, request.pcm, request.clip), timedOut]), request.signal);
+      const reply = await withSignal(Promise.race([local(header, request.pcm), timedOut]), request.signal);
       if (!reply.ok) throw new AppError("upstream", reply.code, `worker ${id}: ${reply.message}`);
       return reply.result;
     } finally {

@@ -15,8 +15,6 @@ export interface TranscribeRequest {
   prompt?: string;
   /** Pin to one worker id (segment `worker_id`). */
   workerId?: string;
-  /** The whole clip `pcm` is a piece of (EngineRequest.clip): handed on to a worker in this process only. */
-  clip?: Int16Array;
   signal?: AbortSignal;
   /**
    * Per-attempt timeout override, for callers without the segment plane's latency
@@ -77,14 +75,6 @@ export interface WorkerRouter {
 /** What one worker engine is asked to do: a clip and the request's hints. */
 export interface EngineRequest {
   pcm: Int16Array;
-  /**
-   * The whole clip `pcm` is a piece of (a view into the same buffer), when the segment
-   * plane decodes a long clip in pieces (docs/segment.md, "Long clips in parallel"): an
-   * engine that normalises over the clip (PocketSphinx's cepstral mean) may normalise
-   * every piece over the whole, as the whole clip's decode would. Optional; only a worker
-   * in the gateway's process gets it (never sent over NATS), other engines ignore it.
-   */
-  clip?: Int16Array;
   model?: string;
   language?: string;
   prompt?: string;

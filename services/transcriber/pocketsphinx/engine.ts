@@ -57,8 +57,6 @@ export interface PocketsphinxOptions {
 export const COMMIT_DECODER_OPTIONS = ["-maxwpf", "5", "-maxhmmpf", "4000"];
 
 const MAGIC = 0x31535350;
-const MAGIC_SEEDED = 0x34535350;
-const MAGIC_MEAN = 0x35535350;
 const SAMPLE_RATE = 16_000;
 /** A streaming HYP request with no payload: answered at once while no stream is open. */
 const PING = (() => {
@@ -79,13 +77,9 @@ type PsOutput = z.infer<typeof psOutput>;
 
 interface Job {
   request: EngineRequest;
-  /** A PSS5 request: the clip's mean cepstrum only (resolves with it, or undefined). */
-  mean?: boolean;
-  /** PSS4: the CMN estimate to seed the decode with (the whole clip's, for a piece). */
-  seed?: Float32Array;
   /** Given to another process once already, after the first died holding it. */
   redone?: boolean;
-  resolve: (r: any) => void;
+  resolve: (r: VerboseTranscription) => void;
   reject: (e: unknown) => void;
 }
 
@@ -242,25 +236,17 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
       proc.current = undefined;
       proc.onLine = undefined;
       try {
-        if (job.mean) {
-          const cmn = z.object({ cmn: z.array(z.number()) }).parse(JSON.parse(line)).cmn;
-          job.resolve(cmn.length ? Float32Array.from(cmn) : undefined);
-        } else job.resolve(toVerbose(psOutput.parse(JSON.parse(line)), pcm.length / SAMPLE_RATE));
+        job.resolve(toVerbose(psOutput.parse(JSON.parse(line)), pcm.length / SAMPLE_RATE));
       } catch (err) {
         job.reject(err instanceof AppError ? err : new AppError("internal", "engine_bad_output", "pocketsphinx produced unreadable output", { cause: err }));
       }
       pump();
     };
-    const promptBytes = job.mean ? Buffer.alloc(0) : Buffer.from((prompt ?? "").slice(0, 4000), "utf8");
-    const seed = job.seed;
-    const head = Buffer.alloc(seed ? 16 + seed.length * 4 : 12);
-    head.writeUInt32LE(job.mean ? MAGIC_MEAN : seed ? MAGIC_SEEDED : MAGIC, 0);
+    const promptBytes = Buffer.from((prompt ?? "").slice(0, 4000), "utf8");
+    const head = Buffer.alloc(12);
+    head.writeUInt32LE(MAGIC, 0);
     head.writeUInt32LE(pcm.length, 4);
     head.writeUInt32LE(promptBytes.length, 8);
-    if (seed) {
-      head.writeUInt32LE(seed.length, 12);
-      seed.forEach((x, i) => head.writeFloatLE(x, 16 + i * 4));
-    }
     proc.child.stdin.write(PING);
     proc.child.stdin.write(head);
     if (promptBytes.length) proc.child.stdin.write(promptBytes);
@@ -268,32 +254,6 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
   };
 
   procs.push(...(await Promise.all(Array.from({ length: size }, spawnProc))));
-
-  const enqueue = (job: Omit<Job, "resolve" | "reject">, first = false) =>
-    new Promise<any>((resolve, reject) => {
-      const queued: Job = { ...job, resolve, reject };
-      if (first) queue.unshift(queued);
-      else queue.push(queued);
-      job.request.signal?.addEventListener("abort", () => {
-        const i = queue.indexOf(queued);
-        if (i >= 0) queue.splice(i, 1)[0]!.reject(job.request.signal!.reason ?? new Error("aborted"));
-      }, { once: true });
-      pump();
-    });
-
-  /**
-   * The whole clip's mean cepstrum, for its pieces (EngineRequest.clip): computed once per
-   * clip by the first process free, ahead of the queue (a fraction of a decode's cost).
-   */
-  const means = new WeakMap<Int16Array, Promise<Float32Array | undefined>>();
-  const meanOf = (clip: Int16Array, signal?: AbortSignal): Promise<Float32Array | undefined> => {
-    let mean = means.get(clip);
-    if (!mean) {
-      mean = (enqueue({ request: { pcm: clip, signal }, mean: true }, true) as Promise<Float32Array | undefined>).catch(() => undefined);
-      means.set(clip, mean);
-    }
-    return mean;
-  };
 
   return {
     kind: "pocketsphinx",
@@ -309,10 +269,14 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
     transcribe(request) {
       if (closed) return Promise.reject(new AppError("unavailable", "engine_closed", "the engine is shutting down"));
       if (request.pcm.length === 0) return Promise.resolve(toVerbose({ segments: [] }, 0));
-      // a piece of a longer clip: seeded with the whole clip's cepstral mean, so it decodes as inside the whole
-      const clip = request.clip && request.clip !== request.pcm && request.clip.buffer === request.pcm.buffer ? request.clip : undefined;
-      if (!clip) return enqueue({ request });
-      return meanOf(clip, request.signal).then((seed) => enqueue({ request, seed }));
+      return new Promise((resolve, reject) => {
+        queue.push({ request, resolve, reject });
+        request.signal?.addEventListener("abort", () => {
+          const i = queue.findIndex((j) => j.request === request);
+          if (i >= 0) queue.splice(i, 1)[0]!.reject(request.signal!.reason ?? new Error("aborted"));
+        }, { once: true });
+        pump();
+      });
     },
     async close() {
       closed = true;
