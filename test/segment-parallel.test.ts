@@ -115,9 +115,11 @@ describe("a long clip in pieces", () => {
         `${pairs.length} of ${single.words.length} words matched, ${within} within ${TIMING_TOLERANCE} s (largest shift ${Math.max(...shifts).toFixed(2)} s)`,
     );
     // Each piece's engine normalises over its piece rather than the whole clip, so a few
-    // words come out differently (either way: WER within noise); the words both recognise
+    // words come out differently: never many more wrong (this clip is two recordings,
+    // LibriVox then jfk.wav, and the single path carries LibriVox's cepstral mean into
+    // jfk.wav, so the pieces get more right: 33% against 42%); the words both recognise
     // sit where the single path puts them.
-    expect(Math.abs(werParallel - werSingle)).toBeLessThan(0.08);
+    expect(werParallel - werSingle).toBeLessThan(0.08);
     expect(pairs.length).toBeGreaterThanOrEqual(0.85 * Math.min(single.words.length, parallel.words.length));
     expect(within).toBeGreaterThanOrEqual(0.95 * pairs.length);
     expect(Math.max(...shifts)).toBeLessThan(0.5);
