@@ -21,7 +21,12 @@
  * system time, /proc), the cores they got on average (CPU ÷ wall: on a machine shared
  * with other work, what parallelism could reach), pieces, word error rate against the
  * clips' transcripts, and for "all" and "replicas" the wall time over "one"'s in the same
- * round (posted right after it, so under about the same load), median over the rounds. BENCH_CLIPS=3,11 limits the clips.
+ * round (posted right after it, so under about the same load), median over the rounds.
+ * "Busiest engine's CPU" is the CPU seconds of the engine process that worked longest on
+ * the request: the wall time it would take with a core of its own per engine process; over
+ * "one"'s engine CPU in the same round it is the ratio an unloaded machine would show
+ * (less the slowdown of decoders sharing caches), which the machine's other load cannot
+ * move as it moves the wall time. BENCH_CLIPS=3,11 limits the clips.
  */
 import { loadavg } from "node:os";
 import { availableParallelism } from "node:os";
@@ -117,6 +122,8 @@ async function replicated(n: number): Promise<Setup> {
 interface Sample {
   wall: number;
   cpu: number;
+  /** The busiest engine process's CPU seconds: the wall time with a core of its own each. */
+  busiest: number;
   wer: number;
   pieces: number;
   workers: number;
@@ -124,7 +131,7 @@ interface Sample {
 
 async function measure(setup: Setup, clip: Clip): Promise<Sample> {
   const engines = setup.engines();
-  const cpu0 = engines.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+  const cpu0 = engines.map(cpuSeconds);
   const form = new FormData();
   form.set("file", new Blob([new Uint8Array(clip.wav)]), "clip.wav");
   form.set("response_format", "json");
@@ -133,10 +140,11 @@ async function measure(setup: Setup, clip: Clip): Promise<Sample> {
   const body = (await res.json()) as { text: string };
   const wall = (performance.now() - t0) / 1000;
   if (res.status !== 200) throw new Error(`${setup.name} ${clip.label}: HTTP ${res.status} ${JSON.stringify(body)}`);
-  const cpu = engines.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - cpu0;
+  const used = engines.map((pid, i) => cpuSeconds(pid) - cpu0[i]!);
   return {
     wall,
-    cpu,
+    cpu: used.reduce((a, b) => a + b, 0),
+    busiest: Math.max(...used),
     wer: wordErrorRate(clip.reference, body.text).wer,
     pieces: Number(res.headers.get("x-segment-pieces")),
     workers: (res.headers.get("x-worker-id") ?? "").split(", ").length,
@@ -165,27 +173,33 @@ async function main() {
           const key = `${clip.label}|${s.name}`;
           samples.set(key, [...(samples.get(key) ?? []), sample]);
           console.log(
-            `  round ${round + 1} ${clip.label.padStart(6)} ${s.name.padEnd(10)} wall ${sample.wall.toFixed(2).padStart(6)} s  engine CPU ${sample.cpu.toFixed(2).padStart(6)} s  ` +
+            `  round ${round + 1} ${clip.label.padStart(6)} ${s.name.padEnd(10)} wall ${sample.wall.toFixed(2).padStart(6)} s  engine CPU ${sample.cpu.toFixed(2).padStart(6)} s (busiest ${sample.busiest.toFixed(2)})  ` +
               `pieces ${String(sample.pieces).padStart(2)} on ${sample.workers} worker(s)  WER ${(sample.wer * 100).toFixed(1)}%  (load ${loadavg()[0]!.toFixed(2)})`,
           );
         }
       }
     }
   } finally {
-    console.log(`\n| clip | set-up | wall (s, median of ${ROUNDS}) | engine CPU (s) | cores the engines got | pieces | WER | wall ÷ one's in the same round (median) |`);
-    console.log("|---|---|---|---|---|---|---|---|");
+    console.log(
+      `\n| clip | set-up | wall (s, median of ${ROUNDS}) | engine CPU (s) | busiest engine's CPU (s) | cores the engines got | pieces | WER | wall ÷ one's in the same round (median) | busiest CPU ÷ one's CPU (median) |`,
+    );
+    console.log("|---|---|---|---|---|---|---|---|---|---|");
     for (const clip of all) {
-      const ones = (samples.get(`${clip.label}|one`) ?? []).map((x) => x.wall);
+      const oneSamples = samples.get(`${clip.label}|one`) ?? [];
+      const ones = oneSamples.map((x) => x.wall);
       for (const s of setups) {
         const xs = samples.get(`${clip.label}|${s.name}`) ?? [];
         if (!xs.length) continue;
         const wall = median(xs.map((x) => x.wall));
         // each round's request against "one"'s of the same round (posted just before it, under the same load)
         const paired = xs.filter((_, i) => i < ones.length).map((x, i) => x.wall / ones[i]!);
+        // load-independent: what the wall time would be with a core per engine, over one engine's
+        const critical = xs.filter((_, i) => i < oneSamples.length).map((x, i) => x.busiest / oneSamples[i]!.cpu);
         console.log(
-          `| ${clip.label} (${clip.seconds.toFixed(1)} s) | ${s.name} | ${wall.toFixed(2)} (${xs.map((x) => x.wall.toFixed(2)).join(", ")}) | ${median(xs.map((x) => x.cpu)).toFixed(2)} | ` +
+          `| ${clip.label} (${clip.seconds.toFixed(1)} s) | ${s.name} | ${wall.toFixed(2)} (${xs.map((x) => x.wall.toFixed(2)).join(", ")}) | ${median(xs.map((x) => x.cpu)).toFixed(2)} | ${median(xs.map((x) => x.busiest)).toFixed(2)} | ` +
             `${median(xs.map((x) => x.cpu / x.wall)).toFixed(2)} | ` +
-            `${xs[0]!.pieces} | ${(median(xs.map((x) => x.wer)) * 100).toFixed(1)}% | ${s.name === "one" ? "1" : `${median(paired).toFixed(2)} (${paired.map((r) => r.toFixed(2)).join(", ")})`} |`,
+            `${xs[0]!.pieces} | ${(median(xs.map((x) => x.wer)) * 100).toFixed(1)}% | ${s.name === "one" ? "1" : `${median(paired).toFixed(2)} (${paired.map((r) => r.toFixed(2)).join(", ")})`} | ` +
+            `${s.name === "one" ? "1" : `${median(critical).toFixed(2)} (${critical.map((r) => r.toFixed(2)).join(", ")})`} |`,
         );
       }
     }

@@ -99,6 +99,7 @@ const envSchema = z.object({
   // long segment clips cut at pauses and decoded in parallel (docs/segment.md, "Long clips in parallel")
   SEGMENT_SPLIT_MIN_SECONDS: num.min(1).default(8),
   SEGMENT_PIECE_MAX_SECONDS: num.min(1).default(30),
+  SEGMENT_PIECE_MIN_SECONDS: num.min(0.5).default(1),
   SEGMENT_PIECES_IN_FLIGHT: int.min(1).default(8),
   // decoded segment audio held at once per process (shared/audio/pcm-memory.ts): two 4-hour clips
   DECODE_MEMORY_MAX_MB: int.min(1).default(1024),
@@ -238,7 +239,7 @@ function build(env: Env) {
         ? { url: env.FALLBACK_OPENAI_URL, apiKey: env.FALLBACK_OPENAI_API_KEY, model: env.FALLBACK_OPENAI_MODEL, realTimeFactor: env.FALLBACK_REAL_TIME_FACTOR }
         : undefined,
       maxUploadBytes: env.SEGMENT_MAX_UPLOAD_BYTES,
-      pieces: { splitMinSeconds: env.SEGMENT_SPLIT_MIN_SECONDS, maxPieceSeconds: env.SEGMENT_PIECE_MAX_SECONDS, inFlight: env.SEGMENT_PIECES_IN_FLIGHT },
+      pieces: { splitMinSeconds: env.SEGMENT_SPLIT_MIN_SECONDS, maxPieceSeconds: env.SEGMENT_PIECE_MAX_SECONDS, minPieceSeconds: env.SEGMENT_PIECE_MIN_SECONDS, inFlight: env.SEGMENT_PIECES_IN_FLIGHT },
       decodeMemoryMaxBytes: env.DECODE_MEMORY_MAX_MB * 1024 * 1024,
       workerId: env.WORKER_ID,
       pocketsphinx: { processes: env.POCKETSPHINX_PROCESSES, realTimeFactor: env.POCKETSPHINX_REAL_TIME_FACTOR },

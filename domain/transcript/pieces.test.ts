@@ -3,11 +3,12 @@ import { describe, expect, it } from "vitest";
 import type { VerboseTranscription } from "../../schemas/transcription";
 import { pcm16MonoFromWav } from "../../shared/audio/wav";
 import { fixturePath } from "../../test/support/fixtures";
-import { pieceCount, placePiece, planPieces, stitchPieces, type PieceResult } from "./pieces";
+import { labelledSpeech } from "../../test/support/long-speech";
+import { dispatchOrder, findPauses, placePiece, planPieces, scheduleEnd, stitchPieces, targetPieceSeconds, type PieceResult } from "./pieces";
 import { shapeTranscription, transcriptPipeline } from "./pipeline";
 
 const RATE = 16_000;
-const policy = { splitMinSeconds: 8, maxPieceSeconds: 30 };
+const policy = { splitMinSeconds: 8, maxPieceSeconds: 30, minPieceSeconds: 1 };
 
 /** An engine's answer for a piece: one segment per group of [word, start, end] (times from the piece's start). */
 function answer(duration: number, groups: [string, number, number][][]): VerboseTranscription {
@@ -27,46 +28,94 @@ function answer(duration: number, groups: [string, number, number][][]): Verbose
   return { task: "transcribe", language: "en", duration, text: segments.map((s) => s.text.trim()).join(" "), segments, words };
 }
 
-describe("how many pieces", () => {
+describe("which clips are cut", () => {
+  const jfk = pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!;
+
   it("keeps short clips and clips without two free slots whole (the single-request path)", () => {
-    expect(pieceCount(3, 2, policy)).toBe(1);
-    expect(pieceCount(7.9, 8, policy)).toBe(1);
-    expect(pieceCount(300, 1, policy)).toBe(1);
-    expect(pieceCount(0, 4, policy)).toBe(1);
+    expect(planPieces(jfk.subarray(0, 3 * RATE), 2, policy)).toEqual([{ index: 0, startSample: 0, endSample: 3 * RATE, cost: 3 }]);
+    expect(planPieces(jfk.subarray(0, 7.9 * RATE), 8, policy)).toHaveLength(1);
+    expect(planPieces(jfk, 1, policy)).toHaveLength(1);
+    expect(planPieces(new Int16Array(0), 4, policy)).toHaveLength(1);
   });
 
-  it("gives each slot a piece while pieces keep half the split threshold (4 s)", () => {
-    expect(pieceCount(8, 2, policy)).toBe(2);
-    expect(pieceCount(11, 2, policy)).toBe(2);
-    expect(pieceCount(11, 8, policy)).toBe(2); // 4 s pieces at most: 11 / 4 → 2
-    expect(pieceCount(60, 8, policy)).toBe(8);
-    expect(pieceCount(60, 2, policy)).toBe(2);
-  });
-
-  it("cuts pieces of at most maxPieceSeconds, in whole rounds of the slots", () => {
-    expect(pieceCount(300, 2, policy)).toBe(10);
-    expect(pieceCount(301, 2, policy)).toBe(12); // 11 needed, rounded up to 6 rounds of 2
-    expect(pieceCount(300, 8, policy)).toBe(16); // 10 needed, rounded up to 2 rounds of 8
-    expect(pieceCount(61, 2, policy)).toBe(4);
+  it("aims at four pieces per slot, between the shortest and the longest piece", () => {
+    expect(targetPieceSeconds(11, 2, policy)).toBeCloseTo(1.375, 6);
+    expect(targetPieceSeconds(64, 2, policy)).toBe(8);
+    expect(targetPieceSeconds(300, 2, policy)).toBe(30);
+    expect(targetPieceSeconds(6, 8, policy)).toBe(1);
+    expect(targetPieceSeconds(14_400, 2, policy)).toBe(144); // at most MAX_CHUNKS (100) pieces
   });
 });
 
-describe("planning on real speech (jfk.wav: pauses at ~2.2–3.3, 4.3–5.3 and 7.7–8.2 s)", () => {
+describe("planning on real speech (jfk.wav: pauses at ~2.1–3.3, 3.7–4.0, 4.3–5.4 and 7.6–8.2 s)", () => {
   const jfk = pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!;
-
-  it("cuts 11 s for two engines in the pause nearest the middle; pieces cover the clip", () => {
-    const pieces = planPieces(jfk, 2, policy);
-    expect(pieces).toHaveLength(2);
+  const covers = (pieces: { startSample: number; endSample: number }[], length: number) => {
     expect(pieces[0]!.startSample).toBe(0);
-    expect(pieces[1]!.startSample).toBe(pieces[0]!.endSample);
-    expect(pieces[1]!.endSample).toBe(jfk.length);
-    const cut = pieces[0]!.endSample / RATE;
-    expect(cut).toBeGreaterThan(4.3);
-    expect(cut).toBeLessThan(5.35); // "not" ends at 4.31, "what" starts at 5.35
+    for (let i = 1; i < pieces.length; i++) expect(pieces[i]!.startSample).toBe(pieces[i - 1]!.endSample);
+    expect(pieces.at(-1)!.endSample).toBe(length);
+  };
+
+  it("finds the pauses between the words", () => {
+    const pauses = findPauses(jfk).pauses.map((p) => [p.startFrame * 0.02, p.endFrame * 0.02]);
+    for (const [from, to] of [[2.2, 3.2], [3.75, 3.95], [4.35, 5.3], [7.6, 8.1]]) expect(pauses.some(([a, b]) => a! <= from! && b! >= to!)).toBe(true);
   });
 
-  it("is the whole clip below the threshold", () => {
-    expect(planPieces(jfk.subarray(0, 3 * RATE), 2, policy)).toEqual([{ index: 0, startSample: 0, endSample: 3 * RATE }]);
+  it("cuts 11 s for two engines at every pause, each cut between words; pieces cover the clip", () => {
+    const pieces = planPieces(jfk, 2, policy);
+    covers(pieces, jfk.length);
+    const cuts = pieces.slice(1).map((p) => p.startSample / RATE);
+    expect(cuts).toHaveLength(4);
+    // "Americans" ends at 2.0, "ask" 3.3–3.6, "not" 4.0–4.31, "what" starts at 5.35, "you" ends at 7.5, "ask" starts at 8.2
+    for (const [cut, [after, before]] of cuts.map((c, i) => [c, [[2.1, 3.3], [3.6, 4.0], [4.31, 5.35], [7.5, 8.2]][i]!] as const)) {
+      expect(cut).toBeGreaterThan(after);
+      expect(cut).toBeLessThan(before);
+    }
+  });
+
+  it("estimates each piece's cost from its voiced seconds and hands the costliest out first", () => {
+    const pieces = planPieces(jfk, 2, policy);
+    // the pieces with only "ask" or "not" in them cost least; the last clause most
+    expect(pieces[1]!.cost).toBeLessThan(pieces[0]!.cost / 2);
+    expect(pieces[2]!.cost).toBeLessThan(pieces[0]!.cost / 2);
+    expect(dispatchOrder(pieces).map((p) => p.index)).toEqual([4, 3, 0, 1, 2]);
+    // longest-processing-time-first on two engines: within a fifth of an even split
+    const loads = [0, 0];
+    for (const p of dispatchOrder(pieces)) loads[loads[0]! <= loads[1]! ? 0 : 1]! += p.cost;
+    expect(Math.max(...loads) / (loads[0]! + loads[1]!)).toBeLessThan(0.6);
+  });
+
+  it("keeps every piece at least minPieceSeconds long", () => {
+    const pieces = planPieces(jfk, 2, { ...policy, minPieceSeconds: 4 });
+    covers(pieces, jfk.length);
+    expect(pieces.length).toBeGreaterThan(1);
+    for (const p of pieces) expect(p.endSample - p.startSample).toBeGreaterThanOrEqual(4 * RATE);
+  });
+
+  it("cuts a long recording at its pauses into pieces of about the target length", () => {
+    const long = labelledSpeech(60);
+    const pieces = planPieces(long.pcm, 2, policy);
+    covers(pieces, long.pcm.length);
+    expect(pieces.length).toBeGreaterThanOrEqual(6);
+    expect(pieces.length).toBeLessThanOrEqual(10);
+    const pauses = findPauses(long.pcm).pauses;
+    for (const p of pieces.slice(1)) expect(pauses.some((q) => q.startFrame * 320 <= p.startSample && q.endFrame * 320 >= p.startSample)).toBe(true);
+  });
+
+  it("keeps the plan that shares out best: long recordings within 52% of the work on either of two engines", () => {
+    for (const seconds of [60, 300]) {
+      const pieces = planPieces(labelledSpeech(seconds).pcm, 2, policy);
+      const total = pieces.reduce((sum, p) => sum + p.cost, 0);
+      expect(scheduleEnd(pieces, 2) / total).toBeLessThan(0.52);
+    }
+  });
+
+  it("cuts speech without pauses only where a piece would pass maxPieceSeconds", () => {
+    // 70 s of a steady tone: no pause anywhere
+    const tone = Int16Array.from({ length: 70 * RATE }, (_, i) => Math.round(8000 * Math.sin((2 * Math.PI * 220 * i) / RATE)));
+    const pieces = planPieces(tone, 2, policy);
+    covers(pieces, tone.length);
+    expect(pieces).toHaveLength(3);
+    for (const p of pieces) expect(p.endSample - p.startSample).toBeLessThanOrEqual(30 * RATE);
   });
 });
 

@@ -1,5 +1,4 @@
-import type { SlicePlan } from "../../domain/jobs/slicing";
-import { planPieces, type PiecePolicy } from "../../domain/transcript/pieces";
+import { dispatchOrder, planPieces, type PiecePlan, type PiecePolicy } from "../../domain/transcript/pieces";
 import type { VerboseTranscription } from "../../schemas/transcription";
 import { AppError } from "../../shared/errors";
 import { createFairScheduler, type FairScheduler, type Grant, type QueuedUtterance } from "../../shared/workers/fair-scheduler";
@@ -7,10 +6,12 @@ import type { TranscribeRequest, WorkerRouter } from "../../shared/workers/types
 
 /**
  * A segment request's clip through the engines as pieces (docs/segment.md, "Long clips in
- * parallel"): a clip long enough is cut at pauses (domain/transcript/pieces.ts) and its
- * pieces are decoded at once by free engines, each piece an ordinary router request (the
- * warm worker's timeout, the fallback provider and the next warm worker apply to it
- * alone, so a piece that fails moves on without redoing the others).
+ * parallel"): a clip long enough is cut at its pauses into more pieces than engine slots
+ * (domain/transcript/pieces.ts), and its pieces are decoded at once by free engines,
+ * costliest first so that the engines' shares of the work even out (in clip order for a
+ * streamed answer). Each piece is an ordinary router request (the warm worker's timeout,
+ * the fallback provider and the next warm worker apply to it alone, so a piece that fails
+ * moves on without redoing the others).
  *
  * Fairness: every piece of every long request in this process waits its turn in one fair
  * scheduler (shared/workers/fair-scheduler.ts, the realtime plane's): owners take turns,
@@ -50,6 +51,11 @@ export interface PiecesOptions {
   pcm: Int16Array;
   /** What every piece's router request carries besides its audio. */
   request: Omit<TranscribeRequest, "pcm" | "signal" | "fallbackOnly" | "timeoutMs">;
+  /**
+   * Hand pieces to the engines in clip order (a streamed answer's text comes in that
+   * order) instead of costliest first (which balances the engines' work).
+   */
+  inOrder?: boolean;
   /** The HTTP request's: aborting it stops every piece. */
   signal: AbortSignal;
   owner: string;
@@ -94,6 +100,7 @@ function pieceSlots(router: WorkerRouter, workerId: string | undefined, inFlight
 export function startPieces(options: PiecesOptions): PiecesRun {
   const { router, scheduler, pcm } = options;
   const plan = planPieces(pcm, pieceSlots(router, options.request.workerId, options.policy.inFlight), options.policy);
+  const order = options.inOrder ? plan : dispatchOrder(plan);
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal.reason);
   if (options.signal.aborted) onAbort();
@@ -111,12 +118,12 @@ export function startPieces(options: PiecesOptions): PiecesRun {
     options.signal.removeEventListener("abort", onAbort);
   };
 
-  const transcribe = async (slice: SlicePlan, fallbackOnly: boolean): Promise<PieceOutcome> => {
+  const transcribe = async (slice: PiecePlan, fallbackOnly: boolean): Promise<PieceOutcome> => {
     const out = await router.transcribe({ ...options.request, pcm: pcm.subarray(slice.startSample, slice.endSample), signal: controller.signal, fallbackOnly });
-    return { ...slice, result: out.result, workerId: out.workerId, fallbackUsed: out.fallbackUsed, formatted: out.formatted, workerMs: out.workerMs };
+    return { index: slice.index, startSample: slice.startSample, endSample: slice.endSample, result: out.result, workerId: out.workerId, fallbackUsed: out.fallbackUsed, formatted: out.formatted, workerMs: out.workerMs };
   };
 
-  const scheduled = async (slice: SlicePlan): Promise<PieceOutcome> => {
+  const scheduled = async (slice: PiecePlan): Promise<PieceOutcome> => {
     const itemId = options.channel === undefined ? String(slice.index) : `${options.channel}:${slice.index}`;
     const turn: QueuedUtterance = { owner: options.owner, sessionId: options.requestId, itemId, maxPerSession: options.policy.inFlight, committedAt: Date.now() };
     const grant: Grant = await scheduler.enqueue(turn);
@@ -132,7 +139,7 @@ export function startPieces(options: PiecesOptions): PiecesRun {
 
   const startNext = () => {
     if (failure !== undefined || started >= plan.length) return;
-    const slice = plan[started++]!;
+    const slice = order[started++]!;
     (plan.length === 1 && options.channel === undefined ? transcribe(slice, false) : scheduled(slice)).then((outcome) => {
       settled[slice.index]!.resolve(outcome);
       if (++finished === plan.length) options.signal.removeEventListener("abort", onAbort);

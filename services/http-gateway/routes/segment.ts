@@ -219,6 +219,8 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
         scheduler,
         policy: deps.config.workers.pieces,
         request: { model: fields.model, language: fields.language, prompt: fields.prompt, workerId: fields.workerId },
+        // a streamed answer sends pieces' text in clip order: the first piece first
+        inOrder: fields.stream,
         signal: c.req.raw.signal,
         owner: principal.ownerId,
         requestId,
