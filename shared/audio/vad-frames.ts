@@ -1,22 +1,13 @@
-import createFvadModule from "@echogarden/fvad-wasm";
+import { loadFvad, type FvadModule } from "./fvad";
 
 /**
  * WebRTC VAD decisions for a whole clip at once (the diarizer's speech regions), beside
- * the realtime segmenter (vad.ts), which classifies a session's frames as they come. Its
- * own instance of the same WASM module (libfvad), loaded once per process on first use.
+ * the realtime segmenter (vad.ts), which classifies a session's frames as they come: the
+ * same WASM module (libfvad, fvad.ts), with a frame buffer of its own.
  */
 export const VAD_FRAME_SECONDS = 0.03;
 const FRAME_SAMPLES = 480; // 30 ms at 16 kHz
 
-interface FvadModule {
-  _fvad_new(): number;
-  _fvad_free(handle: number): void;
-  _fvad_set_mode(handle: number, mode: number): number;
-  _fvad_set_sample_rate(handle: number, rate: number): number;
-  _fvad_process(handle: number, frame: number, length: number): number;
-  _malloc(bytes: number): number;
-  HEAP16: Int16Array;
-}
 
 /**
  * One clip's classifier at `aggressiveness` (0..3): `classify` takes the clip's PCM in
@@ -32,7 +23,7 @@ let loaded: Promise<FvadModule> | undefined;
 let frame = 0;
 
 export async function createFrameClassifier(aggressiveness: number): Promise<FrameClassifier> {
-  loaded ??= (createFvadModule as unknown as () => Promise<FvadModule>)().then((m) => {
+  loaded ??= loadFvad().then((m) => {
     frame = m._malloc(FRAME_SAMPLES * 2);
     return m;
   });

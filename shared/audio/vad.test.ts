@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { defaultTurnDetection, VAD_TRAILING_MS } from "../../schemas/realtime";
 import { loadVadEngine, type VadEvent } from "./vad";
 import { pcm16MonoFromWav } from "./wav";
-import { FIXTURES_DIR } from "../../test/support/fixtures";
+import { concatPcm, FIXTURES_DIR } from "../../test/support/fixtures";
 
 const fixtures = FIXTURES_DIR;
 const load = (name: string) => pcm16MonoFromWav(readFileSync(`${fixtures}/${name}`))!;
@@ -18,15 +18,7 @@ async function segment(pcm: Int16Array, chunk: number, settings = defaultTurnDet
   return events;
 }
 
-const concat = (...parts: Int16Array[]) => {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-};
+const concat = concatPcm;
 
 describe("VAD segmenter", () => {
   it("finds several utterances with pauses in silero_test.wav, events alternating in order", async () => {

@@ -1,4 +1,4 @@
-import createFvadModule from "@echogarden/fvad-wasm";
+import { loadFvad } from "./fvad";
 import { VAD_TRAILING_MS, type TurnDetection } from "../../schemas/realtime";
 import { createPcmPool, type PcmPool } from "./pcm-pool";
 
@@ -85,15 +85,6 @@ export interface VadSegmenter {
   close(): void;
 }
 
-interface FvadModule {
-  _fvad_new(): number;
-  _fvad_free(handle: number): void;
-  _fvad_set_mode(handle: number, mode: number): number;
-  _fvad_set_sample_rate(handle: number, rate: number): number;
-  _fvad_process(handle: number, frame: number, length: number): number;
-  _malloc(bytes: number): number;
-  HEAP16: Int16Array;
-}
 
 export interface VadEngine {
   createSegmenter(settings: VadSettings): VadSegmenter;
@@ -103,7 +94,7 @@ let engine: Promise<VadEngine> | undefined;
 
 /** Loads the WASM VAD once per process. */
 export function loadVadEngine(): Promise<VadEngine> {
-  engine ??= (createFvadModule as unknown as () => Promise<FvadModule>)().then((m) => {
+  engine ??= loadFvad().then((m) => {
     const frame = m._malloc(FRAME_SAMPLES * 2);
     const pool = createPcmPool();
     const classify = (handle: number, samples: Int16Array): boolean => {

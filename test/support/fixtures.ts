@@ -16,3 +16,14 @@ export const FIXTURES_DIR =
   resolve(REPO_ROOT, "../shared/fixtures/audio");
 
 export const fixturePath = (name: string) => resolve(FIXTURES_DIR, name);
+
+/** PCM clips one after another, in one array. */
+export function concatPcm(...parts: Int16Array[]): Int16Array {
+  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}

@@ -1,4 +1,5 @@
 import { expect } from "vitest";
+import { concatPcm } from "./fixtures";
 import { connectRt, fixture, silence, wsUrl, type RtClient } from "./realtime-support";
 
 /** Helpers of the resume tests (test/realtime-resume*.test.ts; docs/realtime.md "Resuming a session"). */
@@ -7,14 +8,7 @@ export const isOutcome = (e: any) => e.type === "conversation.item.input_audio_t
 /** jfk.wav twice with pauses: utterances to cut inside and between. */
 export function speech(): Int16Array {
   const jfk = fixture("jfk.wav");
-  const parts = [jfk, silence(1.5), jfk, silence(1.5)];
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatPcm(jfk, silence(1.5), jfk, silence(1.5));
 }
 
 /** The id to resume after: the last event the client processed that has one. */
