@@ -143,6 +143,15 @@ describe("TLS proxy (deploy/proxy/nginx.conf)", () => {
     expect(created.type).toBe("session.created");
     expect(ws.protocol).toBe("realtime");
     ws.close(1000);
+    // the same secret again (reusable until it expires), on the OpenAI door's own route
+    const door = new WebSocket(`wss://localhost:${httpsPort}/v1/realtime?intent=transcription`, ["realtime", `openai-insecure-api-key.${secret}`], { ca: cert });
+    const doorCreated = await new Promise<any>((resolve, reject) => {
+      door.on("message", (d) => resolve(JSON.parse(d.toString())));
+      door.once("error", reject);
+    });
+    expect(doorCreated).toMatchObject({ type: "session.created", session: { type: "transcription" } });
+    expect(door.protocol).toBe("realtime");
+    door.close(1000);
   });
 
   it("carries a wss:// session end to end: audio in, transcript out, close 1000", { timeout: 180_000 }, async () => {
