@@ -55,6 +55,14 @@ function serverVad(t: { threshold?: number; prefix_padding_ms?: number; silence_
   };
 }
 
+/** An OpenAI turn_detection (GA or beta: the same fields) in effect here: null (manual commit), semantic_vad, or server_vad on our VAD. */
+function turnDetectionOf(
+  t: null | ({ type?: "server_vad" | "semantic_vad"; eagerness?: "low" | "medium" | "high" | "auto" } & Parameters<typeof serverVad>[0]),
+  vad: TurnDetection,
+): DoorTurnDetection {
+  return t === null ? null : t.type === "semantic_vad" ? { type: "semantic_vad", eagerness: t.eagerness ?? "auto" } : serverVad(t, vad);
+}
+
 /** A session's start: our VAD's defaults, transcription with the model named in the URL (if any). */
 export function defaultDoorConfig(vad: TurnDetection, model: string | null, language: string | null): DoorConfig {
   const transcription: NonNullable<OpenAiTranscription> = {};
@@ -82,10 +90,7 @@ export function applySessionUpdate(config: DoorConfig, session: OpenAiSessionUpd
   const next = { ...config };
   if (input.format) next.format = FORMAT_OF[input.format.type];
   if (input.transcription !== undefined) next.transcription = input.transcription;
-  if (input.turn_detection !== undefined) {
-    const t = input.turn_detection;
-    next.turnDetection = t === null ? null : t.type === "semantic_vad" ? { type: "semantic_vad", eagerness: t.eagerness ?? "auto" } : serverVad(t, vad);
-  }
+  if (input.turn_detection !== undefined) next.turnDetection = turnDetectionOf(input.turn_detection, vad);
   if (input.noise_reduction !== undefined) next.noiseReduction = input.noise_reduction;
   if (session.include !== undefined) next.include = session.include;
   return { ok: true, config: next };
@@ -99,10 +104,7 @@ export function applyBetaUpdate(config: DoorConfig, session: OpenAiTranscription
   const next = { ...config };
   if (session.input_audio_format) next.format = BETA_FORMAT_OF[session.input_audio_format];
   if (session.input_audio_transcription !== undefined) next.transcription = session.input_audio_transcription;
-  if (session.turn_detection !== undefined) {
-    const t = session.turn_detection;
-    next.turnDetection = t === null ? null : t.type === "semantic_vad" ? { type: "semantic_vad", eagerness: t.eagerness ?? "auto" } : serverVad(t, vad);
-  }
+  if (session.turn_detection !== undefined) next.turnDetection = turnDetectionOf(session.turn_detection, vad);
   if (session.input_audio_noise_reduction !== undefined) next.noiseReduction = session.input_audio_noise_reduction;
   if (session.include !== undefined) next.include = session.include;
   return { ok: true, config: next };
