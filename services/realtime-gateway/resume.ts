@@ -25,6 +25,7 @@ import type { AudioBatcher } from "./audio-publisher";
 import { heldEnd } from "./session-lifecycle";
 import { stableEventId } from "./session-feed";
 import { readSessionRecords } from "./session-records";
+import { safeJson } from "../../shared/json";
 
 /**
  * Resuming realtime sessions on this gateway (docs/realtime.md, "Resuming a session";
@@ -107,7 +108,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
   const read = async (sessionId: string): Promise<{ entry: SessionOwnership | undefined; revision: number }> => {
     const e = await kv.get(ownKey(sessionId));
     if (!e || e.operation !== "PUT" || e.length === 0) return { entry: undefined, revision: e?.revision ?? 0 };
-    const parsed = sessionOwnership.safeParse(e.json());
+    const parsed = sessionOwnership.safeParse(safeJson(e.string()));
     return { entry: parsed.success ? parsed.data : undefined, revision: e.revision };
   };
   const write = async (sessionId: string, entry: SessionOwnership, revision: number | null) => {
@@ -154,7 +155,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
     nats.nc.subscribe(nats.topology.subjects.rtGateway(deps.gatewayId, "yield"), {
       callback: (err, msg) => {
         if (err) return;
-        const sessionId = String((msg.json() as { session_id?: unknown })?.session_id ?? "");
+        const sessionId = sessionIdIn(msg.string());
         const s = connected(sessionId);
         const holding = inProgress.get(sessionId);
         if (!s && holding) {
@@ -170,7 +171,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
     }),
     nats.nc.subscribe(nats.topology.subjects.rtGateway(deps.gatewayId, "taken"), {
       callback: (err, msg) => {
-        if (!err) letGo(String((msg.json() as { session_id?: unknown })?.session_id ?? ""));
+        if (!err) letGo(sessionIdIn(msg.string()));
       },
     }),
   ];
@@ -379,6 +380,12 @@ async function holdsEvent(nats: Nats, sessionId: string, eventId: string): Promi
 async function readVadSettings(kv: KV, sessionId: string): Promise<{ language: string | null; prompt: string | null } | null> {
   const e = await kv.get(`vad.session.${sessionId}`).catch(() => null);
   if (!e || e.operation !== "PUT") return null;
-  const parsed = audioControl.safeParse(e.json());
+  const parsed = audioControl.safeParse(safeJson(e.string()));
   return parsed.success && parsed.data.kind === "start" ? { language: parsed.data.language, prompt: parsed.data.prompt } : null;
+}
+
+/** The `session_id` of a request between gateways; "" for anything else (garbage is answered "not here", never a throw in a callback). */
+function sessionIdIn(text: string): string {
+  const body = safeJson(text) as { session_id?: unknown } | undefined;
+  return typeof body?.session_id === "string" ? body.session_id : "";
 }

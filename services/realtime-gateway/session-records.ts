@@ -1,6 +1,7 @@
 import { DeliverPolicy } from "@nats-io/jetstream";
 import { rtEventEnvelope, type RtEvent } from "../../domain/sessions/events";
 import type { Nats } from "../../shared/nats";
+import { safeJson } from "../../shared/json";
 
 export type StoredRecord = RtEvent & { metadata: { eventId: string } };
 
@@ -30,7 +31,7 @@ export async function readSessionRecords(nats: Pick<Nats, "js" | "jsm" | "topolo
       let got = 0;
       for await (const m of batch) {
         got++;
-        const parsed = rtEventEnvelope.safeParse(safeJson(m));
+        const parsed = rtEventEnvelope.safeParse(safeJson(m.string()));
         if (parsed.success && onRecord(parsed.data)) return true;
         if (waitMs === 0 && m.seq >= lastSeq) return false;
       }
@@ -41,10 +42,3 @@ export async function readSessionRecords(nats: Pick<Nats, "js" | "jsm" | "topolo
   }
 }
 
-function safeJson(m: { json(): unknown }): unknown {
-  try {
-    return m.json();
-  } catch {
-    return null;
-  }
-}
