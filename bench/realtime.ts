@@ -47,6 +47,11 @@
  * default session settings (no interims: the native door asks for them); the figures
  * compare the two doors on the same plane. `--rate 24000` has the native clients send the
  * same 24 kHz audio (`?sample_rate=24000`), so both doors pay the same resampling.
+ * `--encode-once 1`: the door's clients encode each loop position's append once (JSON and
+ * base64) and send the same text from every session, so the bench client costs what a
+ * native one does: on this 2-core machine the clients share the server's cores, and
+ * encoding every append (as a real client does, on its own machine) takes the server 4–5
+ * points of a core that a native client leaves it; with it the figures compare the servers.
  * `--engine zero` measures the plane apart from engine capacity: the only worker is an
  * OpenAI-compatible server in this process that answers every clip at once with an
  * empty transcript (WORKER_EMBEDDED=none, no streaming decoders).
@@ -58,7 +63,7 @@ import { cpuSeconds, natsCpuSeconds } from "./support/proc";
 import { createSendLog, decisionOffset } from "./support/vad-decision";
 import { speechLoop } from "./support/clips";
 import { availableParallelism } from "node:os";
-import { createWriteStream, readFileSync } from "node:fs";
+import { appendFileSync, createWriteStream, readFileSync } from "node:fs";
 import WebSocket from "ws";
 import { connectNats } from "../shared/nats";
 import { loadConfig } from "../shared/config";
@@ -76,6 +81,8 @@ const admit = args.has("admit");
 const openaiDoor = args.get("door") === "openai";
 // --rate 24000: native clients send 24 kHz (resampled by the gateway, as the OpenAI door's audio/pcm is)
 const native24 = !openaiDoor && args.get("rate") === "24000";
+// --encode-once 1: the door's clients reuse one encoding of each append (see the header)
+const encodeOnce = args.has("encode-once");
 const provider = zeroEngine ? await startZeroEngine() : null;
 
 const deployment = new BenchDeployment();
@@ -172,7 +179,15 @@ async function main() {
     const at = Math.floor((from * 3) / 4) * 2;
     return loop24Bytes!.subarray(at, Math.min(loop24Bytes!.length, at + (frame.length * 3) / 2));
   };
-  const toAppend = (from: number, frame: Uint8Array) => JSON.stringify({ type: "input_audio_buffer.append", audio: Buffer.from(at24(from, frame)).toString("base64") });
+  const encodeAppend = (from: number, frame: Uint8Array) => JSON.stringify({ type: "input_audio_buffer.append", audio: Buffer.from(at24(from, frame)).toString("base64") });
+  // --encode-once: each loop position's append is encoded once and the text reused by every session
+  const appends = new Map<number, Buffer>();
+  const toAppend = (from: number, frame: Uint8Array): string | Buffer => {
+    if (!encodeOnce) return encodeAppend(from, frame);
+    let text = appends.get(from);
+    if (!text) appends.set(from, (text = Buffer.from(encodeAppend(from, frame))));
+    return text;
+  };
 
   const nats = await connectNats({ url: base.nats.url, prefix });
   const closedAudio = new Map<string, number>();
@@ -309,7 +324,8 @@ async function main() {
             while ((s.frames ?? 0) < due) {
               const from = (s.offset + s.sentBytes) % loopBytes.length;
               const frame = loopBytes.subarray(from, Math.min(loopBytes.length, from + frameBytes));
-              s.ws.send(openaiDoor ? toAppend(from, frame) : native24 ? at24(from, frame) : frame);
+              if (openaiDoor) s.ws.send(toAppend(from, frame), { binary: false });
+              else s.ws.send(native24 ? at24(from, frame) : frame);
               s.sentBytes += frame.length;
               s.frames = (s.frames ?? 0) + 1;
               s.sendLog.record(s.sentBytes, performance.now());
@@ -444,6 +460,11 @@ async function main() {
         ].join(" | "),
       );
       console.log(`  CPU of one core besides the server: ${others}`);
+      // BENCH_ROUNDS_OUT=<file>: each round's raw figures as a JSON line (bench/doors.ts pools them)
+      if (process.env.BENCH_ROUNDS_OUT) {
+        const line = { door: openaiDoor ? "openai" : native24 ? "native24" : "native", sessions: n, held, decisions: decision.map(Math.round), mbPerSession: (peak.rssMb - before.rssMb) / Math.max(1, open.length), serverCpu: cpu };
+        appendFileSync(process.env.BENCH_ROUNDS_OUT, JSON.stringify(line) + "\n");
+      }
       const sum = streamCpu.each.reduce((a, b) => a + b, 0);
       // server events the clients received in the same window, and the CPU per 100 sessions
       let eventsInWindow = 0;
@@ -465,7 +486,8 @@ async function main() {
         ["sessions opened", sessions.filter((s) => s.sessionId).length, d("stt_realtime_sessions_opened_total")],
         ...[...closesByCode].map(([code, k]): [string, number, number] => [`closes ${code}`, k, d(`stt_realtime_session_closes_total{code="${code}"}`)]),
         ["audio frames", sessions.reduce((a, s) => a + (s.frames ?? 0), 0), d("stt_realtime_audio_frames_total")],
-        ["audio bytes", sessions.reduce((a, s) => a + s.sentBytes, 0), d("stt_realtime_audio_bytes_total")],
+        // the gateway counts the bytes it received: 24 kHz ones from native --rate 24000 clients
+        ["audio bytes", sessions.reduce((a, s) => a + s.sentBytes, 0) * (native24 ? 1.5 : 1), d("stt_realtime_audio_bytes_total")],
         ["VAD decisions", decision.length, d("stt_realtime_vad_decision_seconds_count")],
         ["VAD decision mean ms", mean(decision), (1000 * d("stt_realtime_vad_decision_seconds_sum")) / d("stt_realtime_vad_decision_seconds_count")],
         ["completed", completed, d('stt_realtime_transcripts_total{outcome="completed"}')],
