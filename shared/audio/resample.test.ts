@@ -25,14 +25,30 @@ describe("resampler", () => {
     expect(rms(out, 200)).toBeLessThan(400); // input rms ≈ 5657
   });
 
-  it("streams: chunked output equals whole output", () => {
-    const input = sine(48000, 300, 0.5, 2);
-    const whole = createResampler(48000, 16000, 2).push(input);
-    const r = createResampler(48000, 16000, 2);
-    const parts: number[] = [];
-    for (let i = 0; i < input.length; i += 202) parts.push(...r.push(input.subarray(i, i + 202)));
-    expect(parts.length).toBe(whole.length);
-    expect(parts).toEqual(Array.from(whole));
+  for (const [rate, channels, chunk] of [[48000, 2, 202], [24000, 1, 101], [24000, 1, 1], [8000, 1, 33]] as const) {
+    it(`streams: chunked output equals whole output (${rate} Hz, ${channels} channel(s), chunks of ${chunk} samples)`, () => {
+      const input = sine(rate, 300, 0.5, channels);
+      const whole = createResampler(rate, 16000, channels).push(input);
+      const r = createResampler(rate, 16000, channels);
+      const parts: number[] = [];
+      for (let i = 0; i < input.length; i += chunk) parts.push(...r.push(input.subarray(i, i + chunk)));
+      expect(parts.length).toBe(whole.length);
+      expect(parts).toEqual(Array.from(whole));
+    });
+  }
+
+  it("filters and interpolates as a low-pass then linear interpolation would (24 kHz: outputs on and between input samples)", () => {
+    // an impulse: every output is the kernel's weight at that distance, so on-sample
+    // outputs sit on the kernel's centre (the filter's delay, 15 samples) and half-way
+    // ones average two neighbouring weights
+    const input = new Int16Array(96);
+    input[30] = 30000;
+    const out = createResampler(24000, 16000).push(input);
+    // input position of output m is 1.5·m; the FIR delays by 15: the peak is where 1.5·m = 45
+    const peak = out.indexOf(Math.max(...out));
+    expect(peak).toBe(30);
+    expect(out[29]).toBe(out[31]); // 43.5 and 46.5: symmetric around the centre
+    expect(out[29]!).toBeLessThan(out[30]!);
   });
 
   it("aligner hands back a view of a whole, even-aligned chunk, and a copy once bytes were carried", () => {

@@ -3,8 +3,15 @@
  * 48 kHz (mono or interleaved stereo) and everything behind the gateway sees 16 kHz
  * mono. Stereo is averaged to mono; downsampling runs a windowed-sinc low-pass first
  * (cut-off just under the output Nyquist) so 48 kHz speech does not alias into the
- * speech band; then linear interpolation. State carries across chunks, so splitting
- * a stream anywhere gives the same output as resampling it whole.
+ * speech band; then linear interpolation between the filtered samples. State carries
+ * across chunks, so splitting a stream anywhere gives the same output as resampling it
+ * whole.
+ *
+ * Polyphase: the low-pass and the interpolation are one kernel per output phase, applied
+ * only where an output sample falls (output m sits at input position m·inRate/outRate,
+ * kept as an exact fraction), so 48 → 16 kHz filters one input position in three
+ * and 24 → 16 kHz two in three instead of filtering every input sample and dropping the
+ * rest. Both of those rates' kernels are symmetric and folded (half the multiplications).
  */
 export interface Resampler {
   readonly inRate: number;
@@ -20,9 +27,9 @@ export interface Resampler {
 
 const TAPS = 31;
 
-function lowPassKernel(cutoff: number): Float32Array {
+function lowPassKernel(cutoff: number): Float64Array {
   // cutoff as a fraction of the input sample rate (0..0.5); Blackman-windowed sinc.
-  const k = new Float32Array(TAPS);
+  const k = new Float64Array(TAPS);
   const mid = (TAPS - 1) / 2;
   let sum = 0;
   for (let i = 0; i < TAPS; i++) {
@@ -36,18 +43,46 @@ function lowPassKernel(cutoff: number): Float32Array {
   return k;
 }
 
-export function createResampler(inRate: number, outRate: number, channels = 1): Resampler {
-  if (!(inRate > 0 && outRate > 0)) throw new RangeError("sample rates must be positive");
-  if (channels !== 1 && channels !== 2) throw new RangeError("channels must be 1 or 2");
-  const step = inRate / outRate;
-  const kernel = inRate > outRate ? lowPassKernel((0.45 * outRate) / inRate) : null;
-  // FIR history (last TAPS-1 mono input samples) and the interpolation state.
-  const history = new Float32Array(TAPS - 1);
-  let work = new Float32Array(0);
-  let prev = 0; // last filtered sample of the previous chunk
-  let pos = 0; // fractional read position relative to the current chunk's first sample (may be negative: -1 = prev)
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
 
+/** One output phase: the low-pass followed by linear interpolation at `frac`, as one kernel over K + 1 inputs. */
+interface Phase {
+  /** taps[t] weighs the input t places after the output's first input. */
+  taps: Float64Array;
+  /** taps[t] === taps[n - 1 - t] over the first n taps (the rest are 0): folded, half the multiplications. */
+  symmetric: number;
+}
+
+function phaseKernels(kernel: Float64Array, phases: number): Phase[] {
+  const k = kernel.length;
+  return Array.from({ length: phases }, (_, p) => {
+    const frac = p / phases;
+    const taps = new Float64Array(k + 1);
+    for (let t = 0; t <= k; t++) taps[t] = (1 - frac) * (t < k ? kernel[t]! : 0) + frac * (t > 0 ? kernel[t - 1]! : 0);
+    const n = frac === 0 ? k : k + 1;
+    let symmetric = n;
+    for (let t = 0; t < n; t++) if (Math.abs(taps[t]! - taps[n - 1 - t]!) > 1e-12) symmetric = 0;
+    return { taps, symmetric };
+  });
+}
+
+export function createResampler(inRate: number, outRate: number, channels = 1): Resampler {
+  if (!(Number.isInteger(inRate) && Number.isInteger(outRate) && inRate > 0 && outRate > 0)) throw new RangeError("sample rates must be positive integers");
+  if (channels !== 1 && channels !== 2) throw new RangeError("channels must be 1 or 2");
   const identity = inRate === outRate;
+  // output m at input position m·M/L: index ⌊m·M/L⌋, phase (m·M mod L)/L
+  const g = gcd(inRate, outRate);
+  const L = outRate / g;
+  const M = inRate / g;
+  // upsampling interpolates without a low-pass: a one-tap kernel
+  const kernel = inRate > outRate ? lowPassKernel((0.45 * outRate) / inRate) : Float64Array.of(1);
+  const K = kernel.length;
+  const phases = phaseKernels(kernel, L);
+  // `work` holds the last K inputs of earlier chunks, then this chunk: an output's first
+  // input is work[i + 1] for input index i relative to the chunk (i ≥ -1)
+  let work = new Float64Array(K);
+  let index = 0; // the next output's input index, relative to the current chunk's first sample
+  let phase = 0; // and its phase, 0 … L-1
 
   return {
     inRate,
@@ -56,61 +91,47 @@ export function createResampler(inRate: number, outRate: number, channels = 1): 
     push(samples: Int16Array): Int16Array {
       const frames = Math.floor(samples.length / channels);
       if (identity && channels === 1) return samples;
-      const mono = new Float32Array(frames);
-      if (channels === 1) for (let i = 0; i < frames; i++) mono[i] = samples[i]!;
-      else for (let i = 0; i < frames; i++) mono[i] = (samples[2 * i]! + samples[2 * i + 1]!) / 2;
-      if (identity) return floatToPcm(mono);
-
-      let filtered = mono;
-      if (kernel) {
-        // the history and this chunk in one buffer: the FIR's inner loop reads it without a branch
-        const h = TAPS - 1;
-        if (work.length < h + frames) work = new Float32Array(h + frames);
-        work.set(history);
-        work.set(mono, h);
-        filtered = new Float32Array(frames);
-        // the kernel is symmetric: fold the window, half the multiplications
-        const mid = h / 2;
-        const km = kernel[mid]!;
-        for (let i = 0; i < frames; i++) {
-          let acc = km * work[i + mid]!;
-          for (let t = 0; t < mid; t++) acc += kernel[t]! * (work[i + t]! + work[i + h - t]!);
-          filtered[i] = acc;
-        }
-        // keep the last h raw samples for the next chunk
-        history.set(work.subarray(frames, frames + h));
+      if (identity) {
+        const out = new Int16Array(frames);
+        for (let i = 0; i < frames; i++) out[i] = Math.round((samples[2 * i]! + samples[2 * i + 1]!) / 2);
+        return out;
       }
+      if (work.length < K + frames) {
+        const grown = new Float64Array(K + frames);
+        grown.set(work.subarray(0, K));
+        work = grown;
+      }
+      if (channels === 1) for (let i = 0; i < frames; i++) work[K + i] = samples[i]!;
+      else for (let i = 0; i < frames; i++) work[K + i] = (samples[2 * i]! + samples[2 * i + 1]!) / 2;
 
-      // straight into PCM (no array of numbers to grow): at most this many outputs
-      const out = new Int16Array(Math.max(0, Math.ceil((frames - pos) / step) + 1));
+      const out = new Int16Array(Math.max(0, Math.ceil(((frames - index) * L) / M) + 1));
       let n = 0;
-      // pos indexes `filtered`, with -1 meaning `prev`.
-      while (pos <= frames - 1 && frames > 0) {
-        const i = Math.floor(pos);
-        const frac = pos - i;
-        const a = i < 0 ? prev : filtered[i]!;
-        const b = filtered[i + 1 < frames ? i + 1 : frames - 1]!;
-        if (i + 1 >= frames && frac > 0) break;
-        const v = Math.round(a + (b - a) * frac);
+      for (;;) {
+        const { taps, symmetric } = phases[phase]!;
+        // the output's last input must have arrived (a phase-0 output does not use taps[K])
+        if (index + (phase === 0 ? 0 : 1) > frames - 1) break;
+        const at = index + 1;
+        let acc = 0;
+        if (symmetric) {
+          const last = at + symmetric - 1;
+          const half = symmetric >> 1;
+          for (let t = 0; t < half; t++) acc += taps[t]! * (work[at + t]! + work[last - t]!);
+          if (symmetric & 1) acc += taps[half]! * work[at + half]!;
+        } else {
+          for (let t = 0; t <= K; t++) acc += taps[t]! * work[at + t]!;
+        }
+        const v = Math.round(acc);
         out[n++] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
-        pos += step;
+        phase += M;
+        index += Math.floor(phase / L);
+        phase %= L;
       }
-      if (frames > 0) {
-        prev = filtered[frames - 1]!;
-        pos -= frames;
-      }
+      // keep the last K inputs; the next chunk's indices start after this one's
+      work.copyWithin(0, frames, frames + K);
+      index -= frames;
       return out.subarray(0, n);
     },
   };
-}
-
-function floatToPcm(values: ArrayLike<number>): Int16Array {
-  const out = new Int16Array(values.length);
-  for (let i = 0; i < values.length; i++) {
-    const v = Math.round(values[i]!);
-    out[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
-  }
-  return out;
 }
 
 /**
