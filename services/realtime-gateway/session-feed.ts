@@ -32,9 +32,11 @@ export interface ReplayRequest {
   /**
    * The VAD answered: called before the replayed events are sent (the caller sends
    * session.resumed). `floorMs`: the latest audio time any stored event names, under
-   * which the timeline cannot be (a VAD restarted meanwhile answers from 0).
+   * which the timeline cannot be (a VAD restarted meanwhile answers from 0). A promise
+   * holds the replay back until it settles (a multichannel session's lanes wait for
+   * each other: session-channels.ts); the live events wait for every replay so held.
    */
-  onResumed(result: { position: number; floorMs: number; replayed: number }): void;
+  onResumed(result: { position: number; floorMs: number; replayed: number }): void | Promise<void>;
   onFailed(err: Error): void;
 }
 
@@ -156,12 +158,20 @@ export function forwardSessionEvents(
         if (position === null) return replay.onFailed(new Error("the voice activity detector did not answer the resume"));
         // found is checked before the upgrade (resume.ts); should it be missing now, everything is replayed
         const out = found ? replayed : all;
-        replay.onResumed({ position, floorMs, replayed: out.length });
-        for (const e of out) send(e);
-        const backlog = held ?? [];
-        held = null;
-        for (const m of backlog) live(m);
-        progress();
+        const sendReplayed = () => {
+          if (!stopped) for (const e of out) send(e);
+        };
+        const goLive = () => {
+          if (stopped) return;
+          const backlog = held ?? [];
+          held = null;
+          for (const m of backlog) live(m);
+          progress();
+        };
+        const waited = replay.onResumed({ position, floorMs, replayed: out.length });
+        if (!waited) return void (sendReplayed(), goLive());
+        // two steps: every lane waiting on the same promise sends its replay before any goes live
+        void waited.then(sendReplayed).then(goLive, () => undefined);
       },
       (err: Error) => {
         if (!stopped) replay.onFailed(err);
