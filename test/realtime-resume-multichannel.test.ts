@@ -158,19 +158,28 @@ describe("resuming a multichannel session", () => {
     // channel 0's event named as channel 1's: not an event of that channel's lane
     expect(await refused(`evt_0,${ch0}`)).toEqual(unknown);
     // none of those spent the credential. Each channel replays after its own position: channel 1's named
-    // further back (as a client that had processed less of it) gets again what followed there, channel 0's none of what it had
-    const seenCh1 = onChannel(c.events, 1).map((e) => e.event_id);
+    // further back (as a client that had processed less of it) gets again what followed there; channel 0 from its start
+    const ids = (events: any[], channel: number) => onChannel(events, channel).map((e) => e.event_id);
+    const replayOf = (x: RtClient, resumed: any) => x.events.slice(x.events.indexOf(resumed) + 1, x.events.indexOf(resumed) + 1 + resumed.replayed);
+    const seenCh1 = ids(c.events, 1);
     expect(seenCh1.at(-1)).toBe(ch1);
     expect(seenCh1.length).toBeGreaterThanOrEqual(3);
-    const second = await resume(stack.baseUrl, created.resume.credential, `${ch0},${seenCh1[0]}`, key);
+    const second = await resume(stack.baseUrl, created.resume.credential, `evt_0,${seenCh1[0]}`, key);
     const resumed = await second.next("session.resumed");
     expect(resumed.session_id).toBe(created.session_id);
-    const replay = second.events.slice(second.events.indexOf(resumed) + 1, second.events.indexOf(resumed) + 1 + resumed.replayed);
+    const replay = replayOf(second, resumed);
     expect(replay).toHaveLength(resumed.replayed);
-    expect(onChannel(replay, 1).map((e) => e.event_id).slice(0, seenCh1.length - 1)).toEqual(seenCh1.slice(1));
-    const seenCh0 = new Set(onChannel(c.events, 0).map((e) => e.event_id));
-    expect(onChannel(replay, 0).filter((e) => seenCh0.has(e.event_id))).toEqual([]);
-    await finish(second);
+    expect(ids(replay, 1).slice(0, seenCh1.length - 1)).toEqual(seenCh1.slice(1));
+    expect(ids(replay, 0).slice(0, ids(c.events, 0).length)).toEqual(ids(c.events, 0));
+    // session.resumed stands where channel 0's position stood, before the replay: a client that processed
+    // it and nothing after (cut at once) gets the same replay again, under another session.resumed id
+    cut(second);
+    await second.closed;
+    const third = await resume(stack.baseUrl, resumed.resume.credential, `${resumed.event_id},${seenCh1[0]}`, key);
+    const again = await third.next("session.resumed");
+    expect(again.event_id).not.toBe(resumed.event_id);
+    expect(ids(replayOf(third, again), 0).slice(0, ids(replay, 0).length)).toEqual(ids(replay, 0));
+    await finish(third);
   }, 120_000);
 
   it("a held multichannel session whose grace passes ends as a close would: every channel's VAD state goes, the closed fact is written", async () => {

@@ -7,6 +7,7 @@ import { withSpanFromHeaders } from "../../shared/telemetry";
 import { readSessionRecords } from "./session-records";
 
 const SEEN_EVENT_IDS = 1024;
+const DIRECT_IDS_PER_CONNECTION = 1_000_000;
 
 /** Where a graceful close stands: the VAD has committed everything, and how many committed items still wait for their result. */
 export interface FeedProgress {
@@ -44,8 +45,10 @@ export interface SessionFeed {
   unsubscribe(): void;
   /**
    * An id for an event the gateway sends itself (session.updated, an error about a
-   * frame): the stable id of the last stored event forwarded before it plus a suffix, so
-   * a resume from it starts at the right place (domain/sessions/resume.ts replayPosition).
+   * frame, session.resumed): the stable id of the last stored event forwarded before it
+   * plus a suffix, so a resume from it starts at the right place
+   * (domain/sessions/resume.ts replayPosition); a resumed connection's suffixes start at
+   * gen × 1,000,000, so no two connections of a session repeat one.
    */
   directEventId(): string;
 }
@@ -74,7 +77,8 @@ export function forwardSessionEvents(
   const pendingItems = new Set<string>();
   let vadFlushed = false;
   let lastStable: string | null = null;
-  let direct = 0;
+  /** Numbered apart per connection of the session (its resume generation), so two connections' own events never share an id. */
+  let direct = replay ? replay.gen * DIRECT_IDS_PER_CONNECTION : 0;
   let stopped = false;
   /** Live messages held back during a replay (null: live). */
   let held: Msg[] | null = replay ? [] : null;
@@ -158,7 +162,11 @@ export function forwardSessionEvents(
         if (position === null) return replay.onFailed(new Error("the voice activity detector did not answer the resume"));
         // found is checked before the upgrade (resume.ts); should it be missing now, everything is replayed
         const out = found ? replayed : all;
+        // the events the gateway sends before the replay (session.resumed) stand where the client stood, not after the replay
+        const readUpTo = lastStable;
+        lastStable = found ? replay.afterEventId : null;
         const sendReplayed = () => {
+          lastStable = readUpTo;
           if (!stopped) for (const e of out) send(e);
         };
         const goLive = () => {
