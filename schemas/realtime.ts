@@ -189,8 +189,10 @@ const sessionResumed = z.object({
 /**
  * `channel`: a multichannel session's (`?channels=2&multichannel=true`, docs/realtime.md
  * "Multichannel") item events say which channel the item was spoken on; absent otherwise.
+ * So do the `cleared` and `error` events a channel's lane sends (not the gateway's own).
  */
-const itemBase = { event_id: z.string(), item_id: z.string(), channel: z.number().int().nonnegative().optional() };
+const channel = z.number().int().nonnegative().optional();
+const itemBase = { event_id: z.string(), item_id: z.string(), channel };
 
 const speechStarted = z.object({
   type: z.literal("input_audio_buffer.speech_started"),
@@ -211,7 +213,7 @@ const committed = z.object({
   /** "vad" (silence after speech), "commit" (client), "max_length" or "close". */
   reason: z.enum(["vad", "commit", "max_length", "close"]),
 });
-const cleared = z.object({ type: z.literal("input_audio_buffer.cleared"), event_id: z.string() });
+const cleared = z.object({ type: z.literal("input_audio_buffer.cleared"), event_id: z.string(), channel });
 /**
  * Opt-in (`turn_detection.early_turn_events`, semantic_vad): the decider first thinks the
  * open item's turn may be over (speech paused at `audio_end_ms`; `transcript` is the
@@ -276,6 +278,7 @@ const transcriptionFailed = z.object({
 const errorEvent = z.object({
   type: z.literal("error"),
   event_id: z.string(),
+  channel,
   error: z.object({
     type: z.enum(["invalid_request_error", "server_error"]),
     code: z.string(),

@@ -6,6 +6,7 @@ import {
   MAX_RESUME_GRACE_SECONDS,
   readResumeCredential,
   replayPosition,
+  replayPositions,
   RESUME_CREDENTIAL_PREFIX,
   resumeGraceMs,
   type SessionOwnership,
@@ -62,6 +63,30 @@ describe("resume credential", () => {
     expect(replayPosition("evt_abc123.2")).toEqual({ kind: "after", eventId: "evt_abc123" });
     expect(replayPosition("evt_abc123")).toEqual({ kind: "after", eventId: "evt_abc123" });
     expect(codeOf(() => replayPosition("evt_0f3a-uuid"))).toBe("resume_event_unknown:400");
+  });
+
+  it("replay positions: one for a one-lane session; one per channel, comma-separated, for a multichannel one (the credential's ch)", () => {
+    expect(replayPositions("evt_abc123.2", undefined)).toEqual([{ kind: "after", eventId: "evt_abc123" }]);
+    // a comma is not part of a one-lane session's id
+    expect(codeOf(() => replayPositions("evt_abc,evt_def", undefined))).toBe("resume_event_unknown:400");
+    expect(replayPositions(null, 2)).toEqual([{ kind: "start" }, { kind: "start" }]);
+    expect(replayPositions("evt_abc.1,evt_def", 2)).toEqual([
+      { kind: "after", eventId: "evt_abc" },
+      { kind: "after", eventId: "evt_def" },
+    ]);
+    // a channel that had no event yet: evt_0 or empty
+    expect(replayPositions("evt_0,evt_def", 2)).toEqual([{ kind: "start" }, { kind: "after", eventId: "evt_def" }]);
+    expect(replayPositions(",evt_def", 2)).toEqual([{ kind: "start" }, { kind: "after", eventId: "evt_def" }]);
+    expect(replayPositions("evt_abc", 1)).toEqual([{ kind: "after", eventId: "evt_abc" }]);
+    // another count of ids, or garbage in one of them
+    expect(codeOf(() => replayPositions("evt_abc", 2))).toBe("resume_event_unknown:400");
+    expect(codeOf(() => replayPositions("evt_abc,evt_def,evt_012", 2))).toBe("resume_event_unknown:400");
+    expect(codeOf(() => replayPositions("evt_abc,not-an-id", 2))).toBe("resume_event_unknown:400");
+  });
+
+  it("a multichannel session's credential carries its channel count; a one-lane session's none", () => {
+    expect(readResumeCredential(secret, issueResumeCredential(secret, { ...session, multichannelChannels: 2 }, 60_000, now), now).ch).toBe(2);
+    expect(readResumeCredential(secret, issueResumeCredential(secret, session, 60_000, now), now).ch).toBeUndefined();
   });
 });
 

@@ -27,6 +27,8 @@ const resumeClaims = z.object({
   kid: z.string(),
   own: z.string(),
   gen: z.number().int().nonnegative(),
+  /** A multichannel session's channel count (one lane each, one replay position each); absent: one lane, the session's own. */
+  ch: z.number().int().positive().optional(),
   /** Epoch seconds: the session's longest life plus its grace. */
   exp: z.number().int(),
 });
@@ -58,11 +60,12 @@ export function resumeGraceMs(planGraceSeconds: number | undefined): number {
 /** A credential for the session's `gen`-th owner, valid for the session's longest life plus its grace. */
 export function issueResumeCredential(
   secret: string | undefined,
-  session: { sessionId: string; keyId: string; ownerId: string; gen: number },
+  session: { sessionId: string; keyId: string; ownerId: string; gen: number; multichannelChannels?: number },
   validForMs: number,
   now: number,
 ): string {
   const claims: ResumeClaims = { typ: "resume", sid: session.sessionId, kid: session.keyId, own: session.ownerId, gen: session.gen, exp: Math.ceil((now + validForMs) / 1000) };
+  if (session.multichannelChannels !== undefined) claims.ch = session.multichannelChannels;
   return signToken(secret, RESUME_CREDENTIAL_PREFIX, claims);
 }
 
@@ -90,6 +93,29 @@ export function replayPosition(lastEventId: string | null): { kind: "start" } | 
   const stable = lastEventId.split(".")[0]!;
   if (!/^evt_[0-9a-f]{1,64}$/.test(stable)) throw validationError("resume_event_unknown", "last_event_id is not an event id of this service.", { param: "last_event_id" });
   return stable === "evt_0" ? { kind: "start" } : { kind: "after", eventId: stable };
+}
+
+export type ReplayPosition = ReturnType<typeof replayPosition>;
+
+/**
+ * The replay positions of a resume, one per lane: a one-lane session's is `lastEventId`
+ * as replayPosition reads it; a multichannel session (`channels`, the credential's `ch`)
+ * names one position per channel, comma-separated in channel order
+ * (`evt_…,evt_…`; `evt_0` or empty for a channel that had no event yet). Each lane's
+ * events are its own stream, so one id cannot name where all of them stand. Absent, every
+ * lane replays from its first event. A list of another length is refused like an id
+ * that is not one.
+ */
+export function replayPositions(lastEventId: string | null, channels: number | undefined): ReplayPosition[] {
+  if (channels === undefined) return [replayPosition(lastEventId)];
+  if (lastEventId === null || lastEventId === "") return Array.from({ length: channels }, () => ({ kind: "start" }));
+  const ids = lastEventId.split(",");
+  if (ids.length !== channels) {
+    throw validationError("resume_event_unknown", `last_event_id names ${ids.length} position${ids.length === 1 ? "" : "s"}; this session has ${channels} channels: one event id per channel, comma-separated.`, {
+      param: "last_event_id",
+    });
+  }
+  return ids.map((id) => replayPosition(id.trim()));
 }
 
 /** What a resume does, given the credential, who asks, and the session's entry as read. */

@@ -6,7 +6,7 @@ import {
   decideResume,
   issueResumeCredential,
   readResumeCredential,
-  replayPosition,
+  replayPositions,
   resumeExpired,
   resumeGraceMs,
   sessionOwnership,
@@ -24,6 +24,7 @@ import { partitionOf, type ResumeOffer, type Session, type SessionStart } from "
 import type { AudioBatcher } from "./audio-publisher";
 import { heldEnd } from "./session-lifecycle";
 import { stableEventId } from "./session-feed";
+import { laneIdsOf } from "./session-channels";
 import { readSessionRecords } from "./session-records";
 import { safeJson } from "../../shared/json";
 
@@ -121,10 +122,11 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
   const offerFor =
     (a: Admission) =>
     (gen: number): ResumeOffer | undefined => {
-      // a multichannel session's lanes each have their own events: one replay position cannot name them (docs/realtime.md)
-      if (!secret || a.multichannel) return undefined;
+      if (!secret) return undefined;
       const graceMs = resumeGraceMs(a.limits.resumeGraceSeconds);
-      const credential = issueResumeCredential(secret, { sessionId: a.sessionId, keyId: a.principal.keyId, ownerId: a.principal.ownerId, gen }, a.limits.maxSessionSeconds * 1000 + graceMs, now());
+      // a multichannel session's credential says its channels: its resume names one position per channel (its lanes)
+      const session = { sessionId: a.sessionId, keyId: a.principal.keyId, ownerId: a.principal.ownerId, gen, multichannelChannels: a.multichannel ? a.channels : undefined };
+      const credential = issueResumeCredential(secret, session, a.limits.maxSessionSeconds * 1000 + graceMs, now());
       return { credential, grace_seconds: graceMs / 1000 };
     };
 
@@ -229,12 +231,13 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
    * the upgrade aborted): the session is held again under the generation before, so
    * the credential the client still has works for its next try.
    */
-  async function giveBack(sessionId: string, gen: number, keyId: string): Promise<void> {
+  async function giveBack(sessionId: string, gen: number, keyId: string, multichannelChannels: number | undefined): Promise<void> {
     const current = await read(sessionId);
     if (!current.entry || current.entry.gen !== gen || current.entry.gateway !== deps.gatewayId) return;
     const next = { ...current.entry, gen: gen - 1, gateway: null, heldBy: deps.gatewayId, heldUntil: now() + current.entry.graceMs, at: now() };
     await write(sessionId, next, current.revision);
-    const ending = { session_id: sessionId, code: 1006, audio_ms: 0, startedAt: now(), partition: partitionOf(sessionId, deps.partitions), firstSeq: (gen + 1) * 2 ** 20 - 1 };
+    const lanes = laneIdsOf(sessionId, multichannelChannels).map((id) => ({ id, partition: partitionOf(id, deps.partitions) }));
+    const ending = { session_id: sessionId, code: 1006, audio_ms: 0, startedAt: now(), lanes, firstSeq: (gen + 1) * 2 ** 20 - 1 };
     const timer = setTimeout(() => void expire(sessionId).catch(() => undefined), next.graceMs);
     timer.unref();
     held.set(sessionId, { gen: next.gen, keyId, timer, end: heldEnd(ending, { audio: deps.audio, sessions: deps.sessions, now }, log) });
@@ -317,11 +320,15 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
       const at = deps.now();
       const principal = await authenticateUpgrade(deps, req, at);
       const claims = readResumeCredential(secret, resume.credential, now());
-      const position = replayPosition(resume.lastEventId);
+      const positions = replayPositions(resume.lastEventId, claims.ch);
+      const lanes = laneIdsOf(claims.sid, claims.ch);
       const opened = await deps.sessions.readOpened(claims.sid);
       if (!opened) throw resumeExpired();
-      if (position.kind === "after" && !(await holdsEvent(nats, claims.sid, position.eventId))) {
-        throw validationError("resume_event_unknown", `last_event_id ${resume.lastEventId} is not an event of this session.`, { param: "last_event_id" });
+      for (const [i, position] of positions.entries()) {
+        if (position.kind === "after" && !(await holdsEvent(nats, lanes[i]!, position.eventId))) {
+          const which = claims.ch === undefined ? "" : ` (channel ${i}: ${position.eventId})`;
+          throw validationError("resume_event_unknown", `last_event_id ${resume.lastEventId}${which} is not an event of this session.`, { param: "last_event_id" });
+        }
       }
       const limits = deps.limitsFor(principal);
       await consumeRate(nats, principal.keyId, "connections", limits.maxConnectionsPerMinute, at);
@@ -331,9 +338,9 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
         await leases.acquire(principal.keyId, claims.sid, limits.maxConcurrentConnections);
         budget = deps.usage.budget({ keyId: principal.keyId, limits }, at);
         left = await budget.remaining();
-        settings = await readVadSettings(kv, claims.sid);
+        settings = await readVadSettings(kv, lanes[0]!);
       } catch (err) {
-        await giveBack(claims.sid, taken.gen, principal.keyId).catch(() => undefined);
+        await giveBack(claims.sid, taken.gen, principal.keyId, claims.ch).catch(() => undefined);
         throw err;
       }
       const admission: Admission = {
@@ -343,19 +350,19 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
         limits,
         sampleRate: opened.sample_rate,
         channels: opened.channels,
-        // only one-lane sessions are offered a resume (offerFor)
-        multichannel: false,
+        multichannel: claims.ch !== undefined,
         remainingAudioSeconds: Number.isFinite(left) ? Math.floor(left) : limits.maxAudioSecondsPerSession,
         budget,
         language: settings?.language ?? null,
         prompt: settings?.prompt ?? null,
       };
-      return { admission, start: { kind: "resume", gen: taken.gen, afterEventId: position.kind === "after" ? position.eventId : null, offer: offerFor(admission) } };
+      const afterEventIds = positions.map((p) => (p.kind === "after" ? p.eventId : null));
+      return { admission, start: { kind: "resume", gen: taken.gen, afterEventIds, offer: offerFor(admission) } };
     },
 
     /** An admitted upgrade that did not become a connection (aborted, or the upgrade failed): its lease and its session go back. */
     async abandoned(admission: Admission, start: SessionStart | undefined): Promise<void> {
-      if (start?.kind === "resume") return giveBack(admission.sessionId, start.gen, admission.principal.keyId);
+      if (start?.kind === "resume") return giveBack(admission.sessionId, start.gen, admission.principal.keyId, admission.multichannel ? admission.channels : undefined);
       this.closed(admission.sessionId);
       await leases.release(admission.principal.keyId, admission.sessionId);
     },

@@ -47,6 +47,11 @@ function channelLaneId(sessionId: string, channel: number): string {
   return `sess_ch${channel}_${sessionId.slice(5)}`;
 }
 
+/** The lane ids of a session: its own id, or a multichannel session's one per channel. */
+export function laneIdsOf(sessionId: string, multichannelChannels: number | undefined): string[] {
+  return multichannelChannels === undefined ? [sessionId] : Array.from({ length: multichannelChannels }, (_, channel) => channelLaneId(sessionId, channel));
+}
+
 export interface SessionAudioOptions {
   sessionId: string;
   sampleRate: number;
@@ -89,31 +94,75 @@ export function openSessionAudio(o: SessionAudioOptions): SessionAudio {
   };
 }
 
+/** A resumed connection's replay of every lane: `afterEventIds` one position per lane, in lane order (null: from the lane's start). */
+export type LanesReplay = Omit<ReplayRequest, "afterEventId"> & { afterEventIds: readonly (string | null)[] };
+
 /**
  * Every lane's events to the client (session-feed.ts per lane), each with its lane's
- * `channel`; the session's progress is the lanes' together: flushed when every lane's VAD
- * has flushed, its pending items all of theirs. A resumed connection's replay is for
- * one-lane sessions (multichannel sessions are not offered a resume: docs/realtime.md).
+ * `channel` (a multichannel session's: every event a lane sends, so a client can keep
+ * one resume position per channel); the session's progress is the lanes' together:
+ * flushed when every lane's VAD has flushed, its pending items all of theirs.
+ *
+ * A resumed connection replays every lane after its own position. Each lane's VAD
+ * answers the resume on its own: the session hears one answer once all have, the
+ * smallest position (the lanes took the same audio, so they agree; a lane ahead drops
+ * the overlap the client resends) and the largest floor, the replays counted together;
+ * then every lane's replay is sent, then live events. The gateway's own events
+ * (session.updated, session.resumed, errors about frames) take their ids from channel 0's
+ * lane: they stand at channel 0's position (docs/realtime.md "Resuming a session").
  */
 export function forwardLaneEvents(
   nats: Nats,
   lanes: readonly Lane[],
   send: (event: ServerEvent) => void,
   progressed: (progress: FeedProgress) => void,
-  replay?: ReplayRequest,
+  replay?: LanesReplay,
 ): SessionFeed {
-  if (lanes.length === 1 && lanes[0]!.channel === undefined) return forwardSessionEvents(nats, lanes[0]!.id, send, progressed, replay);
+  const laneReplays = replay && replayPerLane(replay, lanes.length);
+  if (lanes.length === 1 && lanes[0]!.channel === undefined) return forwardSessionEvents(nats, lanes[0]!.id, send, progressed, laneReplays?.[0]);
   const progress = lanes.map((): FeedProgress => ({ vadFlushed: false, pendingItems: 0 }));
   const feeds = lanes.map((lane, i) =>
     forwardSessionEvents(
       nats,
       lane.id,
-      (event) => send(lane.channel === undefined || !("item_id" in event) ? event : { ...event, channel: lane.channel }),
+      (event) => send({ ...event, channel: lane.channel } as ServerEvent),
       (p) => {
         progress[i] = p;
         progressed({ vadFlushed: progress.every((x) => x.vadFlushed), pendingItems: progress.reduce((n, x) => n + x.pendingItems, 0) });
       },
+      laneReplays?.[i],
     ),
   );
   return { unsubscribe: () => feeds.forEach((f) => f.unsubscribe()), directEventId: () => feeds[0]!.directEventId() };
+}
+
+/** One ReplayRequest per lane whose answers are combined into the session's one `onResumed` (forwardLaneEvents). */
+function replayPerLane(replay: LanesReplay, lanes: number): ReplayRequest[] {
+  if (replay.afterEventIds.length !== lanes) throw new Error(`a replay needs one position per lane (${lanes}), got ${replay.afterEventIds.length}`);
+  if (lanes === 1) return [{ ...replay, afterEventId: replay.afterEventIds[0]! }];
+  const answers: Parameters<ReplayRequest["onResumed"]>[0][] = [];
+  let failed = false;
+  let release!: () => void;
+  const all = new Promise<void>((resolve) => (release = resolve));
+  return replay.afterEventIds.map((afterEventId) => ({
+    ...replay,
+    afterEventId,
+    onResumed: (answer) => {
+      answers.push(answer);
+      if (answers.length === lanes && !failed) {
+        replay.onResumed({
+          position: Math.min(...answers.map((a) => a.position)),
+          floorMs: Math.max(...answers.map((a) => a.floorMs)),
+          replayed: answers.reduce((n, a) => n + a.replayed, 0),
+        });
+        release();
+      }
+      return all;
+    },
+    onFailed: (err) => {
+      if (failed) return;
+      failed = true;
+      replay.onFailed(err);
+    },
+  }));
 }

@@ -7,6 +7,7 @@ import { withSpanFromHeaders } from "../../shared/telemetry";
 import { readSessionRecords } from "./session-records";
 
 const SEEN_EVENT_IDS = 1024;
+const DIRECT_IDS_PER_CONNECTION = 1_000_000;
 
 /** Where a graceful close stands: the VAD has committed everything, and how many committed items still wait for their result. */
 export interface FeedProgress {
@@ -32,9 +33,11 @@ export interface ReplayRequest {
   /**
    * The VAD answered: called before the replayed events are sent (the caller sends
    * session.resumed). `floorMs`: the latest audio time any stored event names, under
-   * which the timeline cannot be (a VAD restarted meanwhile answers from 0).
+   * which the timeline cannot be (a VAD restarted meanwhile answers from 0). A promise
+   * holds the replay back until it settles (a multichannel session's lanes wait for
+   * each other: session-channels.ts); the live events wait for every replay so held.
    */
-  onResumed(result: { position: number; floorMs: number; replayed: number }): void;
+  onResumed(result: { position: number; floorMs: number; replayed: number }): void | Promise<void>;
   onFailed(err: Error): void;
 }
 
@@ -42,8 +45,10 @@ export interface SessionFeed {
   unsubscribe(): void;
   /**
    * An id for an event the gateway sends itself (session.updated, an error about a
-   * frame): the stable id of the last stored event forwarded before it plus a suffix, so
-   * a resume from it starts at the right place (domain/sessions/resume.ts replayPosition).
+   * frame, session.resumed): the stable id of the last stored event forwarded before it
+   * plus a suffix, so a resume from it starts at the right place
+   * (domain/sessions/resume.ts replayPosition); a resumed connection's suffixes start at
+   * gen × 1,000,000, so no two connections of a session repeat one.
    */
   directEventId(): string;
 }
@@ -72,7 +77,8 @@ export function forwardSessionEvents(
   const pendingItems = new Set<string>();
   let vadFlushed = false;
   let lastStable: string | null = null;
-  let direct = 0;
+  /** Numbered apart per connection of the session (its resume generation), so two connections' own events never share an id. */
+  let direct = replay ? replay.gen * DIRECT_IDS_PER_CONNECTION : 0;
   let stopped = false;
   /** Live messages held back during a replay (null: live). */
   let held: Msg[] | null = replay ? [] : null;
@@ -156,12 +162,24 @@ export function forwardSessionEvents(
         if (position === null) return replay.onFailed(new Error("the voice activity detector did not answer the resume"));
         // found is checked before the upgrade (resume.ts); should it be missing now, everything is replayed
         const out = found ? replayed : all;
-        replay.onResumed({ position, floorMs, replayed: out.length });
-        for (const e of out) send(e);
-        const backlog = held ?? [];
-        held = null;
-        for (const m of backlog) live(m);
-        progress();
+        // the events the gateway sends before the replay (session.resumed) stand where the client stood, not after the replay
+        const readUpTo = lastStable;
+        lastStable = found ? replay.afterEventId : null;
+        const sendReplayed = () => {
+          lastStable = readUpTo;
+          if (!stopped) for (const e of out) send(e);
+        };
+        const goLive = () => {
+          if (stopped) return;
+          const backlog = held ?? [];
+          held = null;
+          for (const m of backlog) live(m);
+          progress();
+        };
+        const waited = replay.onResumed({ position, floorMs, replayed: out.length });
+        if (!waited) return void (sendReplayed(), goLive());
+        // two steps: every lane waiting on the same promise sends its replay before any goes live
+        void waited.then(sendReplayed).then(goLive, () => undefined);
       },
       (err: Error) => {
         if (!stopped) replay.onFailed(err);

@@ -62,8 +62,9 @@ interface HeldDeps {
 }
 
 /**
- * Ends a held session whose grace passed: the VAD's end control (through a publisher of
- * its own, numbered after the connection's entries) and the closed fact. Built from
+ * Ends a held session whose grace passed: the VAD's end control to each of its lanes
+ * (through publishers of its own, numbered after the connection's entries) and the
+ * closed fact. Built from
  * plain values, so a held session keeps none of its connection's state alive (a
  * closure of openSession would keep all of it: V8 shares one context per scope).
  */
@@ -72,14 +73,14 @@ export function heldEnd(s: Parameters<typeof endHeld>[0], deps: HeldDeps, log: L
 }
 
 async function endHeld(
-  s: { session_id: string; code: number; audio_ms: number; startedAt: number; partition: number; firstSeq: number },
+  s: { session_id: string; code: number; audio_ms: number; startedAt: number; lanes: { id: string; partition: number }[]; firstSeq: number },
   reason: string,
   deps: HeldDeps,
   log: Logger,
 ): Promise<void> {
-  const publisher = deps.audio.session({ sessionId: s.session_id, partition: s.partition, firstSeq: s.firstSeq, onFailure: () => undefined });
-  publisher.control({ kind: "end", flush: false });
-  await publisher.settled();
+  const publishers = s.lanes.map((lane) => deps.audio.session({ sessionId: lane.id, partition: lane.partition, firstSeq: s.firstSeq, onFailure: () => undefined }));
+  for (const p of publishers) p.control({ kind: "end", flush: false });
+  await Promise.all(publishers.map((p) => p.settled()));
   await deps.sessions
     .closed({ session_id: s.session_id, code: s.code, reason, audio_ms: s.audio_ms, duration_ms: Math.max(0, deps.now() - s.startedAt) })
     .catch((err) => log.warn("could not record session event", { type: "rt.session.closed", error: (err as Error).message }));

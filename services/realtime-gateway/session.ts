@@ -11,8 +11,7 @@ import type { AudioBatcher } from "./audio-publisher";
 import { applyClientMessage, readClientFrame, type MessageTarget, type SessionSettings } from "./client-messages";
 import { announce, heldEnd, sessionCreated } from "./session-lifecycle";
 import { createAudioAllowance, createUsageMeter } from "./session-accounting";
-import type { ReplayRequest } from "./session-feed";
-import { forwardLaneEvents, openSessionAudio, type SessionAudio } from "./session-channels";
+import { forwardLaneEvents, openSessionAudio, type LanesReplay, type SessionAudio } from "./session-channels";
 import { createSessionMetrics } from "./session-metrics";
 
 /**
@@ -83,13 +82,13 @@ export interface ResumeOffer {
 /**
  * How a connection starts its session: a new session, or the resume of a held one as
  * its `gen`-th owner (resume.ts): no start control and no opened fact, a resume control
- * instead; the stored events after the client's position are replayed once the VAD
- * has answered, and audio is taken from then on. `offer(gen)` is the credential for
+ * instead; the stored events after the client's position (one per lane: a multichannel
+ * session's channels each have theirs) are replayed once the VAD has answered, and audio is taken from then on. `offer(gen)` is the credential for
  * the next resume (undefined when the gateway has no token secret).
  */
 export type SessionStart =
   | { kind: "new"; offer(gen: number): ResumeOffer | undefined }
-  | { kind: "resume"; gen: number; afterEventId: string | null; offer(gen: number): ResumeOffer | undefined };
+  | { kind: "resume"; gen: number; afterEventIds: readonly (string | null)[]; offer(gen: number): ResumeOffer | undefined };
 
 /** How long a resumed connection waits for the VAD's answer before it closes 1013. */
 const RESUME_ANSWER_WAIT_MS = 10_000;
@@ -190,11 +189,11 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   // committed items whose outcome has not reached the client, and when the sweep first saw the upstream gone
   let pendingItems = 0;
   let upstreamLostAt: number | null = null;
-  const replay: ReplayRequest | undefined =
+  const replay: LanesReplay | undefined =
     start.kind === "resume"
       ? {
           gen,
-          afterEventId: start.afterEventId,
+          afterEventIds: start.afterEventIds,
           waitMs: RESUME_ANSWER_WAIT_MS,
           onResumed: ({ position, floorMs, replayed }) => {
             // whole milliseconds: the client resends from audio_ms, the VAD drops the overlap (< 1 ms);
@@ -375,7 +374,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     async hold(code: number): Promise<{ end(reason: string): Promise<void> }> {
       closedDone = true;
       await detach(this as Session, code);
-      const closedAs = { session_id: sessionId, code, audio_ms: audioMs(), startedAt, partition: partitionOf(sessionId, deps.partitions), firstSeq: (gen + 1) * SEQS_PER_CONNECTION - 1 };
+      const lanes = publisher.lanes.map((lane) => ({ id: lane.id, partition: partitionOf(lane.id, deps.partitions) }));
+      const closedAs = { session_id: sessionId, code, audio_ms: audioMs(), startedAt, lanes, firstSeq: (gen + 1) * SEQS_PER_CONNECTION - 1 };
       // not `deps` itself: its callbacks close over the gateway's socket and this session
       return { end: heldEnd(closedAs, { audio: deps.audio, sessions: deps.sessions, now: deps.now }, log) };
     },

@@ -14,6 +14,17 @@ export function speech(): Int16Array {
 /** The id to resume after: the last event the client processed that has one. */
 export const lastEventId = (events: any[]) => [...events].reverse().find((e) => typeof e.event_id === "string")?.event_id ?? null;
 
+/**
+ * A multichannel session's positions, comma-separated in channel order: per channel the
+ * id of the last event carrying that `channel`, the gateway's own events (no `channel`)
+ * counting as channel 0's; empty for a channel that had none.
+ */
+export function lastEventIds(events: any[], channels: number): string {
+  const last: string[] = Array.from({ length: channels }, () => "");
+  for (const e of events) if (typeof e.event_id === "string") last[e.channel ?? 0] = e.event_id;
+  return last.join(",");
+}
+
 /** Cuts the TCP connection under the WebSocket: no close frame, the server sees 1006. */
 export function cut(c: RtClient) {
   (c.ws as unknown as { _socket: { destroy(): void } })._socket.destroy();
