@@ -14,7 +14,7 @@ import { startStack, type Stack } from "./support/stack";
  * docs/realtime.md "Resuming a session", "Through the OpenAI door") on the real stack,
  * with a raw WebSocket client speaking OpenAI's events: the TCP connection cut
  * mid-utterance and between utterances, the door's config restored, a gateway stopped
- * (SIGTERM), and the resumes that must be refused.
+ * (SIGTERM) or killed (SIGKILL), and the resumes that must be refused.
  */
 let stack: Stack;
 let key: string;
@@ -217,6 +217,33 @@ describe("resuming a session through the OpenAI door", () => {
     await outcomes(all);
     await finish(second);
     expect(transcripts(all())).toEqual(baseline);
+  }, 240_000);
+
+  it("the gateway process serving a door session is killed with SIGKILL mid-stream: resumed through the door on another gateway, in the beta shapes it was opened with, no committed item lost", async () => {
+    const child = await startServiceProcess(stack, "realtime-gateway");
+    children.push(child);
+    const first = await connectRt(doorUrl(`http://127.0.0.1:${child.port}`), { ...bearer(key), "openai-beta": "realtime=v1" });
+    const created = await first.next("transcription_session.created");
+    const pcm = speech24();
+    const at = Math.round((fixture("jfk.wav").length / 16000 + 4) * 24000); // inside the second jfk
+    await appendPcm(first, pcm.subarray(0, at));
+    await child.kill();
+    expect((await first.closed).code).toBe(1006);
+    const second = await connectRt(doorUrl(stack.baseUrl, resumeQuery(created.resume.credential, lastEventId(first.events))), bearer(key));
+    const resumed = await second.next("session.resumed");
+    expect(resumed.audio_ms * 24).toBeLessThanOrEqual(at);
+    await appendPcm(second, pcm.subarray(resumed.audio_ms * 24));
+    const all = () => [...first.events, ...second.events];
+    await outcomes(all);
+    await finish(second);
+    const committed = all().filter((e) => e.type === "input_audio_buffer.committed").map((e) => e.item_id);
+    expect(new Set(committed).size).toBe(committed.length);
+    expect([...committed].sort()).toEqual((await storedItems(created.session.id)).sort());
+    for (const item of committed) expect(all().filter((e) => isOutcome(e) && e.item_id === item)).toHaveLength(1);
+    expect(second.events.some((e) => e.type === "conversation.item.created")).toBe(true);
+    expect(second.events.some((e) => e.type === "conversation.item.added")).toBe(false);
+    const ids = all().map((e) => e.event_id);
+    expect(new Set(ids).size).toBe(ids.length);
   }, 240_000);
 
   it("refuses a forged credential, an unknown or garbage last_event_id, and a credential presented on the other door", async () => {
