@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { resumeOffer } from "./realtime";
 
 /**
  * The OpenAI Realtime door's wire contract (`WS /v1/realtime`, docs/realtime.md "The
@@ -200,9 +201,10 @@ const errorBody = z.object({ type: z.string(), code: z.string().nullable(), mess
 export type OpenAiErrorBody = z.infer<typeof errorBody>;
 
 export const openAiServerEvent = z.discriminatedUnion("type", [
-  z.object({ type: z.literal("session.created"), ...withId, session: openAiSessionView }),
+  /** `resume`: an addition (docs/realtime.md "Resuming a session"), the native session.created's resume offer. */
+  z.object({ type: z.literal("session.created"), ...withId, session: openAiSessionView, resume: resumeOffer.optional() }),
   z.object({ type: z.literal("session.updated"), ...withId, session: openAiSessionView }),
-  z.object({ type: z.literal("transcription_session.created"), ...withId, session: betaSessionView }),
+  z.object({ type: z.literal("transcription_session.created"), ...withId, session: betaSessionView, resume: resumeOffer.optional() }),
   z.object({ type: z.literal("transcription_session.updated"), ...withId, session: betaSessionView }),
   z.object({ type: z.literal("input_audio_buffer.speech_started"), ...withId, item_id: z.string(), audio_start_ms: z.number().int() }),
   z.object({ type: z.literal("input_audio_buffer.speech_stopped"), ...withId, item_id: z.string(), audio_end_ms: z.number().int() }),
@@ -229,5 +231,27 @@ export const openAiServerEvent = z.discriminatedUnion("type", [
     error: z.object({ type: z.string(), code: z.string().nullable(), message: z.string(), param: z.string().nullable() }),
   }),
   z.object({ type: z.literal("error"), ...withId, error: errorBody }),
+  /** Not OpenAI's: the first event of a resumed connection, the native session.resumed (`audio_ms` in ms: resend from there on at the door's format). */
+  z.object({ type: z.literal("session.resumed"), ...withId, session_id: z.string(), audio_ms: z.number().int().nonnegative(), replayed: z.number().int().nonnegative(), resume: resumeOffer }),
 ]);
 export type OpenAiServerEvent = z.infer<typeof openAiServerEvent>;
+
+// ---------------------------------------------------------------- resume
+
+/**
+ * What a resume of a door session restores on any gateway (the `door` field of the
+ * session's ownership entry, KV bucket `leases`): the door's config, whether it speaks
+ * beta shapes, and when the session expires (shown in its session views).
+ */
+export const doorRecord = z.object({
+  config: z.object({
+    format: z.enum(["pcm", "pcmu", "pcma"]),
+    transcription,
+    turnDetection: gaTurnDetectionView,
+    noiseReduction,
+    include,
+  }),
+  beta: z.boolean(),
+  expiresAt: z.number().int(),
+});
+export type DoorRecord = z.infer<typeof doorRecord>;

@@ -138,7 +138,7 @@ export type SessionUpdate = z.infer<typeof sessionUpdate>;
  * "Resuming a session"): `credential` is single use; each session.resumed hands out
  * the next one.
  */
-const resumeOffer = z.object({
+export const resumeOffer = z.object({
   credential: z.string().startsWith("rs_"),
   grace_seconds: z.number().int().positive(),
 });

@@ -48,6 +48,12 @@ export const sessionOwnership = z.object({
   graceMs: z.number().int().positive(),
   /** Epoch ms of the write (the entry is rewritten before the bucket's max age drops it). */
   at: z.number().int(),
+  /**
+   * A session opened on the OpenAI door (`/v1/realtime`): the door's state a resume
+   * restores (schemas/openai-realtime.ts doorRecord, read by the gateway). Absent: a
+   * native session. A session resumes only through the door it was opened on.
+   */
+  door: z.unknown().optional(),
 });
 export type SessionOwnership = z.infer<typeof sessionOwnership>;
 

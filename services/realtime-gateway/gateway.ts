@@ -25,10 +25,11 @@ import { bridgeToFetch, type FetchHandler } from "./http-bridge";
 import { bindWithin, listenErrorCode } from "../../shared/listen";
 import { createLeases } from "./leases";
 import { openSession, type Session, type SessionSocket, type SessionStart } from "./session";
-import { createResumes, resumeRequestOf } from "./resume";
-import { OPENAI_MAX_TEXT_FRAME_BYTES, OPENAI_REALTIME_PATH } from "../../schemas/openai-realtime";
-import { createOpenAiDoor, doorAdmission, readOpenAiUpgrade, type OpenAiDoor, type OpenAiUpgrade } from "./openai-door";
-import { createHeadroom } from "./headroom";
+import { createResumes } from "./resume";
+import { resumeRequestOf } from "./resume-reads";
+import { OPENAI_MAX_TEXT_FRAME_BYTES, OPENAI_REALTIME_PATH, type DoorRecord } from "../../schemas/openai-realtime";
+import { createOpenAiDoor, doorAdmission, newDoorStart, readOpenAiUpgrade, type DoorStart, type OpenAiDoor, type OpenAiUpgrade } from "./openai-door";
+import { createHeadroom, newestOpen } from "./headroom";
 
 /**
  * The realtime gateway: one uWebSockets.js listener serving the WebSocket
@@ -79,6 +80,8 @@ interface SocketData {
   session?: Session;
   /** The OpenAI door's upgrade (`/v1/realtime`); absent on the native door. */
   openai?: OpenAiUpgrade;
+  /** The OpenAI door's state to start from (new, or stored for a resume). */
+  doorStart?: DoorStart;
   door?: OpenAiDoor;
 }
 type Door = "native" | "openai";
@@ -98,13 +101,6 @@ function endQuietly(ws: WebSocket<SocketData>, { code, reason }: { code: number;
   } catch {
     // already closed
   }
-}
-
-/** The session opened last that is not already closing (a Set iterates in insertion order). */
-function newestOpen(sessions: Set<Session>): Session | undefined {
-  let newest: Session | undefined;
-  for (const s of sessions) if (!s.closeReason) newest = s;
-  return newest;
 }
 
 export async function startRealtimeGateway(ctx: RealtimeContext, options: RealtimeGatewayOptions = {}): Promise<RealtimeGateway> {
@@ -150,13 +146,10 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     let admission = data.admission;
     if (data.openai) {
       // the OpenAI door: its events in, OpenAI's out, over the same session (openai-door.ts)
-      data.door = createOpenAiDoor(raw, admission, {
-        upgrade: data.openai,
-        vad: defaultTurnDetection,
-        maxFrameBytes: rt.maxFrameBytes,
-        preset: admission.presetSession,
-        now: nowMs,
-      });
+      const { openai, doorStart } = data;
+      const start = doorStart ?? newDoorStart(openai, admission, defaultTurnDetection, nowMs());
+      const persist = (record: DoorRecord) => resumes.doorChanged(admission.sessionId, record);
+      data.door = createOpenAiDoor(raw, admission, { upgrade: openai, vad: defaultTurnDetection, maxFrameBytes: rt.maxFrameBytes, preset: admission.presetSession, start, persist });
       const refused = data.door.refusal();
       if (refused) return endQuietly(ws, refused);
       socket = data.door.sessionSocket;
@@ -182,8 +175,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         onClosed: (s) => sessions.delete(s),
         onDecision: (ms) => headroom.decided(ms),
       },
-      // OpenAI's protocol has no resume: the door's sessions are never held for one
-      data.start ?? { kind: "new", offer: data.openai ? () => undefined : resumes.offerFor(data.admission) },
+      data.start ?? { kind: "new", offer: resumes.offerFor(admission) },
     );
     data.session = session;
     sessions.add(session);
@@ -233,15 +225,20 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       // dropped other, already open WebSockets (1006, server FIN; up to half of 150
       // back-to-back upgrades); uncorked, none in 600. The price is a native
       // "writes must be made from within a corked callback" warning on stderr per upgrade.
-      const resume = openai ? null : resumeRequestOf(request.query);
-      // a new session's ownership entry is written before the client can lose it (resume.ts)
-      const admitted = resume ? resumes.admit(request, resume) : admit(admitDeps, request).then(async (admission) => (await resumes.opened(admission), { admission }));
+      // an OpenAI upgrade the door refuses (its ?intent) is never a resume: it must not take the session
+      const resume = openai && openai.intent !== null && openai.intent !== "transcription" ? null : resumeRequestOf(request.query);
+      // a new session's ownership entry (with the OpenAI door's state) is written before the client can lose it (resume.ts)
+      const opened = async (admission: Admission) => {
+        const doorStart = openai && newDoorStart(openai, admission, defaultTurnDetection, nowMs());
+        return (await resumes.opened(admission, doorStart?.record), { admission, door: doorStart });
+      };
+      const admitted = resume ? resumes.admit(request, resume, door) : admit(admitDeps, request).then(opened);
       admitted.then(
-        ({ admission, start }: { admission: Admission; start?: SessionStart }) => {
+        ({ admission, start, door: doorStart }: { admission: Admission; start?: SessionStart; door?: DoorStart }) => {
           if (aborted) return void resumes.abandoned(admission, start).catch(() => undefined);
           try {
             // one protocol, never the client's list: it may hold a credential entry
-            res.upgrade<SocketData>({ admission, start, openai }, key, protocolToAnswer(protocol), extensions, context);
+            res.upgrade<SocketData>({ admission, start, openai, doorStart }, key, protocolToAnswer(protocol), extensions, context);
           } catch (err) {
             // the socket went away between the check and the upgrade
             log.warn("upgrade could not complete", { error: (err as Error).message });

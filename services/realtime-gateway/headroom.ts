@@ -135,3 +135,10 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     },
   };
 }
+
+/** The session a shed gives back: the one opened last that is not already closing (a Set iterates in insertion order). */
+export function newestOpen<S extends { closeReason: unknown }>(sessions: Set<S>): S | undefined {
+  let newest: S | undefined;
+  for (const s of sessions) if (!s.closeReason) newest = s;
+  return newest;
+}

@@ -1,12 +1,12 @@
-import { randomBytes } from "node:crypto";
-import { openAiClientEvent, OPENAI_BETA_SUBPROTOCOL, OPENAI_MAX_TEXT_FRAME_BYTES, type OpenAiClientEvent, type OpenAiServerEvent } from "../../schemas/openai-realtime";
-import { CLOSE, clientMessage, INTERNAL_SAMPLE_RATE, type ClientMessage, type ServerEvent, type TurnDetection } from "../../schemas/realtime";
+import { openAiClientEvent, OPENAI_BETA_SUBPROTOCOL, OPENAI_MAX_TEXT_FRAME_BYTES, type DoorRecord, type OpenAiClientEvent, type OpenAiServerEvent } from "../../schemas/openai-realtime";
+import { CLOSE, clientMessage, INTERNAL_SAMPLE_RATE, type ClientMessage, type ServerEvent, type ServerEventOf, type TurnDetection } from "../../schemas/realtime";
 import { decodeG711 } from "../../shared/audio/g711";
 import { createResampler, type Resampler } from "../../shared/audio/resample";
 import type { TranscriptionSessionPreset } from "../../schemas/client-secrets";
 import type { Admission } from "./admit";
 import { applyBetaUpdate, applySessionUpdate, defaultDoorConfig, nativeSettings, type DoorConfig, type DoorConfigUpdate } from "./openai-config";
 import { newDoorState, readOpenAiFrame, translateServerEvent, type DoorState } from "./openai-events";
+import { DOOR_START, doorEventId, storedEventIdOf, type DoorPosition } from "./openai-resume";
 import type { Session, SessionSocket } from "./session";
 
 /**
@@ -53,9 +53,17 @@ export interface OpenAiDoorOptions {
   vad: TurnDetection;
   /** The session's largest binary frame: decoded audio is handed over in pieces of at most this. */
   maxFrameBytes: number;
-  /** The session config bound to the `ek_` secret the connection authenticated with: the session starts with it (the client may update it). */
+  /** The session config bound to the `ek_` secret the connection authenticated with: a new session starts with it (the client may update it). */
   preset?: TranscriptionSessionPreset;
-  now: () => number;
+  start: DoorStart;
+  /** An update was accepted: the door's state to store for a resume (resume.ts doorChanged). */
+  persist(record: DoorRecord): void;
+}
+
+/** How the door starts: its state (newDoorStart, or as stored for a resume) and, resumed, the position the client's `last_event_id` named. */
+export interface DoorStart {
+  record: DoorRecord;
+  resumedAt: DoorPosition | null;
 }
 
 export type OpenAiDoor = ReturnType<typeof createOpenAiDoor>;
@@ -69,15 +77,40 @@ function presetConfig(preset: TranscriptionSessionPreset | undefined, start: Doo
   return applied.ok ? applied.config : start;
 }
 
+/** A new session's door state: the URL's model, the secret's preset, the upgrade's protocol generation; it expires with the plan's longest session. */
+export function newDoorStart(upgrade: OpenAiUpgrade, admission: Admission, vad: TurnDetection, nowMs: number): DoorStart {
+  const config = presetConfig(admission.presetSession, defaultDoorConfig(vad, upgrade.model, admission.language), vad);
+  return { record: { config, beta: upgrade.beta, expiresAt: Math.floor(nowMs / 1000) + admission.limits.maxSessionSeconds }, resumedAt: null };
+}
+
+/** How much audio before its position a resumed session asks for again, to fill the resampler's filter (31 taps: 1.3 ms at 24 kHz). */
+const PRIME_MS = 10;
 /** OpenAI's shortest committable buffer. */
 const MIN_COMMIT_SAMPLES = INTERNAL_SAMPLE_RATE / 10;
-const eventId = () => `event_${randomBytes(12).toString("base64url")}`;
 
 export function createOpenAiDoor(socket: DoorSocket, admission: Admission, options: OpenAiDoorOptions) {
-  const { upgrade, vad } = options;
-  const state: DoorState = newDoorState(presetConfig(options.preset, defaultDoorConfig(vad, upgrade.model, admission.language), vad), upgrade.beta);
-  const ctx = { eventId, sessionId: admission.sessionId, expiresAt: Math.floor(options.now() / 1000) + admission.limits.maxSessionSeconds };
+  const { upgrade, vad, start } = options;
+  const state: DoorState = newDoorState(start.record.config, start.record.beta);
+  /** Where the client stands in the session's events (openai-resume.ts): the last translated event sent. */
+  let clientAt: DoorPosition = start.resumedAt ?? DOOR_START;
+  /** While a stored event is translated: its stable id and the index of its next door event. */
+  let translating: { eventId: string; index: number } | null = null;
+  const eventId = () => (translating ? doorEventId({ eventId: translating.eventId, index: translating.index++ }, false) : doorEventId(clientAt, true));
+  const ctx = { eventId, sessionId: admission.sessionId, expiresAt: start.record.expiresAt };
+  /** A resume whose position is inside a stored event's door events: the rest of them, sent after session.resumed. */
+  let tail: { events: OpenAiServerEvent[]; at: DoorPosition } | null = null;
   let session: Session | null = null;
+  /**
+   * Resumed: the resampled samples (16 kHz) to drop before the session's audio goes on.
+   * The client is told to resend from PRIME_MS before where the session stands, so a fresh
+   * resampler's filter starts full and its output continues the interrupted one exactly.
+   */
+  let priming = 0;
+  const primed = (event: ServerEventOf<"session.resumed">): ServerEvent => {
+    const ms = Math.min(PRIME_MS, event.audio_ms);
+    priming = (ms * INTERNAL_SAMPLE_RATE) / 1000;
+    return { ...event, audio_ms: event.audio_ms - ms };
+  };
   let muted = false; // applying a preset: session.created already showed it
   // samples (16 kHz) appended since the last commit or clear: OpenAI refuses a commit under 100 ms
   let buffered = 0;
@@ -86,6 +119,25 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
   const chunkBytes = Math.max(2, Math.floor(options.maxFrameBytes / 2) * 2);
 
   const sendOpenAi = (event: OpenAiServerEvent) => socket.send(JSON.stringify(event));
+  /** The worst send result of `events` (so the session sees backpressure). */
+  const sendAll = (events: OpenAiServerEvent[], worst = 1) => {
+    for (const e of events) {
+      const r = sendOpenAi(e);
+      worst = r === 2 || worst === 2 ? 2 : Math.min(worst, r);
+    }
+    return worst;
+  };
+  /** A native event in OpenAI's shapes, with ids from its stable id; the position after it, had all of them been sent. */
+  const translate = (event: ServerEvent): { events: OpenAiServerEvent[]; after: DoorPosition } => {
+    const stored = storedEventIdOf(event as { event_id?: string });
+    translating = stored ? { eventId: stored, index: 0 } : null;
+    try {
+      const events = translateServerEvent(state, event, ctx);
+      return { events, after: stored && events.length > 0 ? { eventId: stored, index: events.length - 1 } : clientAt };
+    } finally {
+      translating = null;
+    }
+  };
   const sendError = (code: string, message: string, param: string | null, clientEventId: string | null) =>
     sendOpenAi({ type: "error", event_id: eventId(), error: { type: "invalid_request_error", code, message, param, event_id: clientEventId } });
 
@@ -94,15 +146,26 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     send(event: ServerEvent) {
       if (muted) return 1;
       if (event.type === "input_audio_buffer.committed" && event.reason !== "max_length") buffered = 0;
-      let worst = 1;
-      for (const e of translateServerEvent(state, event, ctx)) {
-        const r = sendOpenAi(e);
-        worst = r === 2 || worst === 2 ? 2 : Math.min(worst, r);
+      const { events, after } = translate(event.type === "session.resumed" ? primed(event) : event);
+      let worst = sendAll(events);
+      clientAt = after;
+      if (event.type === "session.resumed" && tail) {
+        worst = sendAll(tail.events, worst);
+        clientAt = tail.at;
+        tail = null;
       }
       return worst;
     },
     bufferedAmount: () => socket.bufferedAmount(),
     end: (code, reason) => socket.end(code, reason),
+    /** A stored event a resume's replay passes over: translated for the door's state (committed, finished items); the door events of the client's position it has not got go out after session.resumed. */
+    prior(event: ServerEvent) {
+      const { events, after } = translate(event);
+      const position = start.resumedAt;
+      if (!position || storedEventIdOf(event as { event_id?: string }) !== position.eventId) return;
+      const rest = events.slice(position.index + 1);
+      if (rest.length > 0) tail = { events: rest, at: after };
+    },
   };
 
   /** Hands a native client message to the session (parsed again: its strings must be storable). */
@@ -119,6 +182,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     toSession({ type: "session.update", ...(clientEventId ? { event_id: clientEventId } : {}), session: nativeSettings(result.config, vad) }, clientEventId);
     // refused (error) or not answered at all (closing): nothing changes
     if (state.updating) state.config = state.updating.previous;
+    else options.persist({ config: state.config, beta: state.beta, expiresAt: start.record.expiresAt });
     state.updating = null;
   };
 
@@ -136,6 +200,12 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
       const samples = bytes.byteOffset % 2 === 0 ? new Int16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2) : new Int16Array(new Uint8Array(bytes).buffer);
       pcm = resampler("pcm").push(samples);
     } else pcm = resampler("g711").push(decodeG711(bytes, state.config.format === "pcmu" ? "ulaw" : "alaw"));
+    if (priming > 0) {
+      const dropped = Math.min(priming, pcm.length);
+      priming -= dropped;
+      pcm = pcm.subarray(dropped);
+      if (pcm.length === 0) return;
+    }
     buffered += pcm.length;
     const view = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
     // views, not copies: the session's publisher copies what it keeps, as it must for uWS's frames
@@ -186,7 +256,8 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     /** The session opened on `sessionSocket`; a preset config is applied now, before any audio. */
     attach(s: Session) {
       session = s;
-      if (options.preset) {
+      // a resumed session's VAD kept its settings
+      if (options.preset && !start.resumedAt) {
         muted = true;
         toSession({ type: "session.update", session: nativeSettings(state.config, vad) }, null);
         muted = false;

@@ -134,12 +134,15 @@ export function translateServerEvent(s: DoorState, event: ServerEvent, ctx: Tran
   const manual = s.config.turnDetection === null;
   const transcribing = s.config.transcription !== null;
   switch (event.type) {
-    case "session.created":
+    case "session.created": {
+      // the resume offer: an addition OpenAI's clients ignore (docs/realtime.md "Resuming a session")
+      const resume = event.resume ? { resume: event.resume } : {};
       return [
         s.beta
-          ? { type: "transcription_session.created", event_id: id(), session: betaView(s.config, ctx.sessionId, ctx.expiresAt) }
-          : { type: "session.created", event_id: id(), session: gaView(s.config, ctx.sessionId, ctx.expiresAt) },
+          ? { type: "transcription_session.created", event_id: id(), session: betaView(s.config, ctx.sessionId, ctx.expiresAt), ...resume }
+          : { type: "session.created", event_id: id(), session: gaView(s.config, ctx.sessionId, ctx.expiresAt), ...resume },
       ];
+    }
     case "session.updated":
       s.updating = null;
       return [
@@ -207,8 +210,10 @@ export function translateServerEvent(s: DoorState, event: ServerEvent, ctx: Tran
       }
       return [{ type: "error", event_id: id(), error: { ...event.error, param: PARAM_OF_CODE[event.error.code] ?? null } }];
     }
-    // never for the door's sessions (no resume is offered), and not an OpenAI event
     case "session.resumed":
+      // not OpenAI's: the first event of a resumed connection, as native
+      return [{ type: event.type, event_id: id(), session_id: event.session_id, audio_ms: event.audio_ms, replayed: event.replayed, resume: event.resume }];
+    // not OpenAI events
     case "input_audio_buffer.turn_end_likely":
     case "input_audio_buffer.turn_resumed":
     case `${T}.interim`:

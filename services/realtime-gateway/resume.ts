@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { KV } from "@nats-io/kv";
 import type { Subscription } from "@nats-io/transport-node";
-import { audioControl, CLOSE } from "../../schemas/realtime";
+import { CLOSE } from "../../schemas/realtime";
+import type { DoorRecord } from "../../schemas/openai-realtime";
 import {
   decideResume,
   issueResumeCredential,
@@ -16,17 +17,16 @@ import type { SessionStore } from "../../domain/sessions/store";
 import { AppError, validationError } from "../../shared/errors";
 import { isCasConflict } from "../../shared/lease-entry";
 import type { Logger } from "../../shared/logger";
-import type { Nats } from "../../shared/nats";
 import { consumeRate } from "../../shared/rate-limit";
 import { authenticateUpgrade, type Admission, type AdmitDeps, type UpgradeRequest } from "./admit";
 import type { Leases } from "./leases";
 import { partitionOf, type ResumeOffer, type Session, type SessionStart } from "./session";
 import type { AudioBatcher } from "./audio-publisher";
 import { heldEnd } from "./session-lifecycle";
-import { stableEventId } from "./session-feed";
 import { laneIdsOf } from "./session-channels";
-import { readSessionRecords } from "./session-records";
 import { safeJson } from "../../shared/json";
+import { holdsEvent, readVadSettings, sessionIdIn, type ResumeRequest } from "./resume-reads";
+import { doorPosition, restoredDoor, type DoorPosition } from "./openai-resume";
 
 /**
  * Resuming realtime sessions on this gateway (docs/realtime.md, "Resuming a session";
@@ -63,17 +63,11 @@ export interface ResumeDeps extends AdmitDeps {
   partitions: number;
 }
 
-export interface ResumeRequest {
-  credential: string;
-  lastEventId: string | null;
-}
-
-/** The resume parameters of an upgrade's query, or null for a new session. */
-export function resumeRequestOf(query: string): ResumeRequest | null {
-  const params = new URLSearchParams(query);
-  const credential = params.get("resume");
-  if (credential === null || credential === "") return null;
-  return { credential, lastEventId: params.get("last_event_id") };
+/** An admitted resume; `door`: through the OpenAI door, its state and the client's position (openai-door.ts DoorStart). */
+export interface ResumeAdmitted {
+  admission: Admission;
+  start: SessionStart;
+  door?: { record: DoorRecord; resumedAt: DoorPosition };
 }
 
 const ownKey = (sessionId: string) => `rt.own.${sessionId}`;
@@ -103,6 +97,8 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
   };
   /** Holds under way (the session's audio being settled, its entry written). */
   const inProgress = new Map<string, Promise<void>>();
+  /** The OpenAI door's state being written into a session's entry (doorChanged), in order. */
+  const doorWrites = new Map<string, Promise<void>>();
   /** Sessions driven here: when their entry was last written. */
   const written = new Map<string, { at: number; entry: SessionOwnership }>();
 
@@ -200,6 +196,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
   async function holdOnce(session: Session, code: number): Promise<void> {
     const handle = await session.hold(code);
     const sessionId = session.id;
+    await doorWrites.get(sessionId); // the door's last accepted update goes with the held session
     const keyId = session.keyId;
     for (let attempt = 0; attempt < 5; attempt++) {
       const current = await read(sessionId).catch(() => null);
@@ -287,12 +284,29 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
   return {
     offerFor,
 
-    /** A new session's ownership entry (gen 0), written before its session.created reaches the client. */
-    async opened(a: Admission): Promise<void> {
+    /** A new session's ownership entry (gen 0; with `door`, the OpenAI door's state), written before its session.created reaches the client. */
+    async opened(a: Admission, door?: DoorRecord): Promise<void> {
       if (!secret) return;
-      await write(a.sessionId, { gen: 0, keyId: a.principal.keyId, ownerId: a.principal.ownerId, gateway: deps.gatewayId, heldBy: null, heldUntil: null, graceMs: resumeGraceMs(a.limits.resumeGraceSeconds), at: now() }, null).catch(
+      const entry = { gen: 0, keyId: a.principal.keyId, ownerId: a.principal.ownerId, gateway: deps.gatewayId, heldBy: null, heldUntil: null, graceMs: resumeGraceMs(a.limits.resumeGraceSeconds), at: now() };
+      await write(a.sessionId, door ? { ...entry, door } : entry, null).catch(
         (err) => log.warn("could not write the session's ownership entry (it cannot be resumed)", { sessionId: a.sessionId, error: (err as Error).message }),
       );
+    },
+
+    /** The OpenAI door accepted an update: its state goes into the session's entry (while driven here), after the writes before it. */
+    doorChanged(sessionId: string, door: DoorRecord): void {
+      const change = async () => {
+        for (let attempt = 0; attempt < 4; attempt++) {
+          const { entry, revision } = await read(sessionId);
+          if (!entry || entry.gateway !== deps.gatewayId) return;
+          if (await write(sessionId, { ...entry, door, at: now() }, revision).then(() => true, (err) => (isCasConflict(err) ? false : Promise.reject(err)))) return;
+        }
+      };
+      const writing = (doorWrites.get(sessionId) ?? Promise.resolve())
+        .then(change)
+        .catch((err) => log.warn("could not store the door's state (a resume restores the one before)", { sessionId, error: (err as Error).message }))
+        .finally(() => void (doorWrites.get(sessionId) === writing && doorWrites.delete(sessionId)));
+      doorWrites.set(sessionId, writing);
     },
 
     /** The session ended (not held): its entry goes, if this gateway still owns it. */
@@ -311,19 +325,24 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
     /**
      * A resume's admission: authentication as for any upgrade, the credential, the
      * position, the connection quota; then the session is taken. Returns the admission
-     * and the start (resume mode) for openSession.
+     * and the start (resume mode) for openSession; through the OpenAI door, also the
+     * door's stored state and the position its `last_event_id` named (openai-resume.ts).
      */
-    async admit(req: UpgradeRequest, resume: ResumeRequest): Promise<{ admission: Admission; start: SessionStart }> {
+    async admit(req: UpgradeRequest, resume: ResumeRequest, door: "native" | "openai" = "native"): Promise<ResumeAdmitted> {
       if (!config.gateway.enabled || deps.flag.disabled()) {
         throw new AppError("unavailable", "gateway_disabled", "The realtime gateway is disabled by the operator; retry later or use the segment endpoint.");
       }
       const at = deps.now();
       const principal = await authenticateUpgrade(deps, req, at);
       const claims = readResumeCredential(secret, resume.credential, now());
-      const positions = replayPositions(resume.lastEventId, claims.ch);
+      // the OpenAI door's sessions are mono: one position, in the door's event ids (openai-resume.ts)
+      const doorAt = door === "openai" ? doorPosition(resume.lastEventId) : null;
+      const positions = doorAt ? [doorAt.eventId ? { kind: "after" as const, eventId: doorAt.eventId } : { kind: "start" as const }] : replayPositions(resume.lastEventId, claims.ch);
       const lanes = laneIdsOf(claims.sid, claims.ch);
       const opened = await deps.sessions.readOpened(claims.sid);
       if (!opened) throw resumeExpired();
+      // the door the session was opened on, before the credential is spent (a session's door never changes)
+      const record = restoredDoor((await read(claims.sid)).entry?.door, door);
       for (const [i, position] of positions.entries()) {
         if (position.kind === "after" && !(await holdsEvent(nats, lanes[i]!, position.eventId))) {
           const which = claims.ch === undefined ? "" : ` (channel ${i}: ${position.eventId})`;
@@ -357,7 +376,8 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
         prompt: settings?.prompt ?? null,
       };
       const afterEventIds = positions.map((p) => (p.kind === "after" ? p.eventId : null));
-      return { admission, start: { kind: "resume", gen: taken.gen, afterEventIds, offer: offerFor(admission) } };
+      const start: SessionStart = { kind: "resume", gen: taken.gen, afterEventIds, offer: offerFor(admission) };
+      return { admission, start, ...(record && doorAt ? { door: { record, resumedAt: doorAt } } : {}) };
     },
 
     /** An admitted upgrade that did not become a connection (aborted, or the upgrade failed): its lease and its session go back. */
@@ -376,23 +396,4 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
       for (const h of held.values()) clearTimeout(h.timer);
     },
   };
-}
-
-/** Whether the session's stored events include the one with this stable id. */
-async function holdsEvent(nats: Nats, sessionId: string, eventId: string): Promise<boolean> {
-  return readSessionRecords(nats, sessionId, (r) => r.type === "rt.server_event" && stableEventId(r.metadata.eventId) === eventId, { waitMs: 0 });
-}
-
-/** The session's transcription settings as the VAD keeps them (services/vad/session-state.ts), if any. */
-async function readVadSettings(kv: KV, sessionId: string): Promise<{ language: string | null; prompt: string | null } | null> {
-  const e = await kv.get(`vad.session.${sessionId}`).catch(() => null);
-  if (!e || e.operation !== "PUT") return null;
-  const parsed = audioControl.safeParse(safeJson(e.string()));
-  return parsed.success && parsed.data.kind === "start" ? { language: parsed.data.language, prompt: parsed.data.prompt } : null;
-}
-
-/** The `session_id` of a request between gateways; "" for anything else (garbage is answered "not here", never a throw in a callback). */
-function sessionIdIn(text: string): string {
-  const body = safeJson(text) as { session_id?: unknown } | undefined;
-  return typeof body?.session_id === "string" ? body.session_id : "";
 }

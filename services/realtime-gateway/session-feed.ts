@@ -39,6 +39,12 @@ export interface ReplayRequest {
    */
   onResumed(result: { position: number; floorMs: number; replayed: number }): void | Promise<void>;
   onFailed(err: Error): void;
+  /**
+   * The stored events up to and including `afterEventId`, which the client has (or had
+   * partly: the OpenAI door sends one event as several), handed over before `onResumed`
+   * and not sent: the door rebuilds its state from them.
+   */
+  prior?(event: ServerEvent): void;
 }
 
 export interface SessionFeed {
@@ -134,6 +140,7 @@ export function forwardSessionEvents(
 
   if (replay) {
     const replayed: ServerEvent[] = [];
+    const before: ServerEvent[] = [];
     const all: ServerEvent[] = [];
     let found = replay.afterEventId === null;
     let position: number | null = null;
@@ -152,7 +159,10 @@ export function forwardSessionEvents(
         if ("audio_end_ms" in event) floorMs = Math.max(floorMs, event.audio_end_ms);
         else if ("audio_start_ms" in event) floorMs = Math.max(floorMs, event.audio_start_ms);
         if (found) replayed.push(event);
-        else if (lastStable === replay.afterEventId) found = true;
+        else {
+          before.push(event);
+          if (lastStable === replay.afterEventId) found = true;
+        }
         return false;
       },
       { waitMs: replay.waitMs },
@@ -162,6 +172,7 @@ export function forwardSessionEvents(
         if (position === null) return replay.onFailed(new Error("the voice activity detector did not answer the resume"));
         // found is checked before the upgrade (resume.ts); should it be missing now, everything is replayed
         const out = found ? replayed : all;
+        if (found) for (const e of before) replay.prior?.(e);
         // the events the gateway sends before the replay (session.resumed) stand where the client stood, not after the replay
         const readUpTo = lastStable;
         lastStable = found ? replay.afterEventId : null;

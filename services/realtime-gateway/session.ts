@@ -27,6 +27,8 @@ export interface SessionSocket {
   send(event: ServerEvent): number;
   bufferedAmount(): number;
   end(code: number, reason: string): void;
+  /** A stored event a resume's replay passes over (the client has it: session-feed.ts `prior`); the OpenAI door rebuilds its state from it. */
+  prior?(event: ServerEvent): void;
 }
 
 export interface SessionDeps {
@@ -195,6 +197,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
           gen,
           afterEventIds: start.afterEventIds,
           waitMs: RESUME_ANSWER_WAIT_MS,
+          prior: socket.prior?.bind(socket),
           onResumed: ({ position, floorMs, replayed }) => {
             // whole milliseconds: the client resends from audio_ms, the VAD drops the overlap (< 1 ms);
             // never before what the session already decided (a VAD that restarted answers 0: it realigns on the offset)
