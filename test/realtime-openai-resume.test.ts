@@ -3,9 +3,8 @@ import WebSocket from "ws";
 import { OPENAI_REALTIME_PATH, openAiServerEvent } from "../schemas/openai-realtime";
 import { issueResumeCredential } from "../domain/sessions/resume";
 import { createResampler } from "../shared/audio/resample";
-import { readSessionRecords } from "../services/realtime-gateway/session-records";
 import { connectRt, fixture, RELAXED_ADMISSION, refusal, wsUrl, type RtClient } from "./support/realtime-support";
-import { cut, speech } from "./support/resume";
+import { cut, speech, storedBeyond, storedItems } from "./support/resume";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process";
 import { startStack, type Stack } from "./support/stack";
 
@@ -75,25 +74,6 @@ async function finish(c: RtClient) {
   expect((await c.closed).code).toBe(1000);
 }
 
-/** The items the session stored as committed. */
-async function storedItems(sessionId: string): Promise<string[]> {
-  const stored: string[] = [];
-  await readSessionRecords(stack.nats, sessionId, (r) => (r.type === "rt.server_event" && r.data.type === "input_audio_buffer.committed" && stored.push(r.data.item_id), false), { waitMs: 0 });
-  return stored;
-}
-
-/** Waits until the stream holds an item's commit or outcome the client has not seen. */
-async function storedBeyond(sessionId: string, seen: any[]) {
-  const kinds = ["input_audio_buffer.committed", `${T}.completed`, `${T}.failed`];
-  const known = new Set(seen.filter((e) => kinds.includes(e.type)).map((e) => `${e.type} ${e.item_id}`));
-  for (const deadline = Date.now() + 60_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 200))) {
-    const stored: string[] = [];
-    await readSessionRecords(stack.nats, sessionId, (r) => (r.type === "rt.server_event" && kinds.includes(r.data.type) && stored.push(`${r.data.type} ${(r.data as { item_id: string }).item_id}`), false), { waitMs: 0 });
-    if (stored.some((k) => !known.has(k))) return;
-  }
-  throw new Error("nothing was decided while the client was away");
-}
-
 describe("resuming a session through the OpenAI door", () => {
   let baseline: string[][];
 
@@ -128,7 +108,7 @@ describe("resuming a session through the OpenAI door", () => {
       cut(c);
       await c.closed;
       await new Promise((r) => setTimeout(r, 2000));
-      if (at === cuts[1]) await storedBeyond(sessionId, all());
+      if (at === cuts[1]) await storedBeyond(stack.nats, sessionId, all());
       c = await connectRt(doorUrl(stack.baseUrl, resumeQuery(credential, lastEventId(all()))), bearer(key));
       connections.push(c);
       const resumed = await c.next("session.resumed");
@@ -161,7 +141,7 @@ describe("resuming a session through the OpenAI door", () => {
     expect(transcripts(events)).toEqual(baseline);
     expect(transcripts(events).flat().join(" ")).toBe(baseline.flat().join(" "));
     // everything the session stored reached the client
-    expect([...committed].sort()).toEqual((await storedItems(sessionId)).sort());
+    expect([...committed].sort()).toEqual((await storedItems(stack.nats, sessionId)).sort());
   }, 240_000);
 
   it("restores the door's config and protocol generation on resume (beta shapes, include logprobs), and resumes inside one native event's door events", async () => {
@@ -238,7 +218,7 @@ describe("resuming a session through the OpenAI door", () => {
     await finish(second);
     const committed = all().filter((e) => e.type === "input_audio_buffer.committed").map((e) => e.item_id);
     expect(new Set(committed).size).toBe(committed.length);
-    expect([...committed].sort()).toEqual((await storedItems(created.session.id)).sort());
+    expect([...committed].sort()).toEqual((await storedItems(stack.nats, created.session.id)).sort());
     for (const item of committed) expect(all().filter((e) => isOutcome(e) && e.item_id === item)).toHaveLength(1);
     expect(second.events.some((e) => e.type === "conversation.item.created")).toBe(true);
     expect(second.events.some((e) => e.type === "conversation.item.added")).toBe(false);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
 import { connectRt, fixture, refusal, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
 import { concatPcm } from "./support/fixtures";
-import { cut, finals, finish, isOutcome, lastEventIds, outcomes, resume, speech } from "./support/resume";
+import { cut, finals, finish, isOutcome, lastEventIds, outcomes, resume, speech, storedBeyond, storedItems } from "./support/resume";
 import { readSessionRecords } from "../services/realtime-gateway/session-records";
 
 /**
@@ -82,7 +82,7 @@ describe("resuming a multichannel session", () => {
       await new Promise((r) => setTimeout(r, 2000));
       const seen = connections.flatMap((x) => x.events);
       // after the second cut channel 0's last utterance is committed and transcribed while away: wait until it is stored
-      if (at === cuts[1]) await storedBeyond(laneId(created.session_id, 0), onChannel(seen, 0));
+      if (at === cuts[1]) await storedBeyond(stack.nats, laneId(created.session_id, 0), onChannel(seen, 0));
       const positions = lastEventIds(seen, 2);
       expect(positions.split(",")).toHaveLength(2);
       c = await resume(stack.baseUrl, credential, positions, key);
@@ -116,24 +116,10 @@ describe("resuming a multichannel session", () => {
       expect([...starts].sort((a, b) => a - b)).toEqual(starts);
       expect(finals(mine), `channel ${channel}`).toEqual(baseline[channel]);
       // everything the lane stored was delivered
-      const stored: string[] = [];
-      await readSessionRecords(stack.nats, laneId(created.session_id, channel), (r) => (r.type === "rt.server_event" && r.data.type === "input_audio_buffer.committed" && stored.push(r.data.item_id), false), { waitMs: 0 });
+      const stored = await storedItems(stack.nats, laneId(created.session_id, channel));
       expect(committed.sort()).toEqual(stored.sort());
     }
   }, 300_000);
-
-  /** Waits until a lane's stream holds an item's commit or outcome the client has not seen (up to 60 s). */
-  async function storedBeyond(lane: string, seen: any[]) {
-    const kinds = ["input_audio_buffer.committed", "conversation.item.input_audio_transcription.completed", "conversation.item.input_audio_transcription.failed"];
-    const known = new Set(seen.filter((e) => kinds.includes(e.type)).map((e) => `${e.type} ${e.item_id}`));
-    for (const deadline = Date.now() + 60_000; ; ) {
-      const stored: string[] = [];
-      await readSessionRecords(stack.nats, lane, (r) => (r.type === "rt.server_event" && kinds.includes(r.data.type) && stored.push(`${r.data.type} ${(r.data as { item_id: string }).item_id}`), false), { waitMs: 0 });
-      if (stored.some((k) => !known.has(k))) return;
-      if (Date.now() > deadline) throw new Error("nothing was decided while the client was away");
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
 
   it("refuses positions of another count, garbage, or another channel's event (400 resume_event_unknown), and resumes after", async () => {
     const { pcm } = call();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
 import { connectRt, fixture, refusal, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
-import { cut, finals, finish, isOutcome, lastEventId, outcomes, resume as resumeAt, speech } from "./support/resume";
+import { cut, finals, finish, isOutcome, lastEventId, outcomes, resume as resumeAt, speech, storedBeyond, storedItems } from "./support/resume";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process";
 import { issueResumeCredential } from "../domain/sessions/resume";
 import { readSessionRecords } from "../services/realtime-gateway/session-records";
@@ -60,7 +60,7 @@ describe("resuming a realtime session", () => {
       // After the cut between utterances, the last one's commit and transcript are decided while
       // away: wait until one is stored (a loaded machine is later than 2 s), so the replay has it to give.
       await new Promise((r) => setTimeout(r, 2000));
-      if (at === cuts[1]) await storedBeyond(created.session_id, connections.flatMap((x) => x.events));
+      if (at === cuts[1]) await storedBeyond(stack.nats, created.session_id, connections.flatMap((x) => x.events));
       c = await resume(stack.baseUrl, credential, lastEventId(connections.flatMap((x) => x.events)));
       connections.push(c);
       const resumed = await c.next("session.resumed");
@@ -94,23 +94,9 @@ describe("resuming a realtime session", () => {
     expect([...starts].sort((a, b) => a - b)).toEqual(starts);
     expect(finals(all)).toEqual(baseline);
     // everything the session stored was delivered
-    const stored: string[] = [];
-    await readSessionRecords(stack.nats, created.session_id, (r) => (r.type === "rt.server_event" && r.data.type === "input_audio_buffer.committed" && stored.push(r.data.item_id), false), { waitMs: 0 });
+    const stored = await storedItems(stack.nats, created.session_id);
     expect(committed.sort()).toEqual(stored.sort());
   }, 240_000);
-
-  /** Waits until the session's stream holds an item's commit or outcome the client has not seen (up to 60 s). */
-  async function storedBeyond(sessionId: string, seen: any[]) {
-    const kinds = ["input_audio_buffer.committed", "conversation.item.input_audio_transcription.completed", "conversation.item.input_audio_transcription.failed"];
-    const known = new Set(seen.filter((e) => kinds.includes(e.type)).map((e) => `${e.type} ${e.item_id}`));
-    for (const deadline = Date.now() + 60_000; ; ) {
-      const stored: string[] = [];
-      await readSessionRecords(stack.nats, sessionId, (r) => (r.type === "rt.server_event" && kinds.includes(r.data.type) && stored.push(`${r.data.type} ${(r.data as { item_id: string }).item_id}`), false), { waitMs: 0 });
-      if (stored.some((k) => !known.has(k))) return;
-      if (Date.now() > deadline) throw new Error("nothing was decided while the client was away");
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
 
   it("the gateway process serving a session is killed with SIGKILL mid-stream: the client resumes on another gateway and loses no committed item", async () => {
     const child = await startServiceProcess(stack, "realtime-gateway");
@@ -134,8 +120,7 @@ describe("resuming a realtime session", () => {
 
     const committed = all().filter((e) => e.type === "input_audio_buffer.committed").map((e) => e.item_id);
     expect(new Set(committed).size).toBe(committed.length);
-    const stored: string[] = [];
-    await readSessionRecords(stack.nats, created.session_id, (r) => (r.type === "rt.server_event" && r.data.type === "input_audio_buffer.committed" && stored.push(r.data.item_id), false), { waitMs: 0 });
+    const stored = await storedItems(stack.nats, created.session_id);
     expect(committed.sort()).toEqual(stored.sort());
     for (const item of committed) expect(all().filter((e) => isOutcome(e) && e.item_id === item)).toHaveLength(1);
     const ids = all().filter((e) => typeof e.event_id === "string").map((e) => e.event_id);

@@ -1,6 +1,8 @@
 import { expect } from "vitest";
 import { concatPcm } from "./fixtures";
 import { connectRt, fixture, silence, wsUrl, type RtClient } from "./realtime-support";
+import { readSessionRecords } from "../../services/realtime-gateway/session-records";
+import type { Nats } from "../../shared/nats";
 
 /** Helpers of the resume tests (test/realtime-resume*.test.ts; docs/realtime.md "Resuming a session"). */
 export const isOutcome = (e: any) => e.type === "conversation.item.input_audio_transcription.completed" || e.type === "conversation.item.input_audio_transcription.failed";
@@ -61,4 +63,23 @@ export function finals(events: any[]) {
 export async function finish(c: RtClient) {
   c.sendJson({ type: "session.close" });
   expect((await c.closed).code).toBe(1000);
+}
+
+/** The items a session (or a multichannel session's lane) stored as committed. */
+export async function storedItems(nats: Nats, sessionId: string): Promise<string[]> {
+  const stored: string[] = [];
+  await readSessionRecords(nats, sessionId, (r) => (r.type === "rt.server_event" && r.data.type === "input_audio_buffer.committed" && stored.push(r.data.item_id), false), { waitMs: 0 });
+  return stored;
+}
+
+/** Waits until the session's (or lane's) stream holds an item's commit or outcome the client has not seen (up to 60 s). */
+export async function storedBeyond(nats: Nats, sessionId: string, seen: any[]) {
+  const kinds = ["input_audio_buffer.committed", "conversation.item.input_audio_transcription.completed", "conversation.item.input_audio_transcription.failed"];
+  const known = new Set(seen.filter((e) => kinds.includes(e.type)).map((e) => `${e.type} ${e.item_id}`));
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 200))) {
+    const stored: string[] = [];
+    await readSessionRecords(nats, sessionId, (r) => (r.type === "rt.server_event" && kinds.includes(r.data.type) && stored.push(`${r.data.type} ${(r.data as { item_id: string }).item_id}`), false), { waitMs: 0 });
+    if (stored.some((k) => !known.has(k))) return;
+  }
+  throw new Error("nothing was decided while the client was away");
 }
