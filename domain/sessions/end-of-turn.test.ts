@@ -124,8 +124,11 @@ describe("semantic end of turn: the pitch before the pause", () => {
     given(null, { prosody: "falling" }).when(240).then({ kind: "commit", words: "complete" });
     given(null, { prosody: "continuing", signalled: true }).when(1199).then({ kind: "wait" });
   });
-  it("given a falling pitch but a read of the pause on its way, still waits for the words", () => {
+  it("given a falling pitch but words that have not heard the pause, no verdict from the pitch yet (no early signal on pitch alone)", () => {
     given(null, { prosody: "falling", readPending: true }).when(600).then({ kind: "wait" });
+    given(heard(-1.3, { heardMs: 30 }), { prosody: "falling" }).when(30).then({ kind: "wait" });
+    given(heard(-1.3, { heardMs: 30 }), { prosody: "falling" }).when(240).then({ kind: "maybe_over", words: "uncertain" });
+    given(heard(-1.3, { heardMs: 60 }), { prosody: "falling" }).when(60).then({ kind: "maybe_over", words: "complete" });
   });
   it("given a pitch held high, the early signal comes where uncertain words would have committed", () => {
     given(COMPLETE, { prosody: "continuing" }).when(239).then({ kind: "wait" });

@@ -18,7 +18,8 @@ import type { ProsodyVerdict } from "./prosody";
  *
  * The pitch before the pause (prosody.ts) moves that verdict one step: a fall to the
  * speaker's low makes it one step more complete, a final pitch held high one step less;
- * no reading leaves it as the words say. The first pass's last words are wrong about half
+ * no reading leaves it as the words say. It weighs in once the words have been heard (or
+ * when there are none to wait for). The first pass's last words are wrong about half
  * the time, so neither piece of evidence decides alone: words that look mid-sentence
  * before a fall become uncertain, not complete. Docs: docs/realtime.md, "Semantic end of
  * turn".
@@ -123,7 +124,10 @@ function heardPause(h: PauseHypothesis | null): h is PauseHypothesis {
 
 export function decideEndOfTurn(input: TurnInput): TurnDecision {
   const t = timingOf(input.eagerness);
-  const words = withProsody(judgeWords(input.hypothesis), input.prosody);
+  // the pitch weighs in once the words it moves have been heard (or there are none to wait for):
+  // a fall alone, on the pause's first frame, is no verdict yet
+  const heard = heardPause(input.hypothesis) || (input.hypothesis === null && !input.readPending);
+  const words = heard ? withProsody(judgeWords(input.hypothesis), input.prosody) : judgeWords(input.hypothesis);
   if (input.silenceMs >= t.maxMs) return { kind: "commit", words };
   // never decide on words not heard yet: while a read of the pause is on its way, wait
   // (up to the bound; a decoder that lags makes turns slower, not cut)
