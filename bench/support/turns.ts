@@ -61,12 +61,17 @@ export async function conversationTurns(): Promise<Turn[]> {
     const parts = t.clips.map(clip);
     const pcm = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
     parts.reduce((at, p) => (pcm.set(p, at), at + p.length), 0);
-    // one silent frame ends a stretch of speech here (30 ms), no padding: the voiced stretches themselves
-    const seg = vad.createSegmenter({ threshold: 0.6, prefix_padding_ms: 0, silence_duration_ms: 150, aggressiveness: 3, max_utterance_ms: 30000 });
-    const events = [...seg.push(pcm), ...seg.push(new Int16Array(16000))];
-    seg.close();
-    const stretches = events.flatMap((e) => (e.kind === "utterance" ? [[e.audioStartMs * 16, e.audioEndMs * 16 - 150 * 16] as [number, number]] : []));
-    const pauses = stretches.slice(1).map((s, i): [number, number] => [stretches[i]![1], s[0]]);
-    return { name: t.name, text: t.text, pcm, speechEnd: stretches.at(-1)![1], pauses };
+    return { name: t.name, text: t.text, pcm, ...voicedStretches(vad, pcm) };
   });
+}
+
+/** Where speech ends in `pcm` and its pauses of 150 ms and more, as the WebRTC VAD (mode 3) hears them (samples). */
+export function voicedStretches(vad: Awaited<ReturnType<typeof loadVadEngine>>, pcm: Int16Array): { speechEnd: number; pauses: [number, number][] } {
+  // one silent frame ends a stretch of speech here (30 ms), no padding: the voiced stretches themselves
+  const seg = vad.createSegmenter({ threshold: 0.6, prefix_padding_ms: 0, silence_duration_ms: 150, aggressiveness: 3, max_utterance_ms: 30000 });
+  const events = [...seg.push(pcm), ...seg.push(new Int16Array(16000))];
+  seg.close();
+  const stretches = events.flatMap((e) => (e.kind === "utterance" ? [[e.audioStartMs * 16, e.audioEndMs * 16 - 150 * 16] as [number, number]] : []));
+  const pauses = stretches.slice(1).map((s, i): [number, number] => [stretches[i]![1], s[0]]);
+  return { speechEnd: stretches.at(-1)![1], pauses };
 }

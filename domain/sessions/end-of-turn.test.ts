@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decideEndOfTurn, EAGERNESS_TIMING, judgeWords, timingOf, type PauseHypothesis, type TurnInput } from "./end-of-turn";
+import { decideEndOfTurn, EAGERNESS_TIMING, judgeWords, timingOf, withProsody, type PauseHypothesis, type TurnInput } from "./end-of-turn";
 
 /** A hypothesis that heard 90 ms of the pause, its words unchanged for 120 ms. */
 const heard = (endOfSentence: number | null, over: Partial<PauseHypothesis> = {}): PauseHypothesis => ({ words: 6, endOfSentence, stableMs: 120, heardMs: 90, ...over });
@@ -10,7 +10,7 @@ const BETWEEN = heard(-1.3); // "… is all"
 /** given(the words heard).when(silence so far, eagerness).then(decision). */
 const given = (hypothesis: PauseHypothesis | null, over: Partial<TurnInput> = {}) => ({
   when: (silenceMs: number, eagerness: TurnInput["eagerness"] = "medium") => ({
-    then: (expected: ReturnType<typeof decideEndOfTurn>) => expect(decideEndOfTurn({ silenceMs, eagerness, hypothesis, readPending: false, signalled: false, ...over })).toEqual(expected),
+    then: (expected: ReturnType<typeof decideEndOfTurn>) => expect(decideEndOfTurn({ silenceMs, eagerness, hypothesis, readPending: false, signalled: false, prosody: "none", ...over })).toEqual(expected),
   }),
 });
 
@@ -95,5 +95,43 @@ describe("semantic end of turn: the early signal", () => {
   });
   it("given the words not heard yet, no signal either", () => {
     given(null, { readPending: true }).when(400).then({ kind: "wait" });
+  });
+});
+
+describe("semantic end of turn: the pitch before the pause", () => {
+  it("given a fall to the speaker's low, the words' verdict moves one step toward complete; a pitch held high, one step toward mid-sentence", () => {
+    expect(withProsody("uncertain", "falling")).toBe("complete");
+    expect(withProsody("incomplete", "falling")).toBe("uncertain");
+    expect(withProsody("complete", "falling")).toBe("complete");
+    expect(withProsody("complete", "continuing")).toBe("uncertain");
+    expect(withProsody("uncertain", "continuing")).toBe("incomplete");
+    expect(withProsody("incomplete", "continuing")).toBe("incomplete");
+    for (const w of ["complete", "uncertain", "incomplete"] as const) expect(withProsody(w, "none")).toBe(w);
+  });
+  it("given misheard words in between and a falling pitch, commits after the short silence (medium 240 ms)", () => {
+    given(BETWEEN, { prosody: "falling", signalled: true }).when(239).then({ kind: "wait" });
+    given(BETWEEN, { prosody: "falling" }).when(240).then({ kind: "commit", words: "complete" });
+  });
+  it("given words that look complete but a pitch held high (a comma: '… young man,'), waits as for uncertain words", () => {
+    given(COMPLETE, { prosody: "continuing", signalled: true }).when(499).then({ kind: "wait" });
+    given(COMPLETE, { prosody: "continuing" }).when(500).then({ kind: "commit", words: "uncertain" });
+  });
+  it("given words that look mid-sentence, a fall alone does not make them complete: uncertain, 500 ms", () => {
+    given(INCOMPLETE, { prosody: "falling", signalled: true }).when(499).then({ kind: "wait" });
+    given(INCOMPLETE, { prosody: "falling" }).when(500).then({ kind: "commit", words: "uncertain" });
+  });
+  it("given no decoder for the item (commit path), the pitch alone moves the silence-only wait", () => {
+    given(null, { prosody: "falling" }).when(240).then({ kind: "commit", words: "complete" });
+    given(null, { prosody: "continuing", signalled: true }).when(1199).then({ kind: "wait" });
+  });
+  it("given a falling pitch but words that have not heard the pause, no verdict from the pitch yet (no early signal on pitch alone)", () => {
+    given(null, { prosody: "falling", readPending: true }).when(600).then({ kind: "wait" });
+    given(heard(-1.3, { heardMs: 30 }), { prosody: "falling" }).when(30).then({ kind: "wait" });
+    given(heard(-1.3, { heardMs: 30 }), { prosody: "falling" }).when(240).then({ kind: "maybe_over", words: "uncertain" });
+    given(heard(-1.3, { heardMs: 60 }), { prosody: "falling" }).when(60).then({ kind: "maybe_over", words: "complete" });
+  });
+  it("given a pitch held high, the early signal comes where uncertain words would have committed", () => {
+    given(COMPLETE, { prosody: "continuing" }).when(239).then({ kind: "wait" });
+    given(COMPLETE, { prosody: "continuing" }).when(240).then({ kind: "maybe_over", words: "uncertain" });
   });
 });

@@ -1,4 +1,5 @@
 import type { Eagerness } from "../../schemas/realtime";
+import type { ProsodyVerdict } from "./prosody";
 
 /**
  * Semantic end of turn (`turn_detection.type: "semantic_vad"`): whether a pause in an
@@ -13,7 +14,15 @@ import type { Eagerness } from "../../schemas/realtime";
  * its words have stopped changing. Words that look complete commit after a short
  * silence; words that look mid-sentence wait up to the bound; anything else (no
  * decoder, no words, words still moving) waits as long as server_vad's default silence
- * does at `medium`. Docs: docs/realtime.md, "Semantic end of turn".
+ * does at `medium`.
+ *
+ * The pitch before the pause (prosody.ts) moves that verdict one step: a fall to the
+ * speaker's low makes it one step more complete, a final pitch held high one step less;
+ * no reading leaves it as the words say. It weighs in once the words have been heard (or
+ * when there are none to wait for). The first pass's last words are wrong about half
+ * the time, so neither piece of evidence decides alone: words that look mid-sentence
+ * before a fall become uncertain, not complete. Docs: docs/realtime.md, "Semantic end of
+ * turn".
  */
 
 /** How long each verdict on the words waits (ms of silence), per eagerness. */
@@ -67,16 +76,38 @@ export interface TurnInput {
   readPending: boolean;
   /** The early signal was already given for this pause. */
   signalled: boolean;
+  /** What the pitch of the last voiced audio before the pause says (`none`: nothing read). */
+  prosody: ProsodyVerdict;
 }
 
 export type WordsVerdict = "complete" | "uncertain" | "incomplete";
 
+/** `words`: what the words and the pitch say together (`withProsody`). */
 export type TurnDecision =
   /** End the utterance now, as silence ends it for server_vad. */
   | { kind: "commit"; words: WordsVerdict }
   /** Not yet over, but the turn may be (the optional early event); once per pause. */
   | { kind: "maybe_over"; words: WordsVerdict }
   | { kind: "wait" };
+
+const STEPS: WordsVerdict[] = ["incomplete", "uncertain", "complete"];
+
+/** The words' verdict moved one step by the pitch: falling toward complete, continuing toward incomplete. */
+export function withProsody(words: WordsVerdict, prosody: ProsodyVerdict): WordsVerdict {
+  const at = STEPS.indexOf(words);
+  switch (prosody) {
+    case "falling":
+      return STEPS[Math.min(at + 1, STEPS.length - 1)]!;
+    case "continuing":
+      return STEPS[Math.max(at - 1, 0)]!;
+    case "none":
+      return words;
+    default: {
+      const never: never = prosody;
+      return never;
+    }
+  }
+}
 
 /** What the words say about the turn: uncertain until a hypothesis has heard enough of the pause. */
 export function judgeWords(h: PauseHypothesis | null): WordsVerdict {
@@ -93,7 +124,10 @@ function heardPause(h: PauseHypothesis | null): h is PauseHypothesis {
 
 export function decideEndOfTurn(input: TurnInput): TurnDecision {
   const t = timingOf(input.eagerness);
-  const words = judgeWords(input.hypothesis);
+  // the pitch weighs in once the words it moves have been heard (or there are none to wait for):
+  // a fall alone, on the pause's first frame, is no verdict yet
+  const heard = heardPause(input.hypothesis) || (input.hypothesis === null && !input.readPending);
+  const words = heard ? withProsody(judgeWords(input.hypothesis), input.prosody) : judgeWords(input.hypothesis);
   if (input.silenceMs >= t.maxMs) return { kind: "commit", words };
   // never decide on words not heard yet: while a read of the pause is on its way, wait
   // (up to the bound; a decoder that lags makes turns slower, not cut)

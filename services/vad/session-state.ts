@@ -9,6 +9,7 @@ import type { StreamDecoderPool, StreamUtterance } from "./stream-decoders";
 import type { EmittedWord } from "../../domain/transcript/item-transcript";
 import { AudioRing } from "./streaming";
 import { timingOf } from "../../domain/sessions/end-of-turn";
+import type { ProsodyVerdict } from "../../domain/sessions/prosody";
 
 /**
  * What the VAD holds per session, in memory on the partition's owner: the decider's
@@ -37,6 +38,8 @@ export interface SessionState {
   cmn: number[] | null;
   /** semantic_vad: the pause (its first silent sample) the early signal was given for, if any (turn-taking.ts). */
   turnSignalled: number | null;
+  /** semantic_vad: what the pitch before the current pause said (its first silent sample), read once per pause (turn-taking.ts). */
+  turnProsody: { at: number; verdict: ProsodyVerdict } | null;
 }
 
 /** The running hypothesis as last read, for the semantic end of turn (turn-taking.ts). */
@@ -103,6 +106,7 @@ export function newState(env: HandleEnv, decider: DeciderState, partition: numbe
     awaiting: null,
     cmn: null,
     turnSignalled: null,
+    turnProsody: null,
     seg: env.engine.createSegmenter(segmenterSettings(decider.settings.turn_detection)),
     partition,
     settingsSavedAt: 0,

@@ -1,5 +1,7 @@
 import type { DeciderInput } from "../../domain/sessions/decider";
 import { decideEndOfTurn, type PauseHypothesis } from "../../domain/sessions/end-of-turn";
+import { judgeProsody, pauseProsody, REFERENCE_MS, type ProsodyVerdict } from "../../domain/sessions/prosody";
+import { trackPitch } from "../../shared/audio/pitch";
 import { msToSamples, VAD_SAMPLE_RATE } from "../../shared/audio/vad";
 import type { Logger } from "../../shared/logger";
 import type { OpenStream, SessionState } from "./session-state";
@@ -9,7 +11,9 @@ import { noteHeard } from "./stream-items";
  * semantic_vad in the VAD: on every 30 ms frame of a pause in an open utterance, the
  * running hypothesis is read again (every PAUSE_READ_MS of pause, so the decider knows
  * whether the words stopped changing), and the pure decider (domain/sessions/end-of-turn.ts)
- * says whether the turn is over. Its answer becomes a session-decider input:
+ * says whether the turn is over, from the silence, the words and the pitch of the last
+ * voiced audio (read once when the pause begins: the pitch of its last REFERENCE_MS,
+ * about 3 ms of CPU). Its answer becomes a session-decider input:
  *
  * - commit: the segmenter ends the utterance as enough silence would (`endTurn`), and
  *   the utterance goes on as any VAD commit (committed, the streamed final);
@@ -52,9 +56,10 @@ export function watchTurn(state: SessionState, log: Logger, onHeard: () => void)
     h && h.readAt >= 0 ? { words: h.words, endOfSentence: h.endOfSentence, stableMs: toMs(h.readAt - h.changedAt), heardMs: toMs(h.readAt - pause.fromSample) } : null;
   // a read in flight: once answered, the next one hears more of the pause
   const readPending = h?.pendingAt != null;
-  const d = decideEndOfTurn({ silenceMs: toMs(pause.samples), eagerness: t.eagerness ?? "auto", hypothesis, readPending, signalled: state.turnSignalled === pause.fromSample });
+  const prosody = prosodyBefore(state, pause.fromSample);
+  const d = decideEndOfTurn({ silenceMs: toMs(pause.samples), eagerness: t.eagerness ?? "auto", hypothesis, readPending, signalled: state.turnSignalled === pause.fromSample, prosody });
   if (d.kind !== "wait") {
-    log.debug("end of turn", { decision: d.kind, verdict: d.words, silenceMs: toMs(pause.samples), hypothesis: h?.text.split(" ").slice(-3).join(" "), ...hypothesis, readPending });
+    log.debug("end of turn", { decision: d.kind, verdict: d.words, prosody, silenceMs: toMs(pause.samples), hypothesis: h?.text.split(" ").slice(-3).join(" "), ...hypothesis, readPending });
   }
   switch (d.kind) {
     case "commit":
@@ -88,4 +93,14 @@ function readDuringPause(s: OpenStream, onHeard: () => void) {
       s.heard.pendingAt = null; // a lost decoder: the commit takes the fallback, the pause its bound
     },
   );
+}
+
+/** What the pitch before the pause starting at `pauseAt` says; tracked on its first frame, kept for the rest of it. */
+function prosodyBefore(state: SessionState, pauseAt: number): ProsodyVerdict {
+  if (state.turnProsody?.at === pauseAt) return state.turnProsody.verdict;
+  const tail = state.seg.openTail(pauseAt - msToSamples(REFERENCE_MS));
+  const voiced = tail ? pauseAt - tail.from : 0;
+  const verdict = tail && voiced > 0 ? judgeProsody(pauseProsody(trackPitch(tail.pcm.subarray(0, voiced)), voiced)) : "none";
+  state.turnProsody = { at: pauseAt, verdict };
+  return verdict;
 }

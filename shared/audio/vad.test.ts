@@ -105,6 +105,11 @@ describe("VAD segmenter", () => {
     expect(pushed - (from + soFar.length)).toBeLessThan(480);
     expect(Array.from(soFar.subarray(0, 4000))).toEqual(Array.from(jfk.subarray(from, from + 4000)));
     expect(seg.openAudio(from - 1)).toBeNull(); // before the utterance
+    // openTail: the same audio from a later sample, or from the utterance's start when asked for more
+    expect(seg.openTail(from - 16000)).toEqual({ from, pcm: soFar });
+    const tail = seg.openTail(from + 8000)!;
+    expect(tail.from).toBe(from + 8000);
+    expect(Array.from(tail.pcm)).toEqual(Array.from(soFar.subarray(8000)));
     // a copy: the segmenter going on does not change it
     const copy = Array.from(soFar.subarray(-100));
     const later = seg.push(jfk.subarray(pushed, 16000 * 6));
@@ -113,6 +118,7 @@ describe("VAD segmenter", () => {
     expect(utterance.audioStartMs).toBe(started.audioStartMs);
     expect(Array.from(utterance.pcm.subarray(0, soFar.length))).toEqual(Array.from(soFar));
     expect(seg.openAudio(from)).toBeNull(); // ended
+    expect(seg.openTail(from)).toBeNull();
     seg.close();
   });
 

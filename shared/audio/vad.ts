@@ -76,6 +76,8 @@ export interface VadSegmenter {
    * when no utterance is open or `from` is outside it.
    */
   openAudio(from: number): Int16Array | null;
+  /** Like `openAudio`, from the utterance's start when `from` is before it; `from`: where the copy starts. Null when none is open. */
+  openTail(from: number): { from: number; pcm: Int16Array } | null;
   /** The open utterance's current pause: where its silence began and how long it is (samples); null while voiced. */
   readonly pause: { fromSample: number; samples: number } | null;
   readonly speaking: boolean;
@@ -360,6 +362,11 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings, pool: P
     openAudio(from) {
       if (!speaking || from < bufStart || from > bufStart + bufLen) return null;
       return buf.slice(from - bufStart, bufLen);
+    },
+    openTail(from) {
+      if (!speaking) return null;
+      const at = Math.min(Math.max(from, bufStart), bufStart + bufLen);
+      return { from: at, pcm: buf.slice(at - bufStart, bufLen) };
     },
     get pause() {
       return speaking && silentRun > 0 ? { fromSample: lastVoicedEnd, samples: silentRun } : null;
