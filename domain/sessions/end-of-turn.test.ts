@@ -61,11 +61,11 @@ describe("semantic end of turn: when to commit (medium)", () => {
 });
 
 describe("semantic end of turn: eagerness", () => {
-  it("given eagerness, the waits in ms: high 150/300/800, medium 240/500/1200, low 300/800/2000; auto is medium", () => {
+  it("given eagerness, the waits in ms: high 100/150/300/800, medium 160/240/500/1200, low 250/350/800/2000; auto is medium", () => {
     expect(EAGERNESS_TIMING).toEqual({
-      high: { completeMs: 150, uncertainMs: 300, maxMs: 800 },
-      medium: { completeMs: 240, uncertainMs: 500, maxMs: 1200 },
-      low: { completeMs: 350, uncertainMs: 800, maxMs: 2000 },
+      high: { certainMs: 100, completeMs: 150, uncertainMs: 300, maxMs: 800 },
+      medium: { certainMs: 160, completeMs: 240, uncertainMs: 500, maxMs: 1200 },
+      low: { certainMs: 250, completeMs: 350, uncertainMs: 800, maxMs: 2000 },
     });
     expect(timingOf("auto")).toEqual(EAGERNESS_TIMING.medium);
   });
@@ -102,11 +102,20 @@ describe("semantic end of turn: the pitch before the pause", () => {
   it("given a fall to the speaker's low, the words' verdict moves one step toward complete; a pitch held high, one step toward mid-sentence", () => {
     expect(withProsody("uncertain", "falling")).toBe("complete");
     expect(withProsody("incomplete", "falling")).toBe("uncertain");
-    expect(withProsody("complete", "falling")).toBe("complete");
+    expect(withProsody("complete", "falling")).toBe("certain");
+    expect(withProsody("certain", "falling")).toBe("certain");
     expect(withProsody("complete", "continuing")).toBe("uncertain");
     expect(withProsody("uncertain", "continuing")).toBe("incomplete");
     expect(withProsody("incomplete", "continuing")).toBe("incomplete");
     for (const w of ["complete", "uncertain", "incomplete"] as const) expect(withProsody(w, "none")).toBe(w);
+  });
+  it("given words that look complete and a fall to the speaker's low, both cues agree: commits after the shortest silence (medium 160 ms)", () => {
+    given(COMPLETE, { prosody: "falling" }).when(90).then({ kind: "maybe_over", words: "certain" });
+    given(COMPLETE, { prosody: "falling", signalled: true }).when(159).then({ kind: "wait" });
+    given(COMPLETE, { prosody: "falling" }).when(160).then({ kind: "commit", words: "certain" });
+    given(COMPLETE, { prosody: "falling" }).when(100, "high").then({ kind: "commit", words: "certain" });
+    // no reading of the pitch: the words alone, 240 ms
+    given(COMPLETE, { signalled: true }).when(160).then({ kind: "wait" });
   });
   it("given misheard words in between and a falling pitch, commits after the short silence (medium 240 ms)", () => {
     given(BETWEEN, { prosody: "falling", signalled: true }).when(239).then({ kind: "wait" });

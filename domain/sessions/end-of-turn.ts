@@ -21,13 +21,16 @@ import type { ProsodyVerdict } from "./prosody";
  * no reading leaves it as the words say. It weighs in once the words have been heard (or
  * when there are none to wait for). The first pass's last words are wrong about half
  * the time, so neither piece of evidence decides alone: words that look mid-sentence
- * before a fall become uncertain, not complete. Docs: docs/realtime.md, "Semantic end of
+ * before a fall become uncertain, not complete. Words that look complete before a fall
+ * are `certain`: two independent cues agree, and the turn ends after the shortest wait. Docs: docs/realtime.md, "Semantic end of
  * turn".
  */
 
 /** How long each verdict on the words waits (ms of silence), per eagerness. */
 export interface TurnTiming {
-  /** The words look like a finished sentence. */
+  /** The words look like a finished sentence and the pitch falls to the speaker's low. */
+  certainMs: number;
+  /** The words look like a finished sentence (or uncertain words before a fall). */
   completeMs: number;
   /** No verdict (no hypothesis, no words, still changing, in between). */
   uncertainMs: number;
@@ -37,9 +40,9 @@ export interface TurnTiming {
 
 /** `auto` is `medium`, as in OpenAI's semantic_vad. */
 export const EAGERNESS_TIMING: Record<Exclude<Eagerness, "auto">, TurnTiming> = {
-  high: { completeMs: 150, uncertainMs: 300, maxMs: 800 },
-  medium: { completeMs: 240, uncertainMs: 500, maxMs: 1200 },
-  low: { completeMs: 350, uncertainMs: 800, maxMs: 2000 },
+  high: { certainMs: 100, completeMs: 150, uncertainMs: 300, maxMs: 800 },
+  medium: { certainMs: 160, completeMs: 240, uncertainMs: 500, maxMs: 1200 },
+  low: { certainMs: 250, completeMs: 350, uncertainMs: 800, maxMs: 2000 },
 };
 
 export function timingOf(eagerness: Eagerness): TurnTiming {
@@ -80,7 +83,7 @@ export interface TurnInput {
   prosody: ProsodyVerdict;
 }
 
-export type WordsVerdict = "complete" | "uncertain" | "incomplete";
+export type WordsVerdict = "certain" | "complete" | "uncertain" | "incomplete";
 
 /** `words`: what the words and the pitch say together (`withProsody`). */
 export type TurnDecision =
@@ -90,9 +93,9 @@ export type TurnDecision =
   | { kind: "maybe_over"; words: WordsVerdict }
   | { kind: "wait" };
 
-const STEPS: WordsVerdict[] = ["incomplete", "uncertain", "complete"];
+const STEPS: WordsVerdict[] = ["incomplete", "uncertain", "complete", "certain"];
 
-/** The words' verdict moved one step by the pitch: falling toward complete, continuing toward incomplete. */
+/** The words' verdict moved one step by the pitch: falling toward certain, continuing toward incomplete. */
 export function withProsody(words: WordsVerdict, prosody: ProsodyVerdict): WordsVerdict {
   const at = STEPS.indexOf(words);
   switch (prosody) {
@@ -132,10 +135,10 @@ export function decideEndOfTurn(input: TurnInput): TurnDecision {
   // never decide on words not heard yet: while a read of the pause is on its way, wait
   // (up to the bound; a decoder that lags makes turns slower, not cut)
   if (input.readPending && !heardPause(input.hypothesis)) return { kind: "wait" };
-  const needed = words === "complete" ? t.completeMs : words === "uncertain" ? t.uncertainMs : t.maxMs;
+  const needed = words === "certain" ? t.certainMs : words === "complete" ? t.completeMs : words === "uncertain" ? t.uncertainMs : t.maxMs;
   if (input.silenceMs >= needed) return { kind: "commit", words };
   // the early signal: when the next more confident verdict would have committed
-  const early = words === "complete" ? 0 : words === "uncertain" ? t.completeMs : t.uncertainMs;
+  const early = words === "certain" || words === "complete" ? 0 : words === "uncertain" ? t.completeMs : t.uncertainMs;
   if (!input.signalled && input.silenceMs >= early) return { kind: "maybe_over", words };
   return { kind: "wait" };
 }
