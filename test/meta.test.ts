@@ -49,6 +49,12 @@ describe("health, readiness, OpenAPI and docs", () => {
     expect(missing).toEqual([]);
     expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: "http", scheme: "bearer" });
     expect(doc.components.schemas.ApiKey.properties).toHaveProperty("lastFour");
+    // both realtime doors document resuming a session and its refusals
+    for (const path of ["/v1/audio/transcriptions/stream", "/v1/realtime"]) {
+      const route = doc.paths[path].get;
+      expect(route.parameters.map((p: { name: string }) => p.name)).toEqual(expect.arrayContaining(["resume", "last_event_id"]));
+      expect(Object.keys(route.responses)).toEqual(expect.arrayContaining(["400", "403", "409", "410", "426"]));
+    }
   });
 
   it("/docs renders the interactive reference from self-hosted assets", async () => {

@@ -10,13 +10,36 @@ import { STREAM_PATH } from "./session-token";
  * uWebSockets.js gateway; this documents them in /openapi.json and answers plain HTTP
  * requests (no Upgrade) with 426.
  */
+const upgradeRequired = () => {
+  throw new AppError("validation", "websocket_required", "This endpoint requires a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket).", {
+    status: 426,
+    headers: { Upgrade: "websocket", Connection: "Upgrade" },
+  });
+};
+
+const refused = (description: string) => ({ description, content: { "application/json": { schema: openAiError } } });
+
+/** Both doors resume a session the same way (docs/realtime.md "Resuming a session"). */
+const resumeQuery = {
+  resume: z.string().optional().describe("the rs_ resume credential of the last session.created or session.resumed: resumes that session instead of opening one"),
+  last_event_id: z
+    .string()
+    .optional()
+    .describe("with resume: the id of the last event the client processed (a multichannel session: one per channel, comma-separated); the session's events after it are replayed, then live ones"),
+};
+
+/** The refusals both doors answer before the upgrade, besides authentication's. */
+const doorRefusals = {
+  400: refused("`resume_event_unknown`: last_event_id is not an event of this session"),
+  403: refused("`resume_forbidden`: the resume credential is of another owner's session"),
+  409: refused("`session_resumed_elsewhere` (the credential was used already) or `resume_wrong_door` (the session was opened on the other door)"),
+  410: refused("`resume_expired` (the grace passed, the session closed) or `resume_state_lost` (the OpenAI door's stored state is unreadable)"),
+  426: refused("`websocket_required`: not a WebSocket upgrade"),
+  429: refused("connection quota refused (concurrent connections or connections per minute)"),
+  503: refused("`gateway_disabled`, or `upstream_unavailable` with Retry-After"),
+};
+
 export function registerStreamDoc(app: OpenAPIHono<GatewayEnv>): void {
-  const upgradeRequired = () => {
-    throw new AppError("validation", "websocket_required", "This endpoint requires a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket).", {
-      status: 426,
-      headers: { Upgrade: "websocket", Connection: "Upgrade" },
-    });
-  };
   app.openapi(
     createRoute({
       method: "get",
@@ -30,14 +53,13 @@ export function registerStreamDoc(app: OpenAPIHono<GatewayEnv>): void {
         query: z.object({
           intent: z.string().optional().describe("`transcription` (or absent); any other value is answered with an `error` event and close 4000"),
           model: z.string().optional().describe("any model name: the session's default transcription model (a preference for the engine router)"),
+          ...resumeQuery,
         }),
       },
       responses: {
         101: { description: "switching protocols; the server sends session.created (beta: transcription_session.created)" },
-        401: { description: "authentication failed, refused before the upgrade (missing_api_key, invalid_api_key: also an expired or forged ek_ secret; revoked_api_key, expired_api_key)", content: { "application/json": { schema: openAiError } } },
-        426: { description: "`websocket_required`: not a WebSocket upgrade", content: { "application/json": { schema: openAiError } } },
-        429: { description: "connection quota refused (concurrent connections or connections per minute)", content: { "application/json": { schema: openAiError } } },
-        503: { description: "`gateway_disabled`, or `upstream_unavailable` with Retry-After", content: { "application/json": { schema: openAiError } } },
+        401: refused("authentication failed, refused before the upgrade (missing_api_key, invalid_api_key: also an expired or forged ek_ secret; revoked_api_key, expired_api_key; invalid_resume_credential)"),
+        ...doorRefusals,
       },
     }),
     upgradeRequired,
@@ -61,21 +83,15 @@ export function registerStreamDoc(app: OpenAPIHono<GatewayEnv>): void {
             .enum(["true", "false"])
             .optional()
             .describe("true: each channel has its own VAD, items and transcripts; item events carry `channel`; audio is billed per channel (docs/realtime.md \"Multichannel\")"),
+          ...resumeQuery,
         }),
       },
       responses: {
         101: { description: "switching protocols; the server sends session.created" },
-        401: { description: "authentication failed (missing_api_key, invalid_api_key, revoked_api_key, expired_api_key, invalid_session_token, also for a session token already used)", content: { "application/json": { schema: openAiError } } },
-        426: { description: "`websocket_required`: not a WebSocket upgrade", content: { "application/json": { schema: openAiError } } },
-        429: { description: "connection quota refused (concurrent connections or connections per minute)", content: { "application/json": { schema: openAiError } } },
-        503: { description: "`gateway_disabled`, or `upstream_unavailable` with Retry-After", content: { "application/json": { schema: openAiError } } },
+        401: refused("authentication failed (missing_api_key, invalid_api_key, revoked_api_key, expired_api_key, invalid_session_token, also for a session token already used; invalid_resume_credential)"),
+        ...doorRefusals,
       },
     }),
-    () => {
-      throw new AppError("validation", "websocket_required", "This endpoint requires a WebSocket upgrade (Connection: Upgrade, Upgrade: websocket).", {
-        status: 426,
-        headers: { Upgrade: "websocket", Connection: "Upgrade" },
-      });
-    },
+    upgradeRequired,
   );
 }
