@@ -131,6 +131,9 @@ describe("semantic end of turn: the pitch before the pause", () => {
   });
   it("given no decoder for the item (commit path), the pitch alone moves the silence-only wait", () => {
     given(null, { prosody: "falling" }).when(240).then({ kind: "commit", words: "complete" });
+    // a gap between syllables is no verdict: the pitch counts once the pause has lasted 60 ms
+    given(null, { prosody: "falling" }).when(30).then({ kind: "wait" });
+    given(null, { prosody: "falling" }).when(60).then({ kind: "maybe_over", words: "complete" });
     given(null, { prosody: "continuing", signalled: true }).when(1199).then({ kind: "wait" });
   });
   it("given a falling pitch but words that have not heard the pause, no verdict from the pitch yet (no early signal on pitch alone)", () => {

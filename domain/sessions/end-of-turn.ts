@@ -55,6 +55,12 @@ const COMPLETE_LOG10 = -1;
 const INCOMPLETE_LOG10 = -1.7;
 /** The hypothesis must have heard this much of the pause, and kept its words this long, to be judged. */
 const MIN_HEARD_MS = 60;
+/**
+ * The pitch weighs in only once a pause has lasted this long: before, the words it moves
+ * cannot have heard the pause, and a gap between two syllables is no verdict. The VAD
+ * reads the pitch (a few ms of CPU) only for pauses this long (turn-taking.ts).
+ */
+export const PROSODY_AFTER_MS = MIN_HEARD_MS;
 const MIN_STABLE_MS = 60;
 
 /** The running hypothesis as last read during this pause. */
@@ -129,7 +135,7 @@ export function decideEndOfTurn(input: TurnInput): TurnDecision {
   const t = timingOf(input.eagerness);
   // the pitch weighs in once the words it moves have been heard (or there are none to wait for):
   // a fall alone, on the pause's first frame, is no verdict yet
-  const heard = heardPause(input.hypothesis) || (input.hypothesis === null && !input.readPending);
+  const heard = heardPause(input.hypothesis) || (input.hypothesis === null && !input.readPending && input.silenceMs >= PROSODY_AFTER_MS);
   const words = heard ? withProsody(judgeWords(input.hypothesis), input.prosody) : judgeWords(input.hypothesis);
   if (input.silenceMs >= t.maxMs) return { kind: "commit", words };
   // never decide on words not heard yet: while a read of the pause is on its way, wait

@@ -1,5 +1,5 @@
 import type { DeciderInput } from "../../domain/sessions/decider";
-import { decideEndOfTurn, type PauseHypothesis } from "../../domain/sessions/end-of-turn";
+import { decideEndOfTurn, PROSODY_AFTER_MS, type PauseHypothesis } from "../../domain/sessions/end-of-turn";
 import { judgeProsody, pauseProsody, REFERENCE_MS, type ProsodyVerdict } from "../../domain/sessions/prosody";
 import { trackPitch } from "../../shared/audio/pitch";
 import { msToSamples, VAD_SAMPLE_RATE } from "../../shared/audio/vad";
@@ -56,7 +56,8 @@ export function watchTurn(state: SessionState, log: Logger, onHeard: () => void)
     h && h.readAt >= 0 ? { words: h.words, endOfSentence: h.endOfSentence, stableMs: toMs(h.readAt - h.changedAt), heardMs: toMs(h.readAt - pause.fromSample) } : null;
   // a read in flight: once answered, the next one hears more of the pause
   const readPending = h?.pendingAt != null;
-  const prosody = prosodyBefore(state, pause.fromSample);
+  // most pauses inside speech are a frame or two: the pitch is read only where it can count
+  const prosody = toMs(pause.samples) >= PROSODY_AFTER_MS ? prosodyBefore(state, pause.fromSample) : "none";
   const d = decideEndOfTurn({ silenceMs: toMs(pause.samples), eagerness: t.eagerness ?? "auto", hypothesis, readPending, signalled: state.turnSignalled === pause.fromSample, prosody });
   if (d.kind !== "wait") {
     log.debug("end of turn", { decision: d.kind, verdict: d.words, prosody, silenceMs: toMs(pause.samples), hypothesis: h?.text.split(" ").slice(-3).join(" "), ...hypothesis, readPending });
