@@ -32,6 +32,7 @@ import { diarizationErrorRate, type LabelledTurn } from "../domain/diarization/d
 import { createFrameClassifier } from "../shared/audio/vad-frames";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
 import { fixturePath } from "../test/support/fixtures";
+import { pocketsphinxRaw, POCKETSPHINX_DATA } from "./support/turns";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -40,13 +41,9 @@ const seed = Number(args.get("seed") ?? 29);
 const longMinutes = Number(args.get("long-minutes") ?? 30);
 const RATE = 16_000;
 const overrides: Record<string, number> = Object.fromEntries((args.get("set") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
-const DATA = "/usr/share/pocketsphinx/test/data";
+const DATA = POCKETSPHINX_DATA;
 
 const wav = (path: string) => pcm16MonoFromWav(readFileSync(path))!;
-const raw = (path: string) => {
-  const b = readFileSync(path);
-  return new Int16Array(b.buffer.slice(b.byteOffset, b.byteOffset + (b.length & ~1)));
-};
 const librivox = ["0870", "0880", "0890", "0920", "0930"].map((n) => wav(`${DATA}/librivox/sense_and_sensibility_01_austen_64kb-${n}.wav`));
 const SPEAKERS: { name: string; clips: Int16Array[] }[] = [
   { name: "jfk", clips: [wav(fixturePath("jfk.wav"))] },
@@ -54,8 +51,8 @@ const SPEAKERS: { name: string; clips: Int16Array[] }[] = [
   { name: "silero", clips: [wav(fixturePath("silero_test.wav"))] },
   { name: "librivox", clips: librivox },
   { name: "cards", clips: [1, 2, 3, 4, 5].map((n) => wav(`${DATA}/cards/00${n}.wav`)) },
-  { name: "numbers", clips: [raw(`${DATA}/numbers.raw`)] },
-  { name: "tidigits", clips: [raw(`${DATA}/tidigits/dhd.2934z.raw`)] },
+  { name: "numbers", clips: [pocketsphinxRaw("numbers.raw")] },
+  { name: "tidigits", clips: [pocketsphinxRaw("tidigits/dhd.2934z.raw")] },
 ];
 
 function mulberry32(a: number): () => number {

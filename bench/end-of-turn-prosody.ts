@@ -14,14 +14,10 @@ import { loadVadEngine } from "../shared/audio/vad";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
 import { createStreamDecoderPool, type StreamDecoderPool } from "../services/vad/stream-decoders";
 import { judgeProsody, pauseProsody, REFERENCE_MS } from "../domain/sessions/prosody";
-import { conversationTurns, voicedStretches } from "./support/turns";
+import { conversationTurns, pocketsphinxRaw, POCKETSPHINX_DATA, voicedStretches } from "./support/turns";
 import { fixturePath } from "../test/support/fixtures";
 
-const PS = "/usr/share/pocketsphinx/test/data";
-const raw = (path: string) => {
-  const b = readFileSync(path);
-  return new Int16Array(b.buffer, b.byteOffset, Math.floor(b.byteLength / 2)).slice();
-};
+const PS = POCKETSPHINX_DATA;
 
 interface Clip {
   set: "bench" | "wider";
@@ -40,8 +36,8 @@ for (const t of await conversationTurns()) {
 }
 // the wider set: single utterances read or spoken alone (each end is a turn end); cards 005 is a list ("eight of spades, four of clubs, seven of hearts")
 for (const n of ["001", "002", "003", "004", "005"]) clips.push({ set: "wider", name: `cards/${n}`, pcm: pcm16MonoFromWav(readFileSync(`${PS}/cards/${n}.wav`))!, inner: () => (n === "005" ? "mid" : "?"), end: "end" });
-for (const n of ["goforward", "numbers", "something"]) clips.push({ set: "wider", name: n, pcm: raw(`${PS}/${n}.raw`), inner: () => "?", end: "end" });
-clips.push({ set: "wider", name: "tidigits", pcm: raw(`${PS}/tidigits/dhd.2934z.raw`), inner: () => "?", end: "end" });
+for (const n of ["goforward", "numbers", "something"]) clips.push({ set: "wider", name: n, pcm: pocketsphinxRaw(`${n}.raw`), inner: () => "?", end: "end" });
+clips.push({ set: "wider", name: "tidigits", pcm: pocketsphinxRaw("tidigits/dhd.2934z.raw"), inner: () => "?", end: "end" });
 // the clips that the bench joins, alone: 0880 ends on "young man," (mid), 0920 on "than he was:—" (mid)
 const LIBRI = `${PS}/librivox/sense_and_sensibility_01_austen_64kb-`;
 for (const [n, end] of [["0880", "mid"], ["0920", "mid"], ["0890", "end"], ["0930", "end"]] as const) clips.push({ set: "wider", name: n, pcm: pcm16MonoFromWav(readFileSync(`${LIBRI}${n}.wav`))!, inner: () => "mid", end });
