@@ -178,6 +178,31 @@ describe("resuming a session through the OpenAI door", () => {
     await finish(second);
   }, 180_000);
 
+  it("with turn_detection null, a connection cut after 3 s of appended audio resumes, and a commit right after the resume commits that audio (the door cannot count what came before the cut: an empty commit is left to the session)", async () => {
+    const c = await connectRt(doorUrl(stack.baseUrl), bearer(key));
+    const created = await c.next("session.created");
+    c.sendJson({ type: "session.update", session: { type: "transcription", audio: { input: { turn_detection: null } } } });
+    await c.next("session.updated");
+    const jfk = createResampler(16000, 24000, 1).push(fixture("jfk.wav"));
+    await appendPcm(c, jfk.subarray(0, 24000 * 3));
+    await new Promise((r) => setTimeout(r, 1000)); // the appends reach the session
+    cut(c);
+    await c.closed;
+    const second = await connectRt(doorUrl(stack.baseUrl, resumeQuery(created.resume.credential, lastEventId(c.events))), bearer(key));
+    const resumed = await second.next("session.resumed");
+    expect(resumed.audio_ms).toBeGreaterThan(2500);
+    second.sendJson({ type: "input_audio_buffer.commit", event_id: "commit_after_resume" });
+    const committed = await second.next("input_audio_buffer.committed", 30_000);
+    await outcomes(() => second.events);
+    expect(second.events.filter((e) => e.type === "error")).toEqual([]);
+    const completed = second.events.find((e) => e.type === `${T}.completed` && e.item_id === committed.item_id);
+    expect(completed.transcript.split(" ").length).toBeGreaterThan(3);
+    // nothing appended since: refused, as without a cut
+    second.sendJson({ type: "input_audio_buffer.commit", event_id: "empty_commit" });
+    expect((await second.next("error")).error).toMatchObject({ code: "input_audio_buffer_commit_empty", event_id: "empty_commit" });
+    await finish(second);
+  }, 120_000);
+
   it("a gateway stopped with SIGTERM holds its door sessions (1012): the client resumes through the door on another gateway", async () => {
     const child = await startServiceProcess(stack, "realtime-gateway");
     children.push(child);

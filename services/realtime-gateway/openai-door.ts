@@ -107,13 +107,19 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
    */
   let priming = 0;
   const primed = (event: ServerEventOf<"session.resumed">): ServerEvent => {
+    buffered = null; // what the open item held before the cut is not counted here
     const ms = Math.min(PRIME_MS, event.audio_ms);
     priming = (ms * INTERNAL_SAMPLE_RATE) / 1000;
     return { ...event, audio_ms: event.audio_ms - ms };
   };
   let muted = false; // applying a preset: session.created already showed it
-  // samples (16 kHz) appended since the last commit or clear: OpenAI refuses a commit under 100 ms
-  let buffered = 0;
+  /**
+   * Samples (16 kHz) appended since the last commit or clear: OpenAI refuses a commit
+   * under 100 ms. null after a resume until the next commit or clear: the open item may
+   * hold audio sent before the cut, so a commit goes to the session, which refuses one
+   * with nothing open itself (the same error code).
+   */
+  let buffered: number | null = 0;
   const resamplers: Partial<Record<"pcm" | "g711", Resampler>> = {};
   const resampler = (kind: "pcm" | "g711") => (resamplers[kind] ??= createResampler(kind === "pcm" ? 24000 : 8000, INTERNAL_SAMPLE_RATE, 1));
   const chunkBytes = Math.max(2, Math.floor(options.maxFrameBytes / 2) * 2);
@@ -206,7 +212,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
       pcm = pcm.subarray(dropped);
       if (pcm.length === 0) return;
     }
-    buffered += pcm.length;
+    if (buffered !== null) buffered += pcm.length;
     const view = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
     // views, not copies: the session's publisher copies what it keeps, as it must for uWS's frames
     for (let at = 0; at < view.length && session && !session.closeReason; at += chunkBytes) {
@@ -221,7 +227,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
       case "session.input_audio_buffer.append":
         return append(event.audio, clientEventId);
       case "input_audio_buffer.commit":
-        if (state.config.turnDetection === null && buffered < MIN_COMMIT_SAMPLES) {
+        if (state.config.turnDetection === null && buffered !== null && buffered < MIN_COMMIT_SAMPLES) {
           const ms = ((buffered * 1000) / INTERNAL_SAMPLE_RATE).toFixed(2);
           return sendError("input_audio_buffer_commit_empty", `Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has ${ms}ms of audio.`, null, clientEventId);
         }
