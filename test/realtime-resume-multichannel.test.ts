@@ -4,16 +4,19 @@ import { connectRt, fixture, refusal, silence, streamPcm, wsUrl, type RtClient }
 import { concatPcm } from "./support/fixtures";
 import { cut, finals, finish, isOutcome, lastEventIds, outcomes, resume, speech, storedBeyond, storedItems } from "./support/resume";
 import { readSessionRecords } from "../services/realtime-gateway/session-records";
+import { startServiceProcess, type ServiceProcess } from "./support/service-process";
 
 /**
  * Resuming a multichannel session (issue 30 with issue 29's lanes; docs/realtime.md
  * "Resuming a session", "Multichannel") on the real stack: two different recordings
  * interleaved as a stereo stream, the TCP connection cut mid-utterance and again while
- * one channel pauses and the other speaks, resumed with one position per channel; and
- * positions that must be refused.
+ * one channel pauses and the other speaks, resumed with one position per channel; a
+ * gateway killed (SIGKILL) or stopped (SIGTERM) under a stereo call; and positions that
+ * must be refused.
  */
 let stack: Stack;
 let key: string;
+const children: ServiceProcess[] = [];
 
 beforeAll(async () => {
   // the commit path (exact transcripts compare across runs), with room for PocketSphinx on a shared 2-core machine
@@ -21,6 +24,7 @@ beforeAll(async () => {
   key = (await stack.issueKey("pro", "tenant-resume-multichannel")).key;
 });
 afterAll(async () => {
+  for (const c of children) await c.kill().catch(() => undefined);
   await stack?.stop();
 });
 
@@ -119,6 +123,66 @@ describe("resuming a multichannel session", () => {
       const stored = await storedItems(stack.nats, laneId(created.session_id, channel));
       expect(committed.sort()).toEqual(stored.sort());
     }
+  }, 300_000);
+
+  /** Every channel: no item twice, each committed item's one outcome, everything its lane stored delivered; no event id twice. */
+  async function expectEveryChannelWhole(sessionId: string, all: any[]) {
+    const ids = all.filter((e) => typeof e.event_id === "string").map((e) => e.event_id);
+    expect(new Set(ids).size, "no event twice").toBe(ids.length);
+    for (const channel of [0, 1]) {
+      const mine = onChannel(all, channel);
+      const committed = mine.filter((e) => e.type === "input_audio_buffer.committed").map((e) => e.item_id);
+      expect(new Set(committed).size, `channel ${channel}: no item twice`).toBe(committed.length);
+      for (const item of committed) expect(mine.filter((e) => isOutcome(e) && e.item_id === item)).toHaveLength(1);
+      expect(committed.sort()).toEqual((await storedItems(stack.nats, laneId(sessionId, channel))).sort());
+    }
+  }
+
+  it("the gateway process serving a stereo call is killed with SIGKILL mid-stream: resumed on another gateway with one position per channel, no committed item of either channel lost or doubled", async () => {
+    const child = await startServiceProcess(stack, "realtime-gateway");
+    children.push(child);
+    const { pcm, frames } = call();
+    const first = await connectRt(wsUrl(`http://127.0.0.1:${child.port}`, QUERY), { authorization: `Bearer ${key}` });
+    const created = await first.next("session.created");
+    const at = fixture("jfk.wav").length + 4 * 16000; // inside channel 0's second jfk, after channel 1's second ldc93s1 began
+    await stream(first, slice(pcm, 0, at));
+    await child.kill();
+    expect((await first.closed).code).toBe(1006);
+
+    const second = await resume(stack.baseUrl, created.resume.credential, lastEventIds(first.events, 2), key);
+    const resumed = await second.next("session.resumed");
+    expect(resumed.session_id).toBe(created.session_id);
+    expect(resumed.audio_ms * 16).toBeLessThanOrEqual(at);
+    await stream(second, slice(pcm, resumed.audio_ms * 16, frames));
+    const all = () => [...first.events, ...second.events];
+    await outcomes(all);
+    await finish(second);
+    await expectEveryChannelWhole(created.session_id, all());
+    for (const channel of [0, 1]) expect(onChannel(all(), channel).some((e) => e.type === "input_audio_buffer.committed"), `channel ${channel}`).toBe(true);
+  }, 300_000);
+
+  it("a gateway stopped with SIGTERM holds its stereo calls (1012): resumed on another gateway, each channel's finals equal the uninterrupted run's", async () => {
+    const child = await startServiceProcess(stack, "realtime-gateway");
+    children.push(child);
+    const { pcm, frames } = call();
+    const first = await connectRt(wsUrl(`http://127.0.0.1:${child.port}`, QUERY), { authorization: `Bearer ${key}` });
+    const created = await first.next("session.created");
+    const at = 5 * 16000; // inside channel 0's first jfk, after channel 1's first ldc93s1
+    await stream(first, slice(pcm, 0, at));
+    const stopping = child.stop();
+    expect(await first.closed).toEqual({ code: 1012, reason: "gateway_restarting" });
+    await stopping;
+
+    const second = await resume(stack.baseUrl, created.resume.credential, lastEventIds(first.events, 2), key);
+    const resumed = await second.next("session.resumed");
+    // the stopping gateway stored all the audio it had before letting go
+    expect(resumed.audio_ms * 16).toBeGreaterThan(at - 16000);
+    await stream(second, slice(pcm, resumed.audio_ms * 16, frames));
+    const all = () => [...first.events, ...second.events];
+    await outcomes(all);
+    await finish(second);
+    await expectEveryChannelWhole(created.session_id, all());
+    for (const channel of [0, 1]) expect(finals(onChannel(all(), channel)), `channel ${channel}`).toEqual(baseline[channel]);
   }, 300_000);
 
   it("refuses positions of another count, garbage, or another channel's event (400 resume_event_unknown), and resumes after", async () => {
