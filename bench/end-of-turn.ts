@@ -122,12 +122,13 @@ async function runSetting(baseUrl: string, key: string, setting: (typeof SETTING
   await c.closed;
   const groups = [...new Set(turns.map((t) => t.group))];
   return [
-    { group: "all", ...score(c.events, sentAt, placed) },
-    ...groups.map((group) => ({ group, ...score(c.events, sentAt, placed.filter((p) => p.turn.group === group)) })),
+    // BENCH_DEBUG's per-turn lines once, with all the turns
+    { group: "all", ...score(c.events, sentAt, placed, Boolean(process.env.BENCH_DEBUG)) },
+    ...groups.map((group) => ({ group, ...score(c.events, sentAt, placed.filter((p) => p.turn.group === group), false) })),
   ];
 }
 
-function score(events: any[], sentAt: number[], placed: Placed[]) {
+function score(events: any[], sentAt: number[], placed: Placed[], debug: boolean) {
   const commits = events.filter((e) => e.type === "input_audio_buffer.committed");
   const completed = new Map(events.filter((e) => e.type === `${T}.completed`).map((e) => [e.item_id, e]));
   const latencies: number[] = [];
@@ -150,7 +151,7 @@ function score(events: any[], sentAt: number[], placed: Placed[]) {
     if (final && last.audio_end_ms >= end - 250) latencies.push(final.__t - spoken), fromAlone.push(final.__t - sentAt[Math.floor((alone - 1) / FRAME)]!);
     const likely = last && events.find((e) => e.type === "input_audio_buffer.turn_end_likely" && e.item_id === last.item_id && e.audio_end_ms >= end - 250);
     if (likely) early.push(likely.__t - spoken);
-    if (process.env.BENCH_DEBUG) {
+    if (debug) {
       const likelies = events.filter((e) => e.type === "input_audio_buffer.turn_end_likely" && mine.some((m) => m.item_id === e.item_id));
       console.log(
         `  ${turn.name}@${Math.round(from)}: end ${Math.round(end)} (alone ${Math.round((alone * 1000) / 16000)}); commits ${mine.map((e) => `${e.audio_end_ms}${mid.includes(e) ? "(mid)" : ""}`).join(",")}; committed ${last ? last.__t - spoken : "—"} ms, final ${final ? final.__t - spoken : "—"} ms; likely ${likelies.map((e) => `${e.audio_end_ms}:"${e.transcript.split(" ").slice(-3).join(" ")}"`).join(", ")}`,
