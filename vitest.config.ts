@@ -20,6 +20,8 @@ export default defineConfig({
           name: "integration",
           sequence: { groupOrder: 1 },
           include: ["test/**/*.test.ts"],
+          // every realtime message a test receives must be described in /asyncapi.json
+          setupFiles: ["test/support/documented-messages-guard.ts"],
           testTimeout: 120_000,
           hookTimeout: 120_000,
           maxWorkers: 2,
