@@ -11,7 +11,7 @@ export default defineConfig({
         test: {
           name: "unit",
           sequence: { groupOrder: 0 },
-          include: ["domain/**/*.test.ts", "services/**/*.test.ts", "shared/**/*.test.ts", "schemas/**/*.test.ts"],
+          include: ["domain/**/*.test.ts", "services/**/*.test.ts", "shared/**/*.test.ts", "schemas/**/*.test.ts", "bench/**/*.test.ts"],
           testTimeout: 20_000,
         },
       },
