@@ -15,7 +15,7 @@ import { renderSvg } from "./support/svg-chart";
 
 const khz = (rate: unknown) => `${Number(rate) / 1000} kHz`;
 
-export const CHARTS: ChartSpec[] = [
+const CHARTS: ChartSpec[] = [
   {
     file: "vad-decision.svg",
     bench: "realtime",
@@ -30,7 +30,7 @@ export const CHARTS: ChartSpec[] = [
       { field: "vad_decision_p50_ms", label: "p50" },
       { field: "vad_decision_p99_ms", label: "p99", dashed: true },
     ],
-    series: (r) => `${r.door} door, ${khz(r.sample_rate)}`,
+    series: (r) => `${r.door === "openai" ? "OpenAI door" : "native stream"}, ${khz(r.sample_rate)}`,
     filter: (r) => r.engine === "zero",
   },
   {
@@ -96,7 +96,7 @@ export const CHARTS: ChartSpec[] = [
 ];
 
 /** Every results file in `dir`. */
-export function readResults(dir: string): BenchResults[] {
+function readResults(dir: string): BenchResults[] {
   let files: string[];
   try {
     files = readdirSync(dir).filter((f) => f.endsWith(".json"));
@@ -120,4 +120,4 @@ function main() {
   for (const [i, b] of built.entries()) console.log(`  ${CHARTS[i]!.file}: ${b.chart.series.length} series, ${b.chart.series.reduce((n, s) => n + s.points.length, 0)} points`);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) main();
+main();

@@ -26,7 +26,7 @@ export interface ChartSpec {
 }
 
 /** A chart and the results files its points came from. */
-export interface BuiltChart {
+interface BuiltChart {
   chart: Chart;
   sources: BenchResults[];
 }

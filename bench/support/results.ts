@@ -13,10 +13,10 @@ import { basename, join } from "node:path";
  * a bench run some other way writes no file unless BENCH_RESULTS_DIR is set.
  */
 
-export type ResultValue = string | number | boolean | null;
+type ResultValue = string | number | boolean | null;
 export type ResultRow = Record<string, ResultValue>;
 
-export interface Machine {
+interface Machine {
   cores: number;
   cpu_model: string;
   memory_gib: number;
@@ -30,7 +30,7 @@ export interface BenchResults {
   bench: string;
   /** ISO time the figures were recorded. */
   date: string;
-  /** `git describe`-like: the commit, with `-dirty` when tracked files differed from it. */
+  /** The commit, with `-dirty` when tracked files other than docs differed from it. */
   commit: string;
   command: string;
   machine: Machine;
@@ -43,7 +43,9 @@ const loadAtStart = loadavg().map((x) => Math.round(x * 100) / 100);
 function currentCommit(): string {
   try {
     const head = execFileSync("git", ["rev-parse", "--short=12", "HEAD"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
-    const dirty = execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim() !== "";
+    // edits to documentation or to results files do not change what a bench measures
+    const changed = ["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs", ":(exclude)*.md", ":(exclude)bench/results"];
+    const dirty = execFileSync("git", changed, { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim() !== "";
     return dirty ? `${head}-dirty` : head;
   } catch {
     return "unknown";
@@ -59,7 +61,7 @@ function commandLine(env: NodeJS.ProcessEnv, argv: string[]): string {
   return [...settings, command].join(" ");
 }
 
-export function machine(): Machine {
+function machine(): Machine {
   return {
     cores: availableParallelism(),
     cpu_model: cpus()[0]?.model.trim() ?? "unknown",

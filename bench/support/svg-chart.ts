@@ -10,7 +10,7 @@
  * a committed chart only changes when its figures do) and it is tested point by point.
  */
 
-export interface Point {
+interface Point {
   x: number | string;
   y: number;
 }
@@ -33,7 +33,7 @@ export interface Chart {
 
 const WIDTH = 720;
 const PLOT_HEIGHT = 300;
-const MARGIN = { left: 72, right: 24, top: 40, bottom: 56 };
+const MARGIN = { left: 72, right: 40, top: 40, bottom: 56 };
 const LEGEND_LINE = 18;
 /** Okabe–Ito: told apart with the common colour-vision deficiencies. */
 const COLOURS = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"];

@@ -16,7 +16,7 @@ import { nativeStreamQuery, openAiDoorQuery } from "./routes/stream-doc";
  * dropped by the gateway, so they are not refused here either).
  */
 
-export const ASYNCAPI_VERSION = "3.1.0";
+const ASYNCAPI_VERSION = "3.1.0";
 /** Channel ids in the document. */
 export const DOOR_CHANNELS = { native: "nativeStream", openai: "openaiRealtime" } as const;
 export type Door = keyof typeof DOOR_CHANNELS;

@@ -41,7 +41,7 @@ export function messageChecker(doc: AsyncApiDocument) {
 }
 
 /** Which door a WebSocket URL opens, or null for another path. */
-export function doorOf(url: string): Door | null {
+function doorOf(url: string): Door | null {
   const path = new URL(url).pathname;
   if (path.endsWith(OPENAI_REALTIME_PATH)) return "openai";
   if (path.endsWith(REALTIME_PATH)) return "native";
