@@ -85,7 +85,8 @@ describe("charts from results files", () => {
   it("a bar chart has one bar per series and category, as high as its figure", () => {
     const spec: ChartSpec = { ...latency, kind: "bar", x: "setting", y: [{ field: "p50", label: "p50" }], series: () => "", filter: undefined };
     const svg = renderSvg(buildChart(spec, [file("realtime", "2026-11-29T10:00:00Z", [{ setting: "server_vad 500 ms", p50: 700 }, { setting: "semantic_vad high", p50: 350 }])]).chart);
-    const bars = [...svg.matchAll(/<rect x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)"/g)].map((m) => Number(m[2]));
+    // bars carry their figure as a title; the legend's swatch does not
+    const bars = [...svg.matchAll(/<rect x="[\d.]+" y="[\d.]+" width="[\d.]+" height="([\d.]+)" fill="[^"]+"><title>/g)].map((m) => Number(m[1]));
     expect(bars).toHaveLength(2);
     expect(bars[0]).toBeCloseTo(300 * (700 / 800), 0);
     expect(bars[1]).toBeCloseTo(300 * (350 / 800), 0);

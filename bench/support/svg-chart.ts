@@ -33,7 +33,7 @@ export interface Chart {
 
 const WIDTH = 720;
 const PLOT_HEIGHT = 300;
-const MARGIN = { left: 72, right: 40, top: 40, bottom: 56 };
+const MARGIN = { left: 72, right: 40, top: 40, bottom: 64 };
 const LEGEND_LINE = 18;
 /** Okabe–Ito: told apart with the common colour-vision deficiencies. */
 const COLOURS = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"];
@@ -62,6 +62,13 @@ export function niceTicks(min: number, max: number, count = 5): number[] {
 
 export const formatNumber = (n: number) => (Math.abs(n) >= 10_000 ? n.toLocaleString("en-US", { maximumFractionDigits: 0 }) : String(Number(n.toPrecision(3))));
 
+/** A category under its bars; one wider than its band (at about 7 px a character) breaks at its last space. */
+function categoryLabel(label: string, x: number, y: number, band: number): string {
+  const cut = label.lastIndexOf(" ");
+  if (label.length * 7 <= band || cut < 0) return `<text x="${x}" y="${y}" text-anchor="middle">${escapeXml(label)}</text>`;
+  return `<text x="${x}" y="${y}" text-anchor="middle"><tspan x="${x}">${escapeXml(label.slice(0, cut))}</tspan><tspan x="${x}" dy="14">${escapeXml(label.slice(cut + 1))}</tspan></text>`;
+}
+
 /** The chart as a standalone SVG document. */
 export function renderSvg(chart: Chart): string {
   const legendHeight = chart.series.length * LEGEND_LINE + 8;
@@ -84,7 +91,7 @@ export function renderSvg(chart: Chart): string {
   const axisY = MARGIN.top + PLOT_HEIGHT;
   out.push(`<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${axisY}" y2="${axisY}" stroke="#333"/>`);
   out.push(`<line x1="${MARGIN.left}" x2="${MARGIN.left}" y1="${MARGIN.top}" y2="${axisY}" stroke="#333"/>`);
-  out.push(`<text x="${MARGIN.left + plotWidth / 2}" y="${axisY + 40}" text-anchor="middle">${escapeXml(chart.xLabel)}</text>`);
+  out.push(`<text x="${MARGIN.left + plotWidth / 2}" y="${axisY + 44}" text-anchor="middle">${escapeXml(chart.xLabel)}</text>`);
   out.push(`<text transform="translate(18 ${MARGIN.top + PLOT_HEIGHT / 2}) rotate(-90)" text-anchor="middle">${escapeXml(chart.yLabel)}</text>`);
 
   if (points.length === 0) {
@@ -108,7 +115,7 @@ export function renderSvg(chart: Chart): string {
     const categories = [...new Set(points.map((p) => String(p.x)))];
     const band = plotWidth / categories.length;
     const barWidth = (band * 0.8) / chart.series.length;
-    categories.forEach((c, ci) => out.push(`<text x="${r1(MARGIN.left + band * (ci + 0.5))}" y="${axisY + 18}" text-anchor="middle">${escapeXml(c)}</text>`));
+    categories.forEach((c, ci) => out.push(categoryLabel(c, r1(MARGIN.left + band * (ci + 0.5)), axisY + 18, band)));
     chart.series.forEach((s, i) => {
       const colour = COLOURS[i % COLOURS.length]!;
       out.push(`<g class="series" data-series="${escapeXml(s.name)}">`);
@@ -124,7 +131,8 @@ export function renderSvg(chart: Chart): string {
   chart.series.forEach((s, i) => {
     const y = axisY + MARGIN.bottom + i * LEGEND_LINE;
     const colour = COLOURS[i % COLOURS.length]!;
-    out.push(`<line x1="${MARGIN.left}" x2="${MARGIN.left + 24}" y1="${y}" y2="${y}" stroke="${colour}" stroke-width="${chart.kind === "bar" ? 8 : 2}"${s.dashed ? ' stroke-dasharray="6 4"' : ""}/>`);
+    if (chart.kind === "bar") out.push(`<rect x="${MARGIN.left}" y="${y - 5}" width="24" height="10" fill="${colour}"${s.dashed ? ' fill-opacity="0.55"' : ""}/>`);
+    else out.push(`<line x1="${MARGIN.left}" x2="${MARGIN.left + 24}" y1="${y}" y2="${y}" stroke="${colour}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ""}/>`);
     out.push(`<text x="${MARGIN.left + 32}" y="${y + 4}">${escapeXml(s.name)}</text>`);
   });
   out.push(`</svg>`);
