@@ -38,7 +38,7 @@ const CHARTS: ChartSpec[] = [
     bench: "realtime",
     title: "Continuous speakers against final latency, per engine and model",
     about:
-      "bench/realtime.ts with a real engine and `--audio librivox` (continuous read speech, 0.8 s pauses): N sessions, each a speaker who does not stop. y: `speech_stopped` → `completed` received, the engine's time included (p50 and p99); one series per engine and model.",
+      "bench/realtime.ts with a real engine and `--audio librivox` (continuous read speech, 0.8 s pauses): N sessions, each a speaker who does not stop. y: `speech_stopped` → `completed` received, the engine's time included (p50 and p99); one series per engine and model. The embedded engine decodes each utterance while it is spoken (streaming decoders, the default), so its final comes at the commit; an engine that transcribes at commit adds its decoding time.",
     kind: "line",
     x: "sessions",
     xLabel: "continuous speakers (sessions)",
