@@ -11,7 +11,7 @@ export default defineConfig({
         test: {
           name: "unit",
           sequence: { groupOrder: 0 },
-          include: ["domain/**/*.test.ts", "services/**/*.test.ts", "shared/**/*.test.ts", "schemas/**/*.test.ts"],
+          include: ["domain/**/*.test.ts", "services/**/*.test.ts", "shared/**/*.test.ts", "schemas/**/*.test.ts", "bench/**/*.test.ts"],
           testTimeout: 20_000,
         },
       },
@@ -20,6 +20,8 @@ export default defineConfig({
           name: "integration",
           sequence: { groupOrder: 1 },
           include: ["test/**/*.test.ts"],
+          // every realtime message a test receives must be described in /asyncapi.json
+          setupFiles: ["test/support/documented-messages-guard.ts"],
           testTimeout: 120_000,
           hookTimeout: 120_000,
           maxWorkers: 2,

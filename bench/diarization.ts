@@ -33,6 +33,7 @@ import { createFrameClassifier } from "../shared/audio/vad-frames";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
 import { fixturePath } from "../test/support/fixtures";
 import { pocketsphinxRaw, POCKETSPHINX_DATA } from "./support/turns";
+import { recordResults, type ResultRow } from "./support/results";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -180,10 +181,10 @@ async function main() {
   const diarize = async (pcm: Int16Array, hint: SpeakerCountHint): Promise<SpeakerTurn[]> =>
     Object.keys(overrides).length ? diarizePcm(pcm, speechRegions(await classify(pcm, 2)), hint, overrides) : embeddedDiarizer.diarize(pcmAudio(pcm), hint);
   const rand = mulberry32(seed);
-  const rows: { label: string; estimated: Tally; given: Tally }[] = [];
+  const rows: { label: string; speakers: number; channel: string; estimated: Tally; given: Tally }[] = [];
   for (const count of [2, 3, 4]) {
     for (const channelDifference of [false, true]) {
-      const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, estimated: empty(), given: empty() };
+      const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, speakers: count, channel: channelDifference ? "channel difference" : "same channel", estimated: empty(), given: empty() };
       for (let c = 0; c < perSetting; c++) {
         const conv = await conversation(rand, count, channelDifference, classify);
         for (const mode of ["estimated", "given"] as const) {
@@ -215,18 +216,22 @@ async function main() {
   console.log(`${"setting".padEnd(38)} ${"count".padEnd(9)} ${"audio s".padStart(8)} ${"DER".padStart(7)} ${"missed".padStart(7)} ${"FA".padStart(7)} ${"conf.".padStart(7)} ${"count ok".padStart(9)} ${"|Δcount|".padStart(9)} ${"CPU s/s".padStart(8)}`);
   let cpu = 0;
   let audio = 0;
+  const resultRows: ResultRow[] = [];
   for (const r of rows) {
     for (const mode of ["estimated", "given"] as const) {
       const t = r[mode];
       cpu += t.cpu;
       audio += t.audio;
       const der = t.missed + t.falseAlarm + t.confusion;
+      const share = (x: number) => Number(((100 * x) / t.scored).toFixed(1));
+      resultRows.push({ speakers: r.speakers, channel: r.channel, count: mode, der_pct: share(der), missed_pct: share(t.missed), false_alarm_pct: share(t.falseAlarm), confusion_pct: share(t.confusion), count_exact: t.countExact, conversations: t.conversations, audio_s: Math.round(t.audio), cpu_s_per_s: Number((t.cpu / t.audio).toFixed(4)) });
       console.log(
         `${r.label.padEnd(38)} ${mode.padEnd(9)} ${t.audio.toFixed(0).padStart(8)} ${pct(der, t.scored)} ${pct(t.missed, t.scored)} ${pct(t.falseAlarm, t.scored)} ${pct(t.confusion, t.scored)} ${`${t.countExact}/${t.conversations}`.padStart(9)} ${(t.countError / t.conversations).toFixed(2).padStart(9)} ${(t.cpu / t.audio).toFixed(4).padStart(8)}`,
       );
     }
   }
   console.log(`diarizer CPU: ${(cpu / audio).toFixed(4)} CPU-s per audio second over ${audio.toFixed(0)} s`);
+  recordResults("diarization", resultRows);
   // one long recording: what clustering a sample of the segments costs, and the memory held
   const long = await conversation(rand, 4, true, classify, Math.round((longMinutes * 60) / 9));
   for (const hint of [{}, { speakers: 4 }, { maxSpeakers: 6 }]) {

@@ -33,6 +33,7 @@ import { BenchDeployment } from "./support/deployment";
 import { pct, serveCommand, stopServer, waitForServer } from "./support/server";
 import { conversationTurns, TURN_GAP_S, voicedStretches, type Turn } from "./support/turns";
 import { loadVadEngine, type VadEngine } from "../shared/audio/vad";
+import { recordResults, type ResultRow } from "./support/results";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -202,16 +203,20 @@ try {
   const ms = (xs: number[], p: number) => (xs.length ? `${Math.round(pct(xs, p))}` : "—");
   console.log("setting | end of speech → final p50/p90 (ms) (p50 from the clip alone's end) | finals | mid-sentence cuts | turns cut mid-sentence | → turn_end_likely p50 (ms) | likely / resumed | WER");
   // all the turns first, then each group (reading: the book and the speeches; commands: PocketSphinx's test utterances)
+  const rows: ResultRow[] = [];
   for (const group of results[0]!.map((g) => g.group)) {
     console.log(`turns: ${group}`);
     SETTINGS.forEach((s, i) => {
       const r = results[i]!.find((g) => g.group === group)!;
       const wer = ((100 * r.errors) / r.words).toFixed(1);
+      const p = (xs: number[], q: number) => (xs.length ? Math.round(pct(xs, q)) : null);
+      rows.push({ group, setting: s.label, final_p50_ms: p(r.latencies, 50), final_p90_ms: p(r.latencies, 90), finals: r.latencies.length, turns: r.turns, mid_cuts: r.midCuts, turns_cut: r.turnsCut, turn_end_likely_p50_ms: p(r.early, 50), likely: r.likely, resumed: r.resumed, wer_pct: Number(wer) });
       console.log(
         `${s.label} | ${ms(r.latencies, 50)} / ${ms(r.latencies, 90)} (${ms(r.fromAlone, 50)}) | ${r.latencies.length}/${r.turns} | ${r.midCuts} | ${r.turnsCut}/${r.turns} (${Math.round((100 * r.turnsCut) / r.turns)}%) | ${ms(r.early, 50)} | ${r.likely} / ${r.resumed} | ${wer}% (${r.errors}/${r.words})`,
       );
     });
   }
+  recordResults("end-of-turn", rows);
 } finally {
   await stopServer(proc);
   await deployment.destroy();

@@ -68,6 +68,7 @@ import WebSocket from "ws";
 import { connectNats } from "../shared/nats";
 import { loadConfig } from "../shared/config";
 import { createResampler } from "../shared/audio/resample";
+import { recordResults, type ResultRow } from "./support/results";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -210,6 +211,7 @@ async function main() {
   console.log("sessions | held | closes | lost ms | vad pending | VAD decision p50/p99 | stopped→transcript p50/p99 minus engine (wait+work) | engine wait p50/p99 | stopped→transcript with engine p50/p99 | completed/failed of committed | first partial after speech_started | MB/session | server CPU");
   let proc: ChildProcess | undefined;
   let extras: ChildProcess[] = [];
+  const resultRows: ResultRow[] = [];
   try {
     for (const n of rounds) {
       const server = await startServer();
@@ -460,6 +462,25 @@ async function main() {
         ].join(" | "),
       );
       console.log(`  CPU of one core besides the server: ${others}`);
+      resultRows.push({
+        engine: zeroEngine ? "zero" : "pocketsphinx",
+        model: zeroEngine ? "none" : "en-us",
+        door: openaiDoor ? "openai" : "native",
+        sample_rate: openaiDoor || native24 ? 24000 : 16000,
+        audio: audioSource,
+        seconds,
+        sessions: n,
+        held,
+        vad_decision_p50_ms: Math.round(pct(decision, 50)),
+        vad_decision_p99_ms: Math.round(pct(decision, 99)),
+        final_p50_ms: Math.round(pct(total, 50)),
+        final_p99_ms: Math.round(pct(total, 99)),
+        committed: commits,
+        completed,
+        failed,
+        mb_per_session: Number(((peak.rssMb - before.rssMb) / Math.max(1, open.length)).toFixed(3)),
+        server_cpu_pct: Math.round(cpu),
+      });
       // BENCH_ROUNDS_OUT=<file>: each round's raw figures as a JSON line (bench/doors.ts pools them)
       if (process.env.BENCH_ROUNDS_OUT) {
         const line = { door: openaiDoor ? "openai" : native24 ? "native24" : "native", sessions: n, held, decisions: decision.map(Math.round), mbPerSession: (peak.rssMb - before.rssMb) / Math.max(1, open.length), serverCpu: cpu };
@@ -507,6 +528,7 @@ async function main() {
     await nats.close();
     await deployment.destroy();
   }
+  recordResults("realtime", resultRows);
 }
 
 main().then(

@@ -39,6 +39,7 @@ import { labelledSpeech } from "../test/support/long-speech";
 import { startServiceProcess, type ServiceProcess } from "../test/support/service-process";
 import { startStack, type Stack } from "../test/support/stack";
 import { childPids, cpuSeconds, processTree } from "./support/proc";
+import { recordResults, type ResultRow } from "./support/results";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const REPLICAS = Number(process.env.BENCH_REPLICAS ?? 4);
@@ -156,6 +157,10 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
+/** How the results file names each set-up (docs/benchmarks.md's series). */
+const SETUP_LABELS = (name: string) =>
+  name === "one" ? "one engine process" : name === "all" ? `one engine process per core (${CORES})` : `${REPLICAS} worker replicas over NATS (${REPLICA_PROCESSES} process each)`;
+
 async function main() {
   console.log(`segment pieces bench: ${CORES} cores, load average ${loadavg().map((x) => x.toFixed(2)).join(" ")} at start, ${ROUNDS} rounds, ${new Date().toISOString()}`);
   const setups: Setup[] = [];
@@ -184,6 +189,7 @@ async function main() {
       `\n| clip | set-up | wall (s, median of ${ROUNDS}) | engine CPU (s) | busiest engine's CPU (s) | cores the engines got | pieces | WER | wall ÷ one's in the same round (median) | busiest CPU ÷ one's CPU (median) |`,
     );
     console.log("|---|---|---|---|---|---|---|---|---|---|");
+    const rows: ResultRow[] = [];
     for (const clip of all) {
       const oneSamples = samples.get(`${clip.label}|one`) ?? [];
       const ones = oneSamples.map((x) => x.wall);
@@ -201,9 +207,11 @@ async function main() {
             `${xs[0]!.pieces} | ${(median(xs.map((x) => x.wer)) * 100).toFixed(1)}% | ${s.name === "one" ? "1" : `${median(paired).toFixed(2)} (${paired.map((r) => r.toFixed(2)).join(", ")})`} | ` +
             `${s.name === "one" ? "1" : `${median(critical).toFixed(2)} (${critical.map((r) => r.toFixed(2)).join(", ")})`} |`,
         );
+        rows.push({ clip: clip.label, clip_seconds: Number(clip.seconds.toFixed(1)), setup: s.name, setup_label: SETUP_LABELS(s.name), wall_s: Number(wall.toFixed(2)), engine_cpu_s: Number(median(xs.map((x) => x.cpu)).toFixed(2)), pieces: xs[0]!.pieces, wer_pct: Number((median(xs.map((x) => x.wer)) * 100).toFixed(1)) });
       }
     }
     console.log(`load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+    recordResults("segment-parallel", rows);
     for (const s of setups) {
       for (const r of s.replicas) await r.stop();
       await s.stack.stop();

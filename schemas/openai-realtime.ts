@@ -22,6 +22,8 @@ export const LOGPROBS_INCLUDE = "item.input_audio_transcription.logprobs";
  * base64 (OpenAI's documented limit per event) and its JSON. Above it: close 1009.
  */
 export const OPENAI_MAX_TEXT_FRAME_BYTES = 16 * 1024 * 1024;
+/** An `?intent` other than `transcription`: an `error` event `invalid_value`, then this close (OpenAI's own). */
+export const OPENAI_INTENT_CLOSE = { code: 4000, reason: "invalid_request_error.invalid_value" } as const;
 
 // ---------------------------------------------------------------- session config
 

@@ -1,4 +1,4 @@
-import { openAiClientEvent, OPENAI_BETA_SUBPROTOCOL, OPENAI_MAX_TEXT_FRAME_BYTES, type DoorRecord, type OpenAiClientEvent, type OpenAiServerEvent } from "../../schemas/openai-realtime";
+import { openAiClientEvent, OPENAI_BETA_SUBPROTOCOL, OPENAI_INTENT_CLOSE, OPENAI_MAX_TEXT_FRAME_BYTES, type DoorRecord, type OpenAiClientEvent, type OpenAiServerEvent } from "../../schemas/openai-realtime";
 import { CLOSE, clientMessage, INTERNAL_SAMPLE_RATE, type ClientMessage, type ServerEvent, type ServerEventOf, type TurnDetection } from "../../schemas/realtime";
 import { decodeG711 } from "../../shared/audio/g711";
 import { createResampler, type Resampler } from "../../shared/audio/resample";
@@ -257,7 +257,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     refusal(): { code: number; reason: string } | null {
       if (upgrade.intent === null || upgrade.intent === "transcription") return null;
       sendError("invalid_value", `Invalid value for 'intent': ${JSON.stringify(upgrade.intent.slice(0, 50))}. This server serves transcription sessions only: use ?intent=transcription.`, "intent", null);
-      return { code: 4000, reason: "invalid_request_error.invalid_value" };
+      return OPENAI_INTENT_CLOSE;
     },
     /** The session opened on `sessionSocket`; a preset config is applied now, before any audio. */
     attach(s: Session) {

@@ -8,6 +8,7 @@ import { createLogger } from "../../shared/logger";
 import type { Limits } from "../../schemas/plans";
 import { startRealtimeGateway, type RealtimeGateway } from "../../services/realtime-gateway/gateway";
 import type { Stack } from "./stack";
+import { noteReceived } from "./documented-messages";
 
 /** A real WebSocket client for the realtime tests and the bench. */
 export interface RtClient {
@@ -39,6 +40,7 @@ export function connectRt(url: string, headers: Record<string, string> = {}, pro
     ws.on("message", (data, isBinary) => {
       if (isBinary) return;
       const e = JSON.parse(data.toString());
+      noteReceived(url, e);
       e.__t = Date.now();
       events.push(e);
       const i = waiters.findIndex((w) => w.type === e.type);

@@ -6,6 +6,7 @@ import { health, readiness, type Health } from "../../../schemas/http";
 import type { NatsHealth } from "../../../shared/nats";
 import type { GatewayEnv } from "../auth-middleware";
 import type { GatewayDeps } from "../deps";
+import { buildAsyncApiDocument, type AsyncApiServer } from "../asyncapi";
 import { renderMetrics } from "../../../shared/metrics";
 
 const started = Date.now();
@@ -74,7 +75,16 @@ export function registerMetaRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDe
 
 const require = createRequire(import.meta.url);
 
-/** Serves /openapi.json (generated from the route schemas) and /docs (Swagger UI, self-hosted). */
+/**
+ * Where the AsyncAPI document says clients connect: PUBLIC_BASE_URL when set (behind a
+ * TLS proxy the request itself looks like plain HTTP), else the request's own host.
+ */
+function realtimeServerOf(publicBaseUrl: string | undefined, requestUrl: string): AsyncApiServer {
+  const url = new URL(publicBaseUrl ?? requestUrl);
+  return { protocol: url.protocol === "https:" ? "wss" : "ws", host: url.host, pathname: publicBaseUrl ? url.pathname : undefined };
+}
+
+/** Serves /openapi.json (generated from the route schemas), /asyncapi.json (the realtime protocol) and /docs (Swagger UI, self-hosted). */
 export function registerDocsRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDeps): void {
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
@@ -94,12 +104,14 @@ export function registerDocsRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDe
         title: "Speech Transcription Service",
         version: "1.0.0",
         description:
-          "Realtime WebSocket transcription with server-side VAD, synchronous segment upload, and asynchronous batch jobs. Errors on transcription routes use `{ error: { message, type, code } }`; admin routes use `{ ok, data | error: { code, message, retryable } }`.",
+          "Realtime WebSocket transcription with server-side VAD, synchronous segment upload, and asynchronous batch jobs. The realtime WebSocket messages are described in /asyncapi.json (AsyncAPI 3). Errors on transcription routes use `{ error: { message, type, code } }`; admin routes use `{ ok, data | error: { code, message, retryable } }`.",
       },
       servers: [{ url: deps.config.http.publicBaseUrl ?? "/" }],
     });
     return c.json(cached);
   });
+
+  app.get("/asyncapi.json", (c) => c.json(buildAsyncApiDocument(realtimeServerOf(deps.config.http.publicBaseUrl, c.req.url))));
 
   const dist = join(require.resolve("swagger-ui-dist/package.json"), "..");
   const assets: Record<string, [string, string]> = {
@@ -123,7 +135,8 @@ export function registerDocsRoutes(app: OpenAPIHono<GatewayEnv>, deps: GatewayDe
 <html lang="en"><head><meta charset="utf-8"><title>Speech Transcription API</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
-<body><div id="docs"></div>
+<body><p style="font-family: sans-serif; margin: 1em 2em">The realtime WebSocket protocol (both doors, every message, close codes): <a href="/asyncapi.json">/asyncapi.json</a> (AsyncAPI 3). The HTTP routes: <a href="/openapi.json">/openapi.json</a>, below.</p>
+<div id="docs"></div>
 <script src="/docs/assets/swagger-ui-bundle.js"></script>
 <script>window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#docs", deepLinking: true, persistAuthorization: false });</script>
 </body></html>`),
