@@ -1,7 +1,7 @@
 import type { VerboseTranscription } from "../../schemas/transcription";
 import type { RedactEntity } from "../../schemas/redact";
 import { channelStage } from "./channels";
-import { redactRules } from "./redact";
+import { redactRules, type AudioCuts } from "./redact";
 import { redactStage } from "./redact-stage";
 import { smartFormatStage } from "./smart-format-stage";
 import { speakerAt, speakerRolesOf, speakerStage } from "./speaker-stage";
@@ -13,7 +13,7 @@ import { termsFrom } from "./terms";
  * The one way from an engine's words to the transcript users get, on every plane: the
  * segment route and the batch chunk step shape a whole result (`shapeTranscription`),
  * the realtime commit path an utterance's result, the realtime streamed path its
- * deltas and final (streamed.ts). Which stages run is decided here, once, from the
+ * deltas and final (item-transcript.ts). Which stages run is decided here, once, from the
  * request's options.
  */
 export interface TranscriptOptions {
@@ -35,6 +35,8 @@ export interface TranscriptOptions {
    * the speaker changes, and `metadata.speaker_roles` names the speakers in them.
    */
   speakerTurns?: readonly SpeakerTurn[] | null;
+  /** Where this audio was cut out of a longer stream (a realtime item, a job's slice): redaction errs on the safe side there (redact.ts `AudioCuts`). */
+  cuts?: AudioCuts;
 }
 
 export interface TranscriptPipeline {
@@ -50,7 +52,7 @@ export function transcriptPipeline(options: TranscriptOptions): TranscriptPipeli
   const turns = options.speakerTurns;
   if (turns) stages.push(speakerStage(turns));
   if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(terms));
-  if (options.redact?.length) stages.push(redactStage(redactRules(options.redact, terms)));
+  if (options.redact?.length) stages.push(redactStage(redactRules(options.redact, terms, options.cuts)));
   if (options.channel !== undefined) stages.push(channelStage(options.channel));
   return turns ? { stages, speakers: { turns, roles: speakerRolesOf(options.metadata) } } : { stages };
 }

@@ -18,15 +18,21 @@ export function redactStage(rules: RedactRules): TranscriptStage {
     shape: (words) => redactRun(words, rules, 0),
     shapeStreamed(words, _before, sent = []) {
       const all = [...sent.map((word) => ({ word, form: word })), ...words];
-      const k = keysOf(all.map((w) => w.word));
-      const raw = all.map((w) => w.word);
-      let open = all.length;
-      while (open > sent.length && mayContinue(k, raw, open - 1, rules)) open--;
-      // a word that may still start an e-mail's mailbox waits for the next one
-      if (rules.email && open === all.length && open > sent.length) open--;
+      const open = Math.max(sent.length, all.length - openTail(all.map((w) => w.word), rules));
       return redactRun(all.slice(0, open), rules, sent.length).slice(sent.length);
     },
+    held: (words) => openTail(words, rules),
   };
+}
+
+/** How many of the last words may still become part of an entity when more words follow (held back from a stream). */
+function openTail(raw: readonly string[], rules: RedactRules): number {
+  const k = keysOf(raw);
+  let open = raw.length;
+  while (open > 0 && mayContinue(k, raw, open - 1, rules)) open--;
+  // a word that may still start an e-mail's mailbox waits for the next one
+  if (rules.email && open === raw.length && open > 0) open--;
+  return raw.length - open;
 }
 
 /** The run with its entities (those ending at or after `from`) replaced by their labels. */

@@ -24,11 +24,28 @@ export interface RedactRules {
   numbers: boolean;
   /** Names and terms (pii): matched case-insensitively. */
   terms: readonly string[];
+  /** Where the run's audio was cut out of a longer stream (a realtime item, a job's slice): see `AudioCuts`. */
+  cuts: AudioCuts;
 }
 
-export function redactRules(entities: readonly RedactEntity[], terms: readonly string[]): RedactRules {
+/**
+ * Where a run of words was cut out of longer audio: a realtime item (both ends), a
+ * batch job's slice (each end but the recording's own). A card number dictated in groups
+ * with pauses is cut there, and a finished item or a stored slice cannot be taken back
+ * when the next one shows the rest. So under `pci` a run of `CUT_DIGITS` or more digits
+ * touching a cut is redacted as a card number: the safe side (docs/formatting.md,
+ * "Numbers cut by a pause"). No run in clear at a cut holds more than `CUT_DIGITS` − 1
+ * digits, so no stored record holds more than 4 digits of a number in clear.
+ */
+export interface AudioCuts { start: boolean; end: boolean }
+export const NO_CUTS: AudioCuts = { start: false, end: false };
+/** A realtime item: the VAD (or the client's commit) cut it at both ends. */
+export const ITEM_CUTS: AudioCuts = { start: true, end: true };
+const CUT_DIGITS = 3;
+
+export function redactRules(entities: readonly RedactEntity[], terms: readonly string[], cuts: AudioCuts = NO_CUTS): RedactRules {
   const has = (e: RedactEntity) => entities.includes(e) || entities.includes("pii");
-  return { pci: has("pci"), ssn: has("ssn"), phone: has("phone"), email: has("email"), numbers: has("numbers"), terms: entities.includes("pii") ? terms : [] };
+  return { pci: has("pci"), ssn: has("ssn"), phone: has("phone"), email: has("email"), numbers: has("numbers"), terms: entities.includes("pii") ? terms : [], cuts };
 }
 
 const EXPIRY_CUES = new Set(["expiry", "expiration", "expires", "exp", "expire", "valid", "thru", "through"]);
@@ -99,6 +116,12 @@ function digitLabel(k: readonly string[], run: { from: number; digits: string; w
   return undefined;
 }
 
+/** A digit run touching a cut, which may be a piece of a card number spoken across it (`AudioCuts`). */
+function cutLabel(k: readonly string[], run: { from: number; digits: string }, end: number, rules: RedactRules): EntityLabel | undefined {
+  const atCut = (rules.cuts.start && run.from === 0) || (rules.cuts.end && end === k.length);
+  return rules.pci && atCut && run.digits.length >= CUT_DIGITS ? "CARD_NUMBER" : undefined;
+}
+
 /** Spoken and written e-mail addresses: "john dot smith at example dot com", "john@example.com". */
 function emailSpans(k: readonly string[], raw: readonly string[]): EntitySpan[] {
   const spans: EntitySpan[] = [];
@@ -145,7 +168,7 @@ export function findEntities(words: readonly string[], rules: RedactRules): Enti
     // with `numbers`, "three hundred", "two thousand and five" are one number
     let end = run.end;
     if (rules.numbers) while (SCALES.has(at(k, end)) || (at(k, end) === "and" && SCALES.has(at(k, end - 1)) && digitsAt(k, words, end + 1, true))) end = digitsAt(k, words, end + 1, true)?.end ?? end + 1;
-    const label = end > run.end ? "NUMBER" : digitLabel(k, run, rules);
+    const label = end > run.end ? "NUMBER" : (digitLabel(k, run, rules) ?? cutLabel(k, run, end, rules));
     if (label) found.push({ from: run.from, end, label });
   }
   if (rules.terms.length) found.push(...termSpans(k, rules.terms));

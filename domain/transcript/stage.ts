@@ -29,7 +29,7 @@ export interface ShapedWord {
  * times kept; a stage that labels words (speaker, channel) adds its field to
  * `ShapedWord` and the pipeline carries it to the delivered words.
  *
- * Streamed items (streamed.ts) are sent in append-only deltas, so each stage says twice
+ * Streamed items (item-transcript.ts) and streamed segment pieces (settled.ts) are sent in append-only deltas, so each stage says twice
  * what it does: `shape` for a whole run, and `shapeStreamed` for words going out
  * mid-utterance, which no later word may change. A stage cannot leave the streamed case
  * out: a redaction stage that let a number out in a delta could not take it back.
@@ -48,4 +48,6 @@ export interface TranscriptStage {
    * open digit run), and are offered again.
    */
   shapeStreamed(words: readonly ShapedWord[], before: number, sent?: readonly string[]): ShapedWord[];
+  /** How many of the last of these words (as recognised) the stage would hold back from a stream, because later words may still change them (redaction's open digit run). None when absent. */
+  held?(words: readonly string[]): number;
 }

@@ -1,6 +1,4 @@
 import type { Context } from "hono";
-import { placePiece } from "../../domain/transcript/pieces";
-import { shapeTranscription, type TranscriptPipeline } from "../../domain/transcript/pipeline";
 import type { VerboseTranscription } from "../../schemas/transcription";
 import type { AppError } from "../../shared/errors";
 import type { GatewayEnv } from "./auth-middleware";
@@ -9,11 +7,13 @@ import type { PieceOutcome, PiecesRun } from "./segment-pieces";
 /**
  * OpenAI's streamed transcription (`stream=true`): server-sent `transcript.text.delta`
  * events, then `transcript.text.done` with the whole text and the usage. A clip decoded
- * as pieces (segment-pieces.ts) streams each piece's text in clip order as soon as it and
+ * as pieces (segment-pieces.ts) streams its text in clip order as soon as a piece and
  * every piece before it are transcribed; a single-piece clip streams once it is. Each
- * delta is one segment's formatted text, with the space that joins it to the one before,
- * so the deltas joined are the done event's text (formatting works segment by segment, so
- * a piece formatted alone reads as it does in the whole clip).
+ * delta is one segment's shaped text, with the space that joins it to the one before,
+ * so the deltas joined are the done event's text. The pieces so far are shaped as one
+ * transcript, as the done event's is, and the segments a later piece could still change
+ * wait for it (settled.ts): a card number spoken across a pause at a cut is redacted
+ * whole, never let out group by group.
  *
  * The response starts with the first piece (a failure before it is an ordinary error
  * answer). A piece failing later ends the stream with an `error` event in OpenAI's
@@ -23,8 +23,8 @@ import type { PieceOutcome, PiecesRun } from "./segment-pieces";
 export interface StreamedPieces {
   run: PiecesRun;
   first: PieceOutcome;
-  /** The pipeline a piece's words go through (smart format unless its engine formats). */
-  pipelineFor(piece: PieceOutcome): TranscriptPipeline;
+  /** The segment texts of the pieces so far that no later piece can change (settled.ts). */
+  settled(pieces: PieceOutcome[]): string[];
   /** Every piece is in: stitch, shape, bill and audit; the delivered transcript. */
   finish(pieces: PieceOutcome[]): Promise<VerboseTranscription>;
   /** A piece failed: give the budget back, audit; the error to report. */
@@ -41,22 +41,18 @@ export function streamPieces(c: Context<GatewayEnv>, s: StreamedPieces): Respons
     const send = (data: unknown) => {
       if (open) controller.enqueue(event(data));
     };
-    let leading = true;
-    const emit = (piece: PieceOutcome) => {
-      const shaped = shapeTranscription(s.pipelineFor(piece), placePiece(piece));
-      for (const part of segmentTexts(shaped)) {
-        send({ type: "transcript.text.delta", delta: leading ? part : ` ${part}` });
-        leading = false;
-      }
+    let sent = 0;
+    const emit = (texts: readonly string[]) => {
+      for (const part of texts.slice(sent)) send({ type: "transcript.text.delta", delta: sent++ === 0 ? part : ` ${part}` });
     };
     try {
       const pieces = [s.first];
-      emit(s.first);
       for (let i = 1; i < s.run.count; i++) {
+        emit(s.settled(pieces));
         pieces.push(await s.run.piece(i));
-        emit(pieces[i]!);
       }
       const result = await s.finish(pieces);
+      emit(segmentTexts(result));
       send({ type: "transcript.text.done", text: result.text, usage: { type: "duration", seconds: Math.ceil(result.duration) } });
     } catch (err) {
       const e = await s.fail(err);

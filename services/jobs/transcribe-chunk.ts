@@ -95,6 +95,8 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     metadata: job.spec.metadata,
     prompt: job.spec.prompt,
     redact: job.spec.redact,
+    // a slice's ends are cuts, but for the recording's own (redact.ts `AudioCuts`)
+    cuts: { start: chunk.startSample > 0, end: chunk.endSample < audio.samples },
     channel: chunk.channel,
     speakerTurns,
   });

@@ -1,6 +1,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { completeCommittedItem } from "../../domain/transcript/item-transcript";
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
+import { ITEM_CUTS } from "../../domain/transcript/redact";
 import { randomUUID } from "node:crypto";
 import { UTTERANCE_HEADER, utteranceCommand, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
 import type { SessionStore } from "../../domain/sessions/store";
@@ -215,7 +216,7 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
     try {
       const r = await router.transcribe({ pcm, language: c.language ?? undefined, prompt: c.prompt ?? undefined, model: c.model ?? undefined, fallbackOnly: grant === "fallback" });
       // an utterance is a sentence's end at least (the VAD cut it at a pause)
-      const item = completeCommittedItem(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt, redact: c.redact }), r.result, c.audio_start_ms);
+      const item = completeCommittedItem(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt, redact: c.redact, cuts: ITEM_CUTS }), r.result, c.audio_start_ms);
       events = [
         { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: item.lastDelta },
         {

@@ -6,6 +6,7 @@ import { msToSamples } from "../../shared/audio/vad";
 import type { Nats } from "../../shared/nats";
 import { completeStreamedItem, streamedDelta } from "../../domain/transcript/item-transcript";
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
+import { ITEM_CUTS } from "../../domain/transcript/redact";
 import type { StreamHypothesis } from "./stream-decoders";
 import { newlyStable, SETTLE_FRAMES } from "./streaming";
 import type { HandleEnv, OpenStream, SessionState } from "./session-state";
@@ -157,7 +158,7 @@ function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s:
   const events: { event: ServerEvent; at: number }[] = [];
   if (fresh.length) {
     const { smart_format: smartFormat, prompt, redact } = state.decider.settings;
-    const d = streamedDelta(transcriptPipeline({ smartFormat, prompt, redact }), s.emitted, fresh);
+    const d = streamedDelta(transcriptPipeline({ smartFormat, prompt, redact, cuts: ITEM_CUTS }), s.emitted, fresh);
     const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: d.delta };
     // a redaction stage may hold the open digit run back: no delta until it is judged
     if (d.delta) events.push({ event: e, at: s.emitted.length });
@@ -199,7 +200,7 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
   if (state) state.cmn = result.cmn;
   const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
   const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
-  const final = completeStreamedItem(transcriptPipeline({ smartFormat: command.smart_format, prompt: command.prompt, redact: command.redact }), s.emitted, timed, startMs);
+  const final = completeStreamedItem(transcriptPipeline({ smartFormat: command.smart_format, prompt: command.prompt, redact: command.redact, cuts: ITEM_CUTS }), s.emitted, timed, startMs);
   const base = { item_id: item, content_index: 0 as const };
   const events: ServerEvent[] = [
     { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },

@@ -3,7 +3,9 @@ import { segmentFailed, segmentTranscribed, type SegmentRequest } from "../../..
 import { createSegmentStore, type SegmentStore } from "../../../domain/segments/store";
 import type { Diarizer } from "../../../domain/diarization/diarize";
 import { embeddedDiarizer, pcmAudio } from "../../../domain/diarization/embedded";
+import { stitchPieces } from "../../../domain/transcript/pieces";
 import { transcriptPipeline } from "../../../domain/transcript/pipeline";
+import { settledSegments } from "../../../domain/transcript/settled";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { openAiError } from "../../../schemas/http";
@@ -278,7 +280,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
       return streamPieces(c, {
         run,
         first,
-        pipelineFor: (p) => pipelineFor(p.formatted),
+        settled: (pieces) => settledSegments(pipelineFor(pieces.every((p) => p.formatted)), stitchPieces(pieces, audio.durationSeconds)),
         finish: (pieces) => finish([pieces]),
         fail: (err) => failed(err, claim),
         end: () => held.release(),
