@@ -1,12 +1,11 @@
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
-import { sql } from "kysely";
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fixturePath } from "./support/fixtures";
 import { randomHex, readBody, serveAudio, startHttp, submitJob, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process";
 import { startStack, type Stack } from "./support/stack";
+import { searchStores, walk } from "./support/store-search";
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 
 /**
@@ -61,41 +60,7 @@ afterAll(async () => {
 const base = () => `http://127.0.0.1:${child.port}`;
 const bearer = () => ({ authorization: `Bearer ${key}` });
 const leaks = (text: string) => RAW.filter((r) => r.test(text)).map(String);
-/** Every message of the test's streams, every text column of its schema, every object, the child's logs and the webhook bodies: where the digits are. */
-async function search(): Promise<{ found: string[]; messages: number; columns: number; files: string[] }> {
-  const found: string[] = [];
-  // every message of every stream of the test's prefix
-  const { jsm } = stack.nats;
-  const prefix = stack.config.nats.prefix.toUpperCase();
-  let messages = 0;
-  for await (const info of jsm.streams.list()) {
-    if (!info.config.name.startsWith(`${prefix}_`)) continue;
-    for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
-      const m = await jsm.streams.getMessage(info.config.name, { seq }).catch(() => null);
-      if (!m) continue;
-      messages++;
-      const text = Buffer.from(m.data).toString("latin1");
-      for (const l of leaks(text)) found.push(`${info.config.name}#${seq} ${m.subject}: ${l}`);
-    }
-  }
-  // every text-like column of every table of the test's schema
-  const columns = await sql<{ table_name: string; column_name: string }>`
-    select table_name, column_name from information_schema.columns
-    where table_schema = ${stack.config.db.schema} and data_type in ('text', 'character varying', 'json', 'jsonb', 'bytea', 'ARRAY')`.execute(stack.db);
-  for (const { table_name: t, column_name: c } of columns.rows) {
-    const rows = await sql<{ v: string | null }>`select ${sql.ref(c)}::text as v from ${sql.table(`${stack.config.db.schema}.${t}`)}`.execute(stack.db);
-    for (const r of rows.rows) for (const l of leaks(r.v ?? "")) found.push(`${t}.${c}: ${l}`);
-  }
-  // every file of the object store
-  const files = walk(stack.config.objects.dir);
-  for (const f of files) for (const l of leaks(readFileSync(f).toString("latin1"))) found.push(`${f}: ${l}`);
-  // the child's logs (debug level) and the webhook bodies
-  for (const l of leaks(child.output())) found.push(`logs: ${l}`);
-  for (const b of hookBodies) for (const l of leaks(b)) found.push(`webhook: ${l}`);
-  return { found, messages, columns: columns.rows.length, files };
-}
-
-const walk = (dir: string): string[] => readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? walk(join(dir, n)) : [join(dir, n)]));
+const search = () => searchStores(stack, leaks, { logs: [child.output()], webhook: hookBodies });
 
 
 async function segment(fields: Record<string, string>): Promise<string> {

@@ -3,6 +3,7 @@ import type { VerboseTranscription } from "../../schemas/transcription";
 import { streamedDelta, completeStreamedItem } from "./item-transcript";
 import { shapeTranscription, transcriptPipeline, type TranscriptOptions } from "./pipeline";
 import { ITEM_CUTS } from "./redact";
+import { redactJoined } from "./joined";
 import { settledSegments } from "./settled";
 
 /** Segments of spoken words, one per text, 0.3 s a word, a 1 s pause between segments. */
@@ -81,5 +82,35 @@ describe("settled segments of a clip streamed in pieces", () => {
     expect(settledSegments(pci, transcription(...texts.slice(0, 3)))).toEqual(whole.slice(0, 3));
     // no redaction: nothing is held
     expect(settledSegments(transcriptPipeline({}), transcription(...texts.slice(0, 2)))).toHaveLength(2);
+  });
+});
+
+describe("a job's transcript joined from its slices", () => {
+  it("given slices each redacted alone, when joined, then digits spread over slices are redacted over the whole", () => {
+    const joined = redactJoined(
+      [
+        { text: "Five five.", cutBefore: false },
+        { text: "Five five.", cutBefore: true },
+        { text: "[CARD_NUMBER] or six nine.", cutBefore: true },
+        { text: "Two.", cutBefore: true },
+        { text: "33. Four or [CARD_NUMBER].", cutBefore: true },
+      ],
+      ["pci"],
+    );
+    expect(joined).toEqual(["[CARD_NUMBER].", "[CARD_NUMBER].", "[CARD_NUMBER] or [CARD_NUMBER].", "[CARD_NUMBER].", "[CARD_NUMBER] or [CARD_NUMBER]."]);
+  });
+
+  it("given a Luhn-valid card number spread over three slices' segments, when joined, then it is redacted whatever the cuts", () => {
+    const joined = redactJoined(
+      [
+        { text: "My card is 4111 1111", cutBefore: false },
+        { text: "1111", cutBefore: false },
+        { text: "1111, thanks.", cutBefore: false },
+      ],
+      ["pci"],
+    );
+    expect(joined).toEqual(["My card is [CARD_NUMBER]", "[CARD_NUMBER]", "[CARD_NUMBER], thanks."]);
+    // digits inside one slice, no cut: not a card number
+    expect(redactJoined([{ text: "Room 412 is free.", cutBefore: false }, { text: "Bye.", cutBefore: true }], ["pci"])).toEqual(["Room 412 is free.", "Bye."]);
   });
 });

@@ -37,7 +37,12 @@ export interface RedactRules {
  * "Numbers cut by a pause"). No run in clear at a cut holds more than `CUT_DIGITS` − 1
  * digits, so no stored record holds more than 4 digits of a number in clear.
  */
-export interface AudioCuts { start: boolean; end: boolean }
+export interface AudioCuts {
+  start: boolean;
+  end: boolean;
+  /** Cuts inside the run, as word indices (a cut before word i): a transcript joined from slices (joined.ts). */
+  within?: readonly number[];
+}
 export const NO_CUTS: AudioCuts = { start: false, end: false };
 /** A realtime item: the VAD (or the client's commit) cut it at both ends. */
 export const ITEM_CUTS: AudioCuts = { start: true, end: true };
@@ -118,7 +123,8 @@ function digitLabel(k: readonly string[], run: { from: number; digits: string; w
 
 /** A digit run touching a cut, which may be a piece of a card number spoken across it (`AudioCuts`). */
 function cutLabel(k: readonly string[], run: { from: number; digits: string }, end: number, rules: RedactRules): EntityLabel | undefined {
-  const atCut = (rules.cuts.start && run.from === 0) || (rules.cuts.end && end === k.length);
+  const { start, end: last, within = [] } = rules.cuts;
+  const atCut = (start && run.from === 0) || (last && end === k.length) || within.some((c) => run.from <= c && c <= end);
   return rules.pci && atCut && run.digits.length >= CUT_DIGITS ? "CARD_NUMBER" : undefined;
 }
 

@@ -2,6 +2,7 @@ import { AppError } from "../../shared/errors";
 import { getJson, putJson, type ObjectStore } from "../../shared/objects/index";
 import { artifactKeys, chunkArtifact, type ChunkArtifact, type JobResult, type JobSegment } from "../../schemas/jobs";
 import type { ActiveJob } from "../../domain/jobs/decider";
+import { redactJoined } from "../../domain/transcript/joined";
 import { writeRedactedAudio } from "./redact-audio";
 
 /**
@@ -20,7 +21,7 @@ export function buildResult(job: ActiveJob, chunks: ChunkArtifact[]): JobResult 
   const ordered = [...chunks].sort((a, b) => a.index - b.index);
   const placed: Omit<JobSegment, "id">[] = [];
   const lastStart = new Map<number | undefined, number>();
-  for (const chunk of ordered) {
+  for (const chunk of redactedOverSlices(job, ordered)) {
     for (const s of [...chunk.segments].sort((a, b) => a.start_time - b.start_time)) {
       const start = Math.max(s.start_time, lastStart.get(chunk.channel) ?? 0);
       const end = Math.max(s.end_time, start);
@@ -54,6 +55,29 @@ export function buildResult(job: ActiveJob, chunks: ChunkArtifact[]): JobResult 
       workflow_id: job.spec.workflowId,
     },
   };
+}
+
+/**
+ * With `redact`: the chunks' segments redacted again over the whole transcript, channel
+ * by channel (joined.ts): a slice was redacted alone, so a number dictated across the
+ * pause where the job was sliced is redacted here. The chunk artifacts keep their own
+ * texts (each redacted at its cuts already).
+ */
+function redactedOverSlices(job: ActiveJob, ordered: readonly ChunkArtifact[]): ChunkArtifact[] {
+  if (!job.spec.redact?.length) return [...ordered];
+  const out = ordered.map((c) => ({ ...c, segments: [...c.segments].sort((a, b) => a.start_time - b.start_time) }));
+  for (const channel of new Set(out.map((c) => c.channel))) {
+    const mine = out.filter((c) => c.channel === channel);
+    const segments = mine.flatMap((c) => c.segments.map((s, i) => ({ chunk: c, i, cutBefore: i === 0 })));
+    const texts = redactJoined(
+      segments.map(({ chunk, i, cutBefore }) => ({ text: chunk.segments[i]!.text, cutBefore })),
+      job.spec.redact,
+      job.spec.metadata,
+      job.spec.prompt,
+    );
+    segments.forEach(({ chunk, i }, k) => (chunk.segments[i] = { ...chunk.segments[i]!, text: texts[k]! }));
+  }
+  return out;
 }
 
 /** Each channel's text and segments out of the merged, labelled segments (channels with no speech included). */

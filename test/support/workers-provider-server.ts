@@ -15,8 +15,8 @@ export interface ProviderServer {
   name: string;
   /** Transcription requests received, with the fields they carried. */
   requests: { model?: string; language?: string; prompt?: string; samples: number; auth?: string }[];
-  /** `transcript`: answer this text (its words spread over the clip) instead of naming itself. */
-  behaviour: { delayMs: number; failStatus?: number; cold: boolean; transcript?: string };
+  /** `transcript`: answer this text (its words spread over the clip) instead of naming itself; `hear`: answer what it gives for the request's audio (16 kHz PCM). */
+  behaviour: { delayMs: number; failStatus?: number; cold: boolean; transcript?: string; hear?: (pcm: Int16Array) => string };
   /** Transcription requests being answered now, and the most there were at once. */
   inFlight: number;
   maxInFlight: number;
@@ -63,7 +63,8 @@ export async function startProviderServer(name: string): Promise<ProviderServer>
       if (res.destroyed) return;
       if (state.behaviour.failStatus) return send(state.behaviour.failStatus, { error: { message: `${name} failing` } });
       const duration = samples / 16_000;
-      const text = state.behaviour.transcript ?? `${name} heard ${duration.toFixed(2)} seconds`;
+      const pcm = wav ? new Int16Array(wav.data.buffer.slice(wav.data.byteOffset, wav.data.byteOffset + wav.data.byteLength)) : new Int16Array(0);
+      const text = state.behaviour.hear?.(pcm) ?? state.behaviour.transcript ?? `${name} heard ${duration.toFixed(2)} seconds`;
       return send(200, {
         task: "transcribe",
         language: "english",
