@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, type Stack } from "./support/stack";
 import { connectRt, refusal, wsUrl, type RtClient } from "./support/realtime-support";
+import { cut } from "./support/resume";
 import { startServiceProcess, type ServiceProcess } from "./support/service-process";
 
 /**
@@ -102,5 +103,60 @@ describe("bursts of upgrades and reconnects", () => {
       expect(reopened).toHaveLength(50);
       await closeAll(reopened);
     }
+  });
+});
+
+describe("revocation ends held sessions for good, and keys stay out of URLs", () => {
+  const revoke = (id: string) => stack.fetch(`/v1/external-transcription/keys/${id}`, { method: "DELETE", headers: { authorization: `Bearer ${stack.adminToken}` } });
+  const resumeQuery = (credential: string) => `resume=${encodeURIComponent(credential)}`;
+
+  it("a session held for a resume when its key is revoked cannot be resumed with any key of its owner", async () => {
+    const owner = "revoke-held";
+    const { key, id } = await stack.issueKey("pro", owner);
+    const sibling = await stack.issueKey("pro", owner);
+    const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
+    const created = await c.next("session.created");
+    cut(c); // the connection is lost: the session is held for its grace (30 s)
+    await c.closed;
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await revoke(id)).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 500));
+    for (const k of [sibling.key, key]) {
+      const r = await refusal(wsUrl(stack.baseUrl, resumeQuery(created.resume.credential)), { authorization: `Bearer ${k}` });
+      expect(r.status, JSON.stringify(r.body)).toBeGreaterThanOrEqual(400);
+      expect(["resume_forbidden", "revoked_api_key", "resume_expired"]).toContain(r.body.error.code);
+    }
+    // the held session ended (its close is recorded), not left waiting out its grace
+    expect((await refusal(wsUrl(stack.baseUrl, resumeQuery(created.resume.credential)), { authorization: `Bearer ${sibling.key}` })).status).toBeGreaterThanOrEqual(400);
+  });
+
+  it("a session held before its key was revoked, resumed right after the revocation with a sibling key: refused 403 resume_forbidden", async () => {
+    const owner = "revoke-race";
+    const { key, id } = await stack.issueKey("pro", owner);
+    const sibling = await stack.issueKey("pro", owner);
+    const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
+    const created = await c.next("session.created");
+    cut(c);
+    await c.closed;
+    expect((await revoke(id)).status).toBe(200);
+    const r = await refusal(wsUrl(stack.baseUrl, resumeQuery(created.resume.credential)), { authorization: `Bearer ${sibling.key}` });
+    expect(r.status, JSON.stringify(r.body)).toBeGreaterThanOrEqual(400);
+    expect(["resume_forbidden", "resume_expired"]).toContain(r.body.error.code);
+  });
+
+  it("refuses a key or client secret hidden anywhere in the URL (decoded, trimmed, behind Bearer), on both planes", async () => {
+    const { key } = await stack.issueKey("pro", "url-keys");
+    const hidden = [`api_key=%20${key}`, `authorization=Bearer%20${key}`, `x=${encodeURIComponent(`"${key}"`)}`, `api_key=%2520${key}`, `token=ek_${"a".repeat(20)}`];
+    for (const q of hidden) {
+      const r = await refusal(wsUrl(stack.baseUrl, q));
+      expect({ q, status: r.status, code: r.body?.error?.code }).toEqual({ q, status: 401, code: "invalid_api_key" });
+      expect(r.body.error.message).toMatch(/must not be sent in URLs/);
+      const http = await stack.fetch(`/v1/audio/transcriptions/jobs?${q}`, { headers: { authorization: `Bearer ${key}` } });
+      expect({ q, status: http.status }).toEqual({ q, status: 401 });
+    }
+    // an ordinary query value that merely mentions "sk-" is not a key
+    const ok = await connectRt(wsUrl(stack.baseUrl, "language=en&note=ask-me"), { authorization: `Bearer ${key}` });
+    await ok.next("session.created");
+    ok.ws.close();
   });
 });

@@ -81,13 +81,33 @@ export function bearerCredential(authorization: string | undefined | null): stri
  * for up to two hours, unlike a single-use `rt_` token, the one credential a URL may carry.
  */
 export function refuseKeysInUrl(url: URL): void {
-  for (const [, value] of url.searchParams) {
-    if (value.startsWith(KEY_PREFIX)) {
-      throw unauthorized("invalid_api_key", "API keys must not be sent in URLs; use the Authorization header (browsers: a session token).");
+  const places = [url.pathname, ...[...url.searchParams].flat()];
+  for (const place of places) {
+    for (const text of decodings(place)) {
+      const found = KEY_LIKE.exec(text)?.[1];
+      if (found === KEY_PREFIX) throw unauthorized("invalid_api_key", "API keys must not be sent in URLs; use the Authorization header (browsers: a session token).");
+      if (found === CLIENT_SECRET_PREFIX) {
+        throw unauthorized("invalid_api_key", "Client secrets must not be sent in URLs; send 'Authorization: Bearer ek_…' or, from a browser, the WebSocket subprotocol 'openai-insecure-api-key.ek_…'.");
+      }
     }
-    if (value.startsWith(CLIENT_SECRET_PREFIX)) {
-      throw unauthorized("invalid_api_key", "Client secrets must not be sent in URLs; send 'Authorization: Bearer ek_…' or, from a browser, the WebSocket subprotocol 'openai-insecure-api-key.ek_…'.");
-    }
+  }
+}
+
+/**
+ * A key or client secret anywhere in a piece of a URL: at its start or after anything
+ * that is not part of a key (a space, "Bearer ", a quote, a slash), followed by what a
+ * key is made of. So `?api_key=%20sk-…`, `?authorization=Bearer%20sk-…` and a key in a
+ * path segment are refused, not only a query value that starts with one.
+ */
+const KEY_LIKE = new RegExp(`(?:^|[^A-Za-z0-9_-])(${KEY_PREFIX}|${CLIENT_SECRET_PREFIX})[A-Za-z0-9_-]{8,}`);
+
+/** A piece of a URL as given (the URL parser decoded it once) and decoded once more: a key encoded twice is still a key. */
+function decodings(text: string): string[] {
+  try {
+    const again = decodeURIComponent(text);
+    return again === text ? [text] : [text, again];
+  } catch {
+    return [text];
   }
 }
 

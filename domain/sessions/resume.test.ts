@@ -28,7 +28,7 @@ const entry = (over: Partial<SessionOwnership> = {}): SessionOwnership => ({
   ...over,
 });
 const caller = { keyId: "key_a", ownerId: "tenant-a" };
-const ctx = { now, gateway: "gw_2", gatewayGone: false };
+const ctx = { now, gateway: "gw_2", gatewayGone: false, revoked: () => false };
 const codeOf = (f: () => unknown) => {
   try {
     f();
@@ -104,6 +104,14 @@ describe("decideResume", () => {
     expect(refusal(decideResume(claims, caller, undefined, ctx))).toBe("resume_expired:410");
     expect(refusal(decideResume(claims, caller, entry({ heldUntil: now }), ctx))).toBe("resume_expired:410");
     expect(refusal(decideResume(claims, caller, entry({ gen: 3 }), ctx))).toBe("session_resumed_elsewhere:409");
+  });
+
+  it("refuses any key, of the same owner too, once the key the session was opened with is revoked", () => {
+    const refusal = (v: ReturnType<typeof decideResume>) => (v.kind === "refuse" ? `${v.error.code}:${v.error.status}` : v.kind);
+    const revokedA = { ...ctx, revoked: (keyId: string) => keyId === "key_a" };
+    expect(refusal(decideResume(claims, { keyId: "key_c", ownerId: "tenant-a" }, entry(), revokedA))).toBe("resume_forbidden:403");
+    expect(refusal(decideResume({ ...claims, kid: "key_c" }, { keyId: "key_c", ownerId: "tenant-a" }, entry({ keyId: "key_a" }), revokedA))).toBe("resume_forbidden:403");
+    expect(decideResume(claims, { keyId: "key_c", ownerId: "tenant-a" }, entry(), ctx).kind).toBe("take");
   });
 
   it("asks a gateway still driving the session to let go; takes it once that one is gone", () => {

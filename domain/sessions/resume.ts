@@ -133,13 +133,23 @@ export type ResumeVerdict =
   | { kind: "refuse"; error: AppError };
 
 /**
- * The resume rules: the credential's owner must be the caller's, the session must exist
+ * The resume rules: the credential's owner must be the caller's, the key the session was
+ * opened (or last resumed) with must not be revoked, the session must exist
  * and still be resumable, and the credential must be the newest (its `gen` the entry's).
  * `gatewayGone` says the gateway the entry names has let go (or is dead).
  */
-export function decideResume(claims: ResumeClaims, principal: Pick<Principal, "keyId" | "ownerId">, entry: SessionOwnership | undefined, ctx: { now: number; gateway: string; gatewayGone: boolean }): ResumeVerdict {
+export function decideResume(
+  claims: ResumeClaims,
+  principal: Pick<Principal, "keyId" | "ownerId">,
+  entry: SessionOwnership | undefined,
+  ctx: { now: number; gateway: string; gatewayGone: boolean; revoked: (keyId: string) => boolean },
+): ResumeVerdict {
   if (principal.ownerId !== claims.own) {
     return { kind: "refuse", error: new AppError("forbidden", "resume_forbidden", "This resume credential belongs to another owner's session.") };
+  }
+  // a revoked key's session ends for good: no key, of its owner or any, resumes it
+  if (ctx.revoked(claims.kid) || (entry && ctx.revoked(entry.keyId))) {
+    return { kind: "refuse", error: new AppError("forbidden", "resume_forbidden", "The key this session was opened with has been revoked: the session has ended and cannot be resumed.", { retryable: false }) };
   }
   if (!entry) return { kind: "refuse", error: resumeExpired() };
   if (entry.gen !== claims.gen) {

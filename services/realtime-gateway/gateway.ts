@@ -184,9 +184,11 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     if (keyCache.isRevoked(session.keyId)) setImmediate(() => session.revoke());
   };
 
-  // A revoked key's sessions end at once (1008 key_revoked): every gateway follows the
-  // key stream, so each closes its own within the event's delivery time.
+  // A revoked key's sessions end at once (1008 key_revoked), and those held for a resume
+  // end too: every gateway follows the key stream, so each ends its own within the
+  // event's delivery time.
   const unwatchRevocations = keyCache.onRevoked((keyId) => {
+    resumes.revoked(keyId);
     let closed = 0;
     for (const s of sessions) {
       if (s.keyId !== keyId) continue;

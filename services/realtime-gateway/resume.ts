@@ -127,7 +127,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
     };
 
   /** Ends a held session whose grace passed, unless it was taken meanwhile (then only its lease is let go). */
-  const expire = async (sessionId: string) => {
+  const expire = async (sessionId: string, reason = "resume_grace_expired") => {
     const h = held.get(sessionId);
     if (!h) return;
     held.delete(sessionId);
@@ -135,7 +135,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
     if (entry && (entry.gen !== h.gen || entry.gateway !== null)) return leases.forget(sessionId);
     if (entry) await kv.delete(ownKey(sessionId), { previousSeq: revision }).catch(() => undefined);
     written.delete(sessionId);
-    await h.end("resume_grace_expired");
+    await h.end(reason);
     await leases.release(h.keyId, sessionId).catch(() => undefined);
   };
 
@@ -246,7 +246,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
     let gatewayGone = false;
     for (let attempt = 0; attempt < 4; attempt++) {
       const { entry, revision } = await read(claims.sid);
-      const verdict = decideResume(claims, principal, entry, { now: now(), gateway: deps.gatewayId, gatewayGone });
+      const verdict = decideResume(claims, principal, entry, { now: now(), gateway: deps.gatewayId, gatewayGone, revoked: (keyId) => deps.keyCache.isRevoked(keyId) });
       if (verdict.kind === "refuse") throw verdict.error;
       // judged first: a spent or foreign credential must not end the connection that drives the session
       if (entry?.gateway === deps.gatewayId) {
@@ -387,9 +387,10 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
       await leases.release(admission.principal.keyId, admission.sessionId);
     },
 
+    /** A key was revoked: its sessions held here end now (no resume can take them). */
+    revoked: (keyId: string) => [...held].filter(([, h]) => h.keyId === keyId).forEach(([sid]) => void expire(sid, "key_revoked").catch(() => undefined)),
     /** Sessions held here now. */
     heldCount: () => held.size,
-
     stop() {
       clearInterval(refresh);
       for (const s of subs) s.unsubscribe();
