@@ -179,6 +179,18 @@ export function scheduleEnd(pieces: readonly PiecePlan[], slots: number): number
 }
 
 /** The order to hand `pieces` to the engines: costliest first (ties in clip order). */
+/**
+ * How a runner of pieces (shared/workers/pieces-run.ts) cuts a clip for `slots` engines
+ * under `policy`: the plan, handed to the engines costliest first, or in clip order
+ * (`inOrder`: a streamed answer's text comes in that order).
+ */
+export function pieceCutter(policy: PiecePolicy, inOrder = false) {
+  return (pcm: Int16Array, slots: number) => {
+    const plan = planPieces(pcm, slots, policy);
+    return { plan, order: inOrder ? plan : dispatchOrder(plan) };
+  };
+}
+
 export function dispatchOrder(pieces: readonly PiecePlan[]): PiecePlan[] {
   return [...pieces].sort((a, b) => b.cost - a.cost || a.index - b.index);
 }
