@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { killWithUs } from "../../shared/process-guard";
 import { createInterface } from "node:readline";
 import { z } from "zod";
 import { AppError } from "../../shared/errors";
@@ -125,6 +126,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
 
   const spawnProc = (): Proc => {
     const child = spawn(binary, [modelDir, ...(options.decoderOptions ?? STREAM_DECODER_OPTIONS)], { stdio: ["pipe", "pipe", "pipe"] });
+    killWithUs(child);
     const proc: Proc = { child, busy: false, dead: false, waiting: [] };
     let ready = false;
     child.stderr.resume();
