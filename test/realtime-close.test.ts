@@ -181,11 +181,13 @@ describe("close codes (spec 7.3)", () => {
       expect(refused.status).toBe(503);
       expect(refused.body.error.code).toBe("upstream_unavailable");
       expect(refused.body.error.message).toMatch(/capacity/);
+      // the measured cause, named
+      expect(refused.body.error.message).toMatch(/Measured: voice activity detection reads the audio 1500 ms late > 150 ms\./);
       expect(Number(refused.headers["retry-after"])).toBe(5);
     } finally {
       clearInterval(reporting);
     }
-    // the report goes stale (3 s): admitted again
+    // the report goes stale (two report intervals, 1 s): admitted again
     for (const deadline = Date.now() + 30_000; ; ) {
       const c = await connectRt(wsUrl(base), auth()).catch(() => undefined);
       if (c) {
