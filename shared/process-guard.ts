@@ -84,13 +84,20 @@ export function installProcessGuard(options: ProcessGuardOptions): () => void {
     if (stopping) return; // while stopping: the first decision stands
     stopThenExit(FATAL_EXIT_CODE);
   };
-  const fromSupervisor = (reason: string) => reason === "supervisor gone" || reason === "supervisor stop";
+  // OS signals received: a second one is an impatient operator's second Ctrl-C; the
+  // supervisor's message and its loss are no signal (a terminal's one Ctrl-C reaches the
+  // child directly and through the supervisor's message)
+  let signals = 0;
   const onRequest = (reason: string) => () => {
+    const isSignal = reason !== "supervisor gone" && reason !== "supervisor stop";
+    if (isSignal) signals++;
     if (stopping) {
-      // an impatient operator's second Ctrl-C; the supervisor's message or loss is no second notice
-      if (!fromSupervisor(reason)) {
+      if (isSignal && signals >= 2) {
         logger.warn("second stop request while stopping: exiting now", { signal: reason });
         exit(STOP_TIMED_OUT_EXIT_CODE);
+      } else if (reason === "supervisor gone") {
+        // lost while stopping: the orphan's bound from now on
+        setTimeout(() => exit(STOP_TIMED_OUT_EXIT_CODE), orphanTimeoutMs);
       }
       return;
     }
