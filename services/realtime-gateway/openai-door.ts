@@ -83,7 +83,12 @@ export function newDoorStart(upgrade: OpenAiUpgrade, admission: Admission, vad: 
   return { record: { config, beta: upgrade.beta, expiresAt: Math.floor(nowMs / 1000) + admission.limits.maxSessionSeconds }, resumedAt: null };
 }
 
-/** How much audio before its position a resumed session asks for again, to fill the resampler's filter (31 taps: 1.3 ms at 24 kHz). */
+/**
+ * How much audio before its position a resumed session asks for again, to fill the
+ * resampler's filter (resample.ts: half of it is 2.5 ms at RESAMPLER_QUALITY, whatever the
+ * rate). A whole number of milliseconds is a whole number of 24 and 8 kHz samples at the
+ * same filter phase, so the resumed output continues the interrupted one sample for sample.
+ */
 const PRIME_MS = 10;
 /** OpenAI's shortest committable buffer. */
 const MIN_COMMIT_SAMPLES = INTERNAL_SAMPLE_RATE / 10;
@@ -212,6 +217,10 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
       pcm = pcm.subarray(dropped);
       if (pcm.length === 0) return;
     }
+    handOver(pcm);
+  };
+  /** 16 kHz audio to the session, in frames of at most its largest. */
+  const handOver = (pcm: Int16Array) => {
     if (buffered !== null) buffered += pcm.length;
     const view = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
     // views, not copies: the session's publisher copies what it keeps, as it must for uWS's frames
@@ -242,6 +251,8 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
         state.beta = true; // a beta client that sent no beta header
         return update(applyBetaUpdate(state.config, event.session, vad), clientEventId);
       case "session.close":
+        // the last milliseconds inside the resamplers' filters belong to the session's audio
+        for (const r of Object.values(resamplers)) handOver(r.flush());
         return toSession({ type: "session.close", ...id }, clientEventId);
       default: {
         const never: never = event;
@@ -276,6 +287,10 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
       const read = readOpenAiFrame(Buffer.from(frame).toString("utf8"));
       if (!read.ok) return sendOpenAi({ type: "error", event_id: eventId(), error: read.error });
       apply(read.event, read.clientEventId);
+    },
+    /** The socket is gone: the resamplers' WASM state is freed. */
+    closed() {
+      for (const r of Object.values(resamplers)) r.free();
     },
     /** A binary frame: OpenAI accepts none. */
     onBinary() {
