@@ -47,7 +47,7 @@ export interface Resampler {
  * Speex quality 0…10 (filter length 8…256 taps at the output rate). Measured on the
  * labelled clips through PocketSphinx (bench/wer.ts, docs/realtime.md): see there.
  */
-const RESAMPLER_QUALITY = 5;
+export const RESAMPLER_QUALITY = 5;
 
 interface SpeexModule {
   _speex_resampler_init(channels: number, inRate: number, outRate: number, quality: number, err: number): number;
