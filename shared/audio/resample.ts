@@ -44,8 +44,12 @@ export interface Resampler {
 }
 
 /**
- * Speex quality 0…10 (filter length 8…256 taps at the output rate). Measured on the
- * labelled clips through PocketSphinx (bench/wer.ts, docs/realtime.md): see there.
+ * Speex quality 0…10 (filter length 8…256 taps at the output rate), chosen by
+ * measurement (`./scripts/bench.sh wer --sweep`, the table in docs/realtime.md "Sample
+ * rates and the resampler"): qualities 3 to 7 give PocketSphinx the 16 kHz figure on the
+ * seven labelled clips at 24 and 48 kHz (WER 0.308; the old filter 0.452 and 0.337);
+ * 5 is the lowest flat to 7 kHz (−0.2 dB; 3 is −3 dB there), at about 1 ms of CPU per
+ * second of audio, with 2.5 ms of latency (compensated, above).
  */
 export const RESAMPLER_QUALITY = 5;
 
