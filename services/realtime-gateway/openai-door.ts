@@ -126,7 +126,17 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
    */
   let buffered: number | null = 0;
   const resamplers: Partial<Record<"pcm" | "g711", Resampler>> = {};
-  const resampler = (kind: "pcm" | "g711") => (resamplers[kind] ??= createResampler(kind === "pcm" ? 24000 : 8000, INTERNAL_SAMPLE_RATE, 1));
+  /** The format's resampler; after a format switch the other one's last milliseconds go first, and it is dropped (a switch back starts afresh). */
+  const resampler = (kind: "pcm" | "g711") => {
+    const other = kind === "pcm" ? "g711" : "pcm";
+    const previous = resamplers[other];
+    if (previous) {
+      delete resamplers[other];
+      handOver(previous.flush());
+      previous.free();
+    }
+    return (resamplers[kind] ??= createResampler(kind === "pcm" ? 24000 : 8000, INTERNAL_SAMPLE_RATE, 1));
+  };
   const chunkBytes = Math.max(2, Math.floor(options.maxFrameBytes / 2) * 2);
 
   const sendOpenAi = (event: OpenAiServerEvent) => socket.send(JSON.stringify(event));
