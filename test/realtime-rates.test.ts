@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { wordErrorRate } from "../shared/workers/wer";
-import { nativeCommitted, openAiCommitted } from "./support/committed-clip";
-import { fixture, RELAXED_ADMISSION } from "./support/realtime-support";
+import { OPENAI_REALTIME_PATH } from "../schemas/openai-realtime";
+import { readSessionRecords } from "../services/realtime-gateway/session-records";
+import { atRate, nativeCommitted, openAiCommitted } from "./support/committed-clip";
+import { connectRt, fixture, RELAXED_ADMISSION, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
 
 /**
@@ -43,5 +45,55 @@ describe("client sample rates", () => {
       expect(Math.abs(wer.errors - wer16.errors), `${how}: "${text}" vs 16 kHz "${at16}"`).toBeLessThanOrEqual(1);
       expect(wordErrorRate(at16, text).errors, `${how}: "${text}" vs 16 kHz "${at16}"`).toBeLessThanOrEqual(1);
     }
+  });
+
+  // The resampler's output trails its input by its latency (2.5 ms), compensated at the
+  // start; session.close drains the rest, so the whole stream reaches the VAD (without
+  // the drain the item ended at 3998 ms). A manual commit leaves it in the filter: its
+  // item ends 2.5 ms before the last sample sent (31 960 samples, 1997.5 ms, told 1998).
+  const TWO_SECONDS = () => fixture("jfk.wav").subarray(0, 32000);
+  const closedItem = async (c: RtClient) => {
+    c.sendJson({ type: "session.close" });
+    expect((await c.closed).code).toBe(1000);
+    return c.events.filter((e) => e.type === "input_audio_buffer.committed");
+  };
+  for (const rate of [24000, 48000]) {
+    it(`native door, ${rate / 1000} kHz: session.close drains the resampler (2 s then 2 s more end at 4000 ms); a commit does not (1998 ms)`, async () => {
+      const c = await connectRt(wsUrl(stack.baseUrl, `sample_rate=${rate}`), { authorization: `Bearer ${key}` });
+      await c.next("session.created");
+      c.sendJson({ type: "session.update", session: { turn_detection: { type: "manual" } } });
+      await c.next("session.updated");
+      const pcm = atRate(TWO_SECONDS(), rate);
+      expect(pcm.length).toBe(2 * rate);
+      await streamPcm(c, pcm, { speed: Infinity, chunkBytes: (rate / 50) * 2 });
+      c.sendJson({ type: "input_audio_buffer.commit" });
+      await c.next("input_audio_buffer.committed");
+      await streamPcm(c, pcm, { speed: Infinity, chunkBytes: (rate / 50) * 2 });
+      const [committed, closed] = await closedItem(c);
+      expect({ reason: committed.reason, start: committed.audio_start_ms, end: committed.audio_end_ms }).toEqual({ reason: "commit", start: 0, end: 1998 });
+      expect({ reason: closed.reason, end: closed.audio_end_ms }).toEqual({ reason: "close", end: 4000 });
+    });
+  }
+
+  it("OpenAI door (24 kHz audio/pcm): a commit of exactly 100 ms is taken (the resampler's held-back 2.5 ms count); session.close drains the resampler", async () => {
+    const c = await connectRt(`${stack.baseUrl.replace(/^http/, "ws")}${OPENAI_REALTIME_PATH}`, { authorization: `Bearer ${key}` });
+    const created = await c.next("session.created");
+    c.sendJson({ type: "session.update", session: { type: "transcription", audio: { input: { turn_detection: null } } } });
+    await c.next("session.updated");
+    const append = (pcm: Int16Array) => {
+      const bytes = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+      for (let at = 0; at < bytes.length; at += 1920) c.sendJson({ type: "input_audio_buffer.append", audio: bytes.subarray(at, at + 1920).toString("base64") });
+    };
+    const pcm = atRate(TWO_SECONDS(), 24000);
+    append(pcm.subarray(0, 2400));
+    c.sendJson({ type: "input_audio_buffer.commit" });
+    await c.next("input_audio_buffer.committed");
+    append(pcm);
+    await closedItem(c);
+    expect(c.events.filter((e) => e.type === "error")).toEqual([]);
+    const stored: { reason: string; end: number }[] = [];
+    await readSessionRecords(stack.nats, created.session.id, (r) => (r.type === "rt.server_event" && r.data.type === "input_audio_buffer.committed" && stored.push({ reason: r.data.reason, end: r.data.audio_end_ms }), false), { waitMs: 0 });
+    // 100 ms less the 2.5 ms the filter holds: 97.5 ms; then 2 s more, drained at the close
+    expect(stored).toEqual([{ reason: "commit", end: 98 }, { reason: "close", end: 2100 }]);
   });
 });

@@ -119,7 +119,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
   };
   let muted = false; // applying a preset: session.created already showed it
   /**
-   * Samples (16 kHz) appended since the last commit or clear: OpenAI refuses a commit
+   * Audio appended since the last commit or clear, in 16 kHz samples: OpenAI refuses a commit
    * under 100 ms. null after a resume until the next commit or clear: the open item may
    * hold audio sent before the cut, so a commit goes to the session, which refuses one
    * with nothing open itself (the same error code).
@@ -221,6 +221,8 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
       const samples = bytes.byteOffset % 2 === 0 ? new Int16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2) : new Int16Array(new Uint8Array(bytes).buffer);
       pcm = resampler("pcm").push(samples);
     } else pcm = resampler("g711").push(decodeG711(bytes, state.config.format === "pcmu" ? "ulaw" : "alaw"));
+    // the client's audio as sent (its length at 16 kHz), not the resampler's output, which holds its last 2.5 ms back
+    if (buffered !== null) buffered += state.config.format === "pcm" ? (bytes.length / 2) * (INTERNAL_SAMPLE_RATE / 24000) : bytes.length * (INTERNAL_SAMPLE_RATE / 8000);
     if (priming > 0) {
       const dropped = Math.min(priming, pcm.length);
       priming -= dropped;
@@ -231,7 +233,6 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
   };
   /** 16 kHz audio to the session, in frames of at most its largest. */
   const handOver = (pcm: Int16Array) => {
-    if (buffered !== null) buffered += pcm.length;
     const view = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
     // views, not copies: the session's publisher copies what it keeps, as it must for uWS's frames
     for (let at = 0; at < view.length && session && !session.closeReason; at += chunkBytes) {
