@@ -263,7 +263,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const detach = async (self: Session, code: number) => {
     metrics.closed(code);
     feed.unsubscribe();
-    publisher.flush();
+    publisher.release();
     deps.onClosed(self);
     await publisher.settled();
     await usage.final();
