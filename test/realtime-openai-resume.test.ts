@@ -22,7 +22,7 @@ const T = "conversation.item.input_audio_transcription";
 
 beforeAll(async () => {
   // the commit path (one transcript per item, the same every run), as test/realtime-resume.test.ts
-  stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6", RT_STREAM_DECODERS: "0", ...RELAXED_ADMISSION });
+  stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6", RT_MAX_TRANSCRIPT_WAIT_MS: "60000", RT_STREAM_DECODERS: "0", ...RELAXED_ADMISSION });
   key = (await stack.issueKey("pro", "tenant-door-resume")).key;
 });
 afterAll(async () => {

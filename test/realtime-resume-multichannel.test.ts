@@ -20,7 +20,7 @@ const children: ServiceProcess[] = [];
 
 beforeAll(async () => {
   // the commit path (exact transcripts compare across runs), with room for PocketSphinx on a shared 2-core machine
-  stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6", RT_STREAM_DECODERS: "0" });
+  stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6", RT_MAX_TRANSCRIPT_WAIT_MS: "60000", RT_STREAM_DECODERS: "0" });
   key = (await stack.issueKey("pro", "tenant-resume-multichannel")).key;
 });
 afterAll(async () => {

@@ -16,8 +16,10 @@ let proKey: string;
 const children: ServiceProcess[] = [];
 
 beforeAll(async () => {
-  // PocketSphinx on a shared 2-core machine: give the router's per-attempt timeout room
-  stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6", RT_STREAM_DECODERS: "0" });
+  // PocketSphinx on a shared 2-core machine: give the router's per-attempt timeout room, and the
+  // commit path's queue (an item waiting past RT_MAX_TRANSCRIPT_WAIT_MS becomes engine_overloaded,
+  // which a busy machine, not the resume, decides)
+  stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6", RT_MAX_TRANSCRIPT_WAIT_MS: "60000", RT_STREAM_DECODERS: "0" });
   proKey = (await stack.issueKey("pro", "tenant-resume")).key;
 });
 afterAll(async () => {
