@@ -2,6 +2,7 @@ import { z } from "zod";
 import { REDACT_ENTITIES, redactList } from "./redact";
 import { safeString } from "./safe-string";
 import { transcriptWord } from "./transcription";
+import { keytermsJson } from "./keyterms";
 
 /**
  * The realtime plane's wire contract: WebSocket client messages, server events (OpenAI
@@ -106,6 +107,8 @@ const sessionUpdate = z.object({
         .object({
           language: safeString(16).min(2).optional(),
           prompt: safeString(2000).optional(),
+          /** Words and phrases recognition favours (schemas/keyterms.ts): an array, or one comma-separated string; [] clears them. */
+          keyterms: keytermsJson.optional(),
           model: safeString(100).optional(),
           /** Streaming sessions: read the running hypothesis every this many ms of new speech. */
           partial_interval_ms: partialIntervalMs.optional(),
@@ -292,6 +295,8 @@ const transcriptionSettings = {
   language: z.string().nullable(),
   prompt: z.string().nullable(),
   model: z.string().nullable(),
+  /** The session's keyterms (session.update or `?keyterms=`); absent or empty: none. */
+  keyterms: z.array(z.string()).optional(),
   partial_interval_ms: partialIntervalMs.optional(),
   interim_results: z.boolean().optional(),
   smart_format: z.boolean().optional(),
@@ -409,6 +414,8 @@ export const utteranceCommand = z.object({
   language: z.string().nullable(),
   prompt: z.string().nullable(),
   model: z.string().nullable(),
+  /** Absent or empty: none. */
+  keyterms: z.array(z.string()).optional(),
   max_concurrent_utterances: z.number().int().positive(),
   /** Absent: on (the default). */
   smart_format: z.boolean().optional(),

@@ -34,7 +34,8 @@ export function readClientFrame(frame: ArrayBuffer): ClientFrame {
 /** What a client may change with session.update, as the session holds it. */
 export interface SessionSettings {
   turnDetection: TurnDetection;
-  transcription: { language: string | null; prompt: string | null; model: string | null };
+  /** `keyterms`: absent for none. */
+  transcription: { language: string | null; prompt: string | null; model: string | null; keyterms?: string[] };
   /** The streaming and shaping settings (`redact`: entities redacted, absent for none). */
   partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[] };
 }
@@ -59,7 +60,12 @@ export function updateSettings(current: SessionSettings, update: SessionUpdate["
     ok: true,
     settings: {
       turnDetection: next.data,
-      transcription: { language: t.language ?? transcription.language, prompt: t.prompt ?? transcription.prompt, model: t.model ?? transcription.model },
+      transcription: {
+        language: t.language ?? transcription.language,
+        prompt: t.prompt ?? transcription.prompt,
+        model: t.model ?? transcription.model,
+        ...((t.keyterms ?? transcription.keyterms) ? { keyterms: t.keyterms ?? transcription.keyterms } : {}),
+      },
       partials: {
         partial_interval_ms: t.partial_interval_ms ?? partials.partial_interval_ms,
         interim_results: t.interim_results ?? partials.interim_results,

@@ -374,6 +374,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
         budget,
         language: settings?.language ?? null,
         prompt: settings?.prompt ?? null,
+        ...(settings?.keyterms ? { keyterms: settings.keyterms } : {}),
       };
       const afterEventIds = positions.map((p) => (p.kind === "after" ? p.eventId : null));
       const start: SessionStart = { kind: "resume", gen: taken.gen, afterEventIds, offer: offerFor(admission) };

@@ -118,7 +118,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   let closedDone = false; // the socket is gone
   let settings: SessionSettings = {
     turnDetection: deps.defaultTurnDetection,
-    transcription: { language: admission.language, prompt: admission.prompt, model: null },
+    transcription: { language: admission.language, prompt: admission.prompt, model: null, ...(admission.keyterms ? { keyterms: admission.keyterms } : {}) },
     partials: { partial_interval_ms: DEFAULT_PARTIAL_INTERVAL_MS, interim_results: false, smart_format: true },
   };
   // Every accepted frame holds whole sample frames (a frame that does not is refused
