@@ -288,6 +288,8 @@ const errorEvent = z.object({
     message: z.string(),
     /** The client event_id this error answers, when it had one. */
     event_id: z.string().nullable(),
+    /** A client message that did not parse: the path of the field at fault ("session.input_audio_transcription.keyterms"). */
+    param: z.string().optional(),
   }),
 });
 /** A session's transcription settings as session.updated shows them and the start/update controls carry them to the VAD. */

@@ -8,7 +8,7 @@ import { issueErrorCode } from "../../schemas/safe-string";
  */
 export type ClientFrame =
   | { ok: true; message: ClientMessage; clientEventId: string | null }
-  | { ok: false; code: string; message: string; clientEventId: string | null };
+  | { ok: false; code: string; message: string; clientEventId: string | null; param?: string };
 
 const KNOWN_TYPES = ["input_audio_buffer.commit", "input_audio_buffer.clear", "session.update", "session.close"];
 
@@ -28,7 +28,8 @@ export function readClientFrame(frame: ArrayBuffer): ClientFrame {
   }
   const issue = parsed.error.issues[0];
   // An unstorable string (NUL, lone surrogate) is `invalid_string`, as on the HTTP routes.
-  return { ok: false, code: issueErrorCode(issue, "invalid_event"), message: `Invalid ${type}: ${issue?.path.join(".") || "event"}: ${issue?.message ?? "invalid"}.`, clientEventId };
+  const param = issue?.path.length ? issue.path.join(".") : undefined;
+  return { ok: false, code: issueErrorCode(issue, "invalid_event"), message: `Invalid ${type}: ${param || "event"}: ${issue?.message ?? "invalid"}.`, clientEventId, ...(param ? { param } : {}) };
 }
 
 /** What a client may change with session.update, as the session holds it. */

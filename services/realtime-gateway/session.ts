@@ -185,8 +185,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     const result = socket.send(event);
     closeIf({ kind: "event_sent", result, bufferedBytes: result === 2 ? 0 : socket.bufferedAmount() });
   };
-  const sendError = (code: string, message: string, clientEventId: string | null = null) =>
-    send({ type: "error", event_id: feed.directEventId(), error: { type: "invalid_request_error", code, message, event_id: clientEventId } });
+  const sendError = (code: string, message: string, clientEventId: string | null = null, param?: string) =>
+    send({ type: "error", event_id: feed.directEventId(), error: { type: "invalid_request_error", code, message, event_id: clientEventId, ...(param ? { param } : {}) } });
 
   // committed items whose outcome has not reached the client, and when the sweep first saw the upstream gone
   let pendingItems = 0;
@@ -314,7 +314,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (closing) return;
       if (closeIf({ kind: "frame_received", binary: false, bytes: frame.byteLength, bytesPerFrame })) return;
       const read = readClientFrame(frame);
-      if (!read.ok) return sendError(read.code, read.message, read.clientEventId);
+      if (!read.ok) return sendError(read.code, read.message, read.clientEventId, read.param);
       applyClientMessage(read.message, read.clientEventId, messageTarget);
     },
     /** A parsed client message (the OpenAI door's, translated). */
