@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import { promptWithKeyterms, pocketsphinxPrompt, KEYTERM_SEPARATOR } from "../shared/workers/keyterms";
 import { keytermsJson, keytermValues } from "./keyterms";
 
 describe("keyterms", () => {
@@ -21,15 +20,5 @@ describe("keyterms", () => {
     expect(keytermsJson.safeParse([3]).success).toBe(false);
     expect(keytermValues.safeParse(["[not json"]).success).toBe(false);
     expect(keytermValues.safeParse(['["a", 1]']).success).toBe(false);
-  });
-  it("reach engines with the prompt: appended to its text, or after a separator in ps-worker's prompt bytes", () => {
-    expect(promptWithKeyterms("Chapter one", ["Dashwood", "prudently"])).toBe("Chapter one. Dashwood, prudently");
-    expect(promptWithKeyterms("Chapter one.", ["Dashwood"])).toBe("Chapter one. Dashwood");
-    expect(promptWithKeyterms(undefined, ["Dashwood"])).toBe("Dashwood");
-    expect(promptWithKeyterms("Chapter one", [])).toBe("Chapter one");
-    expect(promptWithKeyterms(null, null)).toBeUndefined();
-    expect(pocketsphinxPrompt("p", ["New York", "Zorblax"])).toBe(`p${KEYTERM_SEPARATOR}New York\nZorblax`);
-    expect(pocketsphinxPrompt(`a${KEYTERM_SEPARATOR}b`, undefined)).toBe("a b");
-    expect(pocketsphinxPrompt("x".repeat(5000), ["T"])).toBe(`${"x".repeat(4000)}${KEYTERM_SEPARATOR}T`);
   });
 });

@@ -8,8 +8,8 @@ import { unstorableReason } from "./safe-string";
  * prompt does (shared/workers/keyterms.ts) and are the caller's vocabulary for smart
  * formatting and redaction (domain/transcript/terms.ts).
  */
-export const MAX_KEYTERMS = 100;
-export const MAX_KEYTERM_CHARS = 50;
+const MAX_KEYTERMS = 100;
+const MAX_KEYTERM_CHARS = 50;
 
 export const KEYTERMS_DESCRIPTION = `words and phrases to favour in recognition (names, products, jargon): at most ${MAX_KEYTERMS} terms of at most ${MAX_KEYTERM_CHARS} characters; they bias every engine as \`prompt\` does and combine with it, and a word the embedded engine's dictionary lacks is given a pronunciation`;
 

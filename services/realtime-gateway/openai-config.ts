@@ -142,7 +142,7 @@ export function nativeSettings(config: DoorConfig, vad: TurnDetection): SessionU
  * under semantic_vad with eagerness `auto`, the eagerness (a short delay ends turns
  * sooner). Absent: the native defaults (300 ms, `auto`). docs/realtime.md.
  */
-export const DELAY = {
+const DELAY = {
   minimal: { partialIntervalMs: 100, eagerness: "high" },
   low: { partialIntervalMs: 200, eagerness: "high" },
   medium: { partialIntervalMs: 300, eagerness: "auto" },
