@@ -162,6 +162,27 @@ describe("native realtime door", () => {
     expect(said(queried, "dashwood") && said(queried, "prudently")).toBe(true);
   });
 
+  it("without streaming decoders (items transcribed whole by the engine router): Dashwood and prudently", { timeout: 240_000 }, async () => {
+    const plain = await startStack({ RT_STREAM_DECODERS: "0", ...RELAXED_ADMISSION });
+    try {
+      const plainKey = (await plain.issueKey("pro", `kt-${randomHex()}`)).key;
+      const rt = await connectRt(wsUrl(plain.baseUrl, "keyterms=Dashwood&keyterms=prudently"), { authorization: `Bearer ${plainKey}` });
+      expect((await rt.next("session.created")).input_audio_transcription.streaming).toBe(false);
+      await streamPcm(rt, (await decodeAudio(clip)).pcm, { speed: 2, chunkBytes: 640 });
+      await streamPcm(rt, silence(1.5), { speed: 2, chunkBytes: 640 });
+      rt.sendJson({ type: "session.close" });
+      await rt.closed;
+      const text = rt.events
+        .filter((e) => e.type === "conversation.item.input_audio_transcription.completed")
+        .map((e) => e.transcript)
+        .join(" ");
+      console.log(`  commit path: ${text}`);
+      expect(said(text, "dashwood") && said(text, "prudently")).toBe(true);
+    } finally {
+      await plain.stop();
+    }
+  });
+
   it("a bad keyterms: the upgrade is refused 400 with param, a session.update answered with an error naming the field", { timeout: 60_000 }, async () => {
     const refused = await refusal(wsUrl(stack.baseUrl, `keyterms=${"z".repeat(51)}`), bearer());
     expect(refused.status).toBe(400);

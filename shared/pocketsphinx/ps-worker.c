@@ -19,7 +19,8 @@
  * Streaming requests (the realtime plane's incremental decoding, services/vad/
  * stream-decoders.ts): magic 0x32535350 ("PSS2"), uint32 op, uint32 payload_bytes, payload.
  *   op 1 START  payload: uint32 n_cmn, n_cmn float32 (CMN estimate to start from; 0 =
- *               the start-up one), then the UTF-8 prompt. No response.
+ *               the start-up one), then the UTF-8 prompt (keyterms after a 0x1f byte, as
+ *               for a clip). No response.
  *   op 2 AUDIO  payload: PCM16LE samples, decoded now (ps_process_raw). No response.
  *   op 3 HYP    response {"hyp":"running hypothesis","frames":n,"words":[["word",end],..],"eos":x}:
  *               the first pass's running hypothesis, the frames decoded so far and each
