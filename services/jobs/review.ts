@@ -158,6 +158,8 @@ export function llmReviewer(llm: ReviewLlm): Reviewer {
         STAGE1_SYSTEM,
         {
           metadata: input.metadata,
+          // the words the caller named: the likeliest spellings of a misrecognised name or term
+          ...(input.keyterms?.length ? { keyterms: input.keyterms } : {}),
           language: input.language,
           slice: input.slice,
           segments: input.segments.map((s) => ({ segment_id: s.id, start_time: s.start_time, end_time: s.end_time, ...speakerOf(s), text: s.text })),
