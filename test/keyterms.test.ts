@@ -73,6 +73,8 @@ describe("segment plane", () => {
     // keyterms and prompt combine
     const both = await segmentText(clip, [["prompt", "Chapter one."], ["keyterms", "Dashwood,prudently"]]);
     expect(said(both, "dashwood") && said(both, "prudently")).toBe(true);
+    // a request without keyterms after them is decoded as before (one request's keyterms never reach another's)
+    expect(await segmentText(clip)).toBe(without);
   });
 
   it("a made-up word outside every dictionary, spoken by espeak-ng, is recognised with keyterms and never without", { timeout: 240_000 }, async () => {
