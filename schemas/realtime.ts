@@ -465,11 +465,14 @@ export const vadLoad = z.object({
   /**
    * Its streaming decoders (absent without them): the share of its machine's cores they
    * used over the interval, how many were decoding an utterance at the report, the
-   * pool's size, and the share one continuous speaker costs (measured, or the configured
-   * prior until a speaker has been measured).
+   * pool's size, the share one continuous speaker costs (measured, or the configured
+   * prior until a speaker has been measured), and how many speakers are still talking
+   * (utterances open; absent from an older replica: `busy` stands for them). Admission
+   * counts the speakers, not `busy` or `load`: a decoder finishing a committed utterance
+   * (a closed session's last words) is a transient, not a speaker.
    */
   engine: z
-    .object({ load: z.number().nonnegative(), busy: z.number().int().nonnegative(), size: z.number().int().nonnegative(), per_speaker: z.number().nonnegative() })
+    .object({ load: z.number().nonnegative(), busy: z.number().int().nonnegative(), size: z.number().int().nonnegative(), per_speaker: z.number().nonnegative(), speakers: z.number().int().nonnegative().optional() })
     .optional(),
   /** ms since epoch of this report. */
   at: z.number(),

@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import type { Logger } from "./logger";
 
 /** Exit code of a process that stopped on a fatal error (EX_SOFTWARE). */
@@ -12,12 +13,19 @@ export interface ProcessGuardOptions {
   /** SHUTDOWN_TIMEOUT_MS: how long a stop may take before the process exits anyway. */
   stopTimeoutMs?: number;
   /**
-   * Also stop on SIGINT, SIGTERM and, for a child of `stt supervise`, the IPC channel
-   * closing (the supervisor is gone): exit 0 when the stop finished in time,
-   * STOP_TIMED_OUT_EXIT_CODE when the deadline cut it short. A second signal while
-   * stopping exits at once.
+   * Also stop on SIGINT, SIGTERM and, for a child of `stt supervise`, its stop message
+   * or the IPC channel closing (the supervisor is gone): exit 0 when the stop finished
+   * in time, STOP_TIMED_OUT_EXIT_CODE when the deadline cut it short. A second signal
+   * while stopping exits at once (the supervisor's message and its loss are no signal:
+   * a terminal's Ctrl-C reaches the child and, through the supervisor, its message).
    */
   stopOnSignals?: boolean;
+  /**
+   * The bound of the stop when the supervisor is gone (killed outright): the listeners
+   * close first, at once, and the process exits by this deadline whatever is pending,
+   * so an orphan neither answers on the port nor lingers (default 300 ms).
+   */
+  orphanStopTimeoutMs?: number;
   /** Ends the process (process.exit outside tests of the guard itself). */
   exit?: (code: number) => void;
 }
@@ -60,10 +68,11 @@ export function installProcessGuard(options: ProcessGuardOptions): () => void {
   const { logger } = options;
   const exit = options.exit ?? ((code: number) => process.exit(code));
   const timeoutMs = options.stopTimeoutMs ?? 10_000;
+  const orphanTimeoutMs = Math.min(timeoutMs, options.orphanStopTimeoutMs ?? 300);
   let stopping = false;
-  const stopThenExit = (code: number) => {
+  const stopThenExit = (code: number, boundMs = timeoutMs) => {
     stopping = true;
-    void settlesWithin(options.stop(), timeoutMs).then((inTime) => {
+    void settlesWithin(options.stop(), boundMs).then((inTime) => {
       if (inTime) return exit(code);
       logger.warn("stop did not finish within SHUTDOWN_TIMEOUT_MS: exiting with work still pending", { timeout_ms: timeoutMs });
       exit(code === 0 ? STOP_TIMED_OUT_EXIT_CODE : code);
@@ -75,17 +84,26 @@ export function installProcessGuard(options: ProcessGuardOptions): () => void {
     if (stopping) return; // while stopping: the first decision stands
     stopThenExit(FATAL_EXIT_CODE);
   };
+  // OS signals received: a second one is an impatient operator's second Ctrl-C; the
+  // supervisor's message and its loss are no signal (a terminal's one Ctrl-C reaches the
+  // child directly and through the supervisor's message)
+  let signals = 0;
   const onRequest = (reason: string) => () => {
+    const isSignal = reason !== "supervisor gone" && reason !== "supervisor stop";
+    if (isSignal) signals++;
     if (stopping) {
-      // an impatient operator's second Ctrl-C; a lost supervisor needs no second notice
-      if (reason !== "supervisor gone") {
+      if (isSignal && signals >= 2) {
         logger.warn("second stop request while stopping: exiting now", { signal: reason });
         exit(STOP_TIMED_OUT_EXIT_CODE);
+      } else if (reason === "supervisor gone") {
+        // lost while stopping: the orphan's bound from now on
+        setTimeout(() => exit(STOP_TIMED_OUT_EXIT_CODE), orphanTimeoutMs);
       }
       return;
     }
-    logger.info("shutting down", { signal: reason, timeout_ms: timeoutMs });
-    stopThenExit(0);
+    const bound = reason === "supervisor gone" ? orphanTimeoutMs : timeoutMs;
+    logger.info("shutting down", { signal: reason, timeout_ms: bound });
+    stopThenExit(0, bound);
   };
   const onException = onFatal("uncaught_exception");
   const onRejection = onFatal("unhandled_rejection");
@@ -94,12 +112,17 @@ export function installProcessGuard(options: ProcessGuardOptions): () => void {
   // Under `stt supervise`: a supervisor that died (even by SIGKILL) leaves no orphan
   // holding the port. The channel closes when the supervisor's end does.
   const onDisconnect = onRequest("supervisor gone");
+  const onSupervisorStop = onRequest("supervisor stop");
+  const onMessage = (message: unknown) => {
+    if ((message as { stt?: unknown } | null)?.stt === "stop") onSupervisorStop();
+  };
   process.on("uncaughtException", onException);
   process.on("unhandledRejection", onRejection);
   if (options.stopOnSignals) {
     process.on("SIGINT", onSigint);
     process.on("SIGTERM", onSigterm);
     process.on("disconnect", onDisconnect);
+    process.on("message", onMessage);
     // started with an IPC channel that closed before we listened: the supervisor is gone
     if (typeof process.send === "function" && !process.connected) onDisconnect();
   }
@@ -109,5 +132,27 @@ export function installProcessGuard(options: ProcessGuardOptions): () => void {
     process.off("SIGINT", onSigint);
     process.off("SIGTERM", onSigterm);
     process.off("disconnect", onDisconnect);
+    process.off("message", onMessage);
   };
+}
+
+/** Helper processes (the engines' ps-workers) SIGKILLed when this process exits: one exit listener for all. */
+const helpers = new Set<ChildProcess>();
+const killHelpers = () => {
+  for (const child of helpers) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+};
+
+/**
+ * Ends `child` with this process: whatever way it exits (a bounded stop cut short, a
+ * supervisor gone), the helper does not outlive it, reading a pipe nobody writes. A
+ * SIGKILL of the process group ends both; of this process alone, the helper exits on
+ * its stdin's end.
+ */
+export function killWithUs(child: ChildProcess): void {
+  if (helpers.size === 0) process.on("exit", killHelpers);
+  helpers.add(child);
+  child.once("exit", () => {
+    helpers.delete(child);
+    if (helpers.size === 0) process.off("exit", killHelpers);
+  });
 }

@@ -8,10 +8,18 @@ import type { Nats } from "./nats";
  * (schemas/realtime.ts `transcriberBacklog`, `<prefix>.rt.backlog`) and the VADs' lag
  * and loop delay (`vadLoad`, `<prefix>.rt.load`). At most once a replica's interval,
  * lost when nobody listens, which is fine: a report older than `REPORT_FRESH_MS` no
- * longer counts, so a replica that died stops refusing upgrades within that time.
+ * longer counts as a replica, and one older than `REFUSES_FOR_MS` (two intervals) no
+ * longer refuses upgrades, so a replica that died, or a stack stopped before this one,
+ * stops refusing within a second.
  */
 export const BACKLOG_EVERY_MS = 500;
 const REPORT_FRESH_MS = 3000;
+/**
+ * A report refuses upgrades only while it describes now: younger than its interval, with
+ * as much again for a publisher's late timer and the trip. An older one is stale (its
+ * replica stopped, or a stack before this one) and no longer refuses anything.
+ */
+const REFUSES_FOR_MS = 2 * BACKLOG_EVERY_MS;
 
 const backlogSubject = (nats: Nats) => `${nats.topology.prefix}.rt.backlog`;
 const loadSubject = (nats: Nats) => `${nats.topology.prefix}.rt.load`;
@@ -45,10 +53,10 @@ function watchReports<T extends { replica: string; at: number }>(nats: Nats, sub
       }
     },
   });
-  const reports = () => {
+  const reports = (maxAgeMs = REPORT_FRESH_MS) => {
     const t = now();
     for (const [k, r] of latest) if (t - r.at > REPORT_FRESH_MS) latest.delete(k);
-    return [...latest.values()];
+    return [...latest.values()].filter((r) => t - r.at <= maxAgeMs);
   };
   return { reports, stop: () => sub.unsubscribe() };
 }
@@ -56,26 +64,32 @@ function watchReports<T extends { replica: string; at: number }>(nats: Nats, sub
 export interface BacklogView {
   /** Fresh reports, one per replica. */
   reports(): TranscriberBacklog[];
-  /** A fresh report that says saturated, if any (admission refuses while there is one). */
+  /** A report younger than REFUSES_FOR_MS that says saturated, if any (admission refuses while there is one). */
   saturated(): TranscriberBacklog | undefined;
   stop(): void;
 }
 
 export function watchBacklog(nats: Nats, now: () => number = Date.now): BacklogView {
   const feed = watchReports(nats, backlogSubject(nats), transcriberBacklog, now);
-  return { reports: feed.reports, saturated: () => feed.reports().find((r) => r.saturated), stop: feed.stop };
+  return { reports: () => feed.reports(), saturated: () => feed.reports(REFUSES_FOR_MS).find((r) => r.saturated), stop: feed.stop };
 }
 
 export interface VadLoadView {
-  /** The worst of the fresh VAD reports (lag, loop delay and engine load each), or null when none is fresh. */
+  /** The worst of the VAD reports younger than REFUSES_FOR_MS (lag, loop delay and engine each), or null when none is. */
   worst(): { lagMs: number; loopDelayMs: number; engine: EngineLoad | null } | null;
   stop(): void;
 }
 
-/** The streaming engine's load on the busiest VAD replica: share of its machine's cores, the share one speaker costs there, and whether its pool is full. */
+/**
+ * The streaming engine on the busiest VAD replica (the most speakers' worth of its
+ * machine): its speakers still talking, the share of the machine one costs there, the
+ * share its decoders used over the interval (for the log: it includes transient decodes
+ * of utterances already committed), and whether every decoder is held by a speaker.
+ */
 interface EngineLoad {
-  load: number;
+  speakers: number;
   perSpeaker: number;
+  load: number;
   full: boolean;
 }
 
@@ -83,14 +97,15 @@ export function watchVadLoad(nats: Nats, now: () => number = Date.now): VadLoadV
   const feed = watchReports(nats, loadSubject(nats), vadLoad, now);
   return {
     worst() {
-      const reports = feed.reports();
+      const reports = feed.reports(REFUSES_FOR_MS);
       if (reports.length === 0) return null;
-      const engines = reports.flatMap((r) => (r.engine ? [r.engine] : []));
-      const busiest = engines.reduce<(typeof engines)[number] | null>((a, e) => (!a || e.load > a.load ? e : a), null);
+      const engines = reports.flatMap((r) => (r.engine ? [{ ...r.engine, speakers: r.engine.speakers ?? r.engine.busy }] : []));
+      const busiest = engines.reduce<(typeof engines)[number] | null>((a, e) => (!a || e.speakers * e.per_speaker > a.speakers * a.per_speaker ? e : a), null);
       const engine: EngineLoad | null = busiest && {
-        load: busiest.load,
+        speakers: busiest.speakers,
         perSpeaker: busiest.per_speaker,
-        full: engines.some((e) => e.size > 0 && e.busy >= e.size),
+        load: busiest.load,
+        full: engines.some((e) => e.size > 0 && e.speakers >= e.size),
       };
       return { lagMs: Math.max(...reports.map((r) => r.lag_ms)), loopDelayMs: Math.max(...reports.map((r) => r.loop_delay_ms)), engine };
     },

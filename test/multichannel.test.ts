@@ -6,7 +6,7 @@ import { startStack, type Stack } from "./support/stack";
 import { JFK_WORDS, LDC_WORDS, STEREO_OFFSET_SECONDS, stereoCall } from "./support/stereo";
 import type { JobView } from "../schemas/jobs";
 import { parseWav } from "../shared/audio/wav";
-import { connectRt, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { serveAudio, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 
 // Issue 29, multichannel: a stereo call (jfk on channel 0, ldc93s1 on channel 1 from 2 s)
@@ -208,3 +208,34 @@ function silentWav(channels: number, seconds: number): Uint8Array {
   b.writeUInt32LE(data, 40);
   return b;
 }
+
+describe("a channel is heard as the same audio mono", () => {
+  it("jfk.wav as channel 0 of a stereo upload whose other channel runs 0.9 s longer gives the same words as jfk.wav mono", async () => {
+    const jfk = fixture("jfk.wav");
+    const ldc = fixture("ldc93s1.wav");
+    const offset = jfk.length - 2 * 16000;
+    const frames = Math.max(jfk.length, offset + ldc.length);
+    expect(frames - jfk.length).toBeGreaterThan(0.8 * 16000); // channel 0 is jfk.wav and then silence
+    const stereo = new Int16Array(frames * 2);
+    jfk.forEach((x, i) => (stereo[2 * i] = x));
+    ldc.forEach((x, i) => (stereo[2 * (offset + i) + 1] = x));
+    const header = Buffer.alloc(44);
+    header.write("RIFF", 0, "ascii");
+    header.writeUInt32LE(36 + stereo.byteLength, 4);
+    header.write("WAVEfmt ", 8, "ascii");
+    header.writeUInt32LE(16, 16);
+    header.writeUInt16LE(1, 20);
+    header.writeUInt16LE(2, 22);
+    header.writeUInt32LE(16000, 24);
+    header.writeUInt32LE(16000 * 4, 28);
+    header.writeUInt16LE(4, 32);
+    header.writeUInt16LE(16, 34);
+    header.write("data", 36, "ascii");
+    header.writeUInt32LE(stereo.byteLength, 40);
+    const wav = Buffer.concat([header, Buffer.from(stereo.buffer)]);
+    const channel = (await (await post(wav, { multichannel: "true", response_format: "verbose_json" })).json()) as VerboseTranscription;
+    const mono = (await (await post(await readFile(fixturePath("jfk.wav")), { response_format: "verbose_json" })).json()) as VerboseTranscription;
+    console.log(`channel 0: ${channel.channels![0]!.text}\nmono:      ${mono.text}`);
+    expect(channel.channels![0]!.words.map((w) => w.word)).toEqual(mono.words.map((w) => w.word));
+  });
+});

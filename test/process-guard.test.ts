@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -86,6 +86,52 @@ describe("stop on a signal", () => {
     const { code, output } = await signalled("stop-hangs", ["SIGINT", "SIGINT"], { SHUTDOWN_TIMEOUT_MS: "600000" });
     expect(code, output).toBe(STOP_TIMED_OUT_EXIT_CODE);
     expect(output).toContain("second stop request while stopping: exiting now");
+  });
+});
+
+describe("stop asked by the supervisor (IPC)", () => {
+  /** crash-child `stop-hangs` with an IPC channel, as `stt supervise` starts `stt serve`; `act` runs once it is ready. */
+  const underSupervisor = (env: Record<string, string>, act: (proc: ChildProcess, output: () => string) => void) =>
+    new Promise<{ code: number | null; output: string; ms: number }>((resolve) => {
+      const proc = spawn(process.execPath, ["--import", "tsx", "test/support/crash-child.ts", "stop-hangs"], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe", "ipc"] });
+      let output = "";
+      let at = 0;
+      const onData = (d: Buffer) => {
+        output += d;
+        if (at === 0 && output.includes("ready\n")) {
+          at = Date.now();
+          act(proc, () => output);
+        }
+      };
+      proc.stdout!.on("data", onData);
+      proc.stderr!.on("data", onData);
+      const timer = setTimeout(() => proc.kill("SIGKILL"), 60_000);
+      proc.on("exit", (code) => {
+        clearTimeout(timer);
+        resolve({ code, output, ms: Date.now() - at });
+      });
+    });
+
+  it("the supervisor's stop message and a terminal's Ctrl-C reaching the whole group count as one stop (bounded), not a second request", async () => {
+    const { code, output, ms } = await underSupervisor({ SHUTDOWN_TIMEOUT_MS: "1500" }, (proc, out) => {
+      proc.send({ stt: "stop" });
+      const sigint = setInterval(() => {
+        if (!out().includes("stop started")) return;
+        clearInterval(sigint);
+        proc.kill("SIGINT");
+      }, 10);
+    });
+    expect(output).not.toContain("second stop request while stopping");
+    expect(output).toContain("stop did not finish within SHUTDOWN_TIMEOUT_MS");
+    expect(code, output).toBe(STOP_TIMED_OUT_EXIT_CODE);
+    expect(ms).toBeGreaterThanOrEqual(1400);
+  });
+
+  it("a supervisor gone (its channel closed) ends the child within 300 ms whatever its stop is waiting for", async () => {
+    const { code, output, ms } = await underSupervisor({ SHUTDOWN_TIMEOUT_MS: "600000" }, (proc) => proc.disconnect());
+    expect(output).toContain('"signal":"supervisor gone"');
+    expect(code, output).toBe(STOP_TIMED_OUT_EXIT_CODE);
+    expect(ms).toBeLessThan(2_000); // 300 ms and a loaded machine's start of the exit
   });
 });
 

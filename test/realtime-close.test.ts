@@ -92,6 +92,26 @@ describe("close codes (spec 7.3)", () => {
     expect(Date.now() - t0).toBeLessThan(20_000);
   });
 
+  it("4408 idle_timeout at the plan's idle timeout for a session that sends only zero-length frames", async () => {
+    const base = await gatewayWith({ idleTimeoutSeconds: 3 });
+    const t0 = Date.now(); // the idle timer runs from the session's start, before session.created
+    const c = await connectRt(wsUrl(base), auth());
+    await c.next("session.created");
+    let closedAt: number | null = null;
+    let sent = 0;
+    void c.closed.then(() => (closedAt = Date.now()));
+    // an empty frame every 100 ms for 10 s: the session must close while they still arrive
+    while (closedAt === null && Date.now() - t0 < 10_000) {
+      c.sendAudio(new Uint8Array(0));
+      sent++;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(closedAt, "still open after 10 s of empty frames").not.toBeNull();
+    expect(await c.closed).toEqual({ code: 4408, reason: "idle_timeout" });
+    expect(closedAt! - t0).toBeGreaterThanOrEqual(2_900);
+    expect(sent, "empty frames sent before the close").toBeGreaterThan(5);
+  });
+
   it("1008 session_duration_limit when the session outlives maxSessionSeconds", async () => {
     const base = await gatewayWith({ maxSessionSeconds: 1 });
     const c = await connectRt(wsUrl(base), auth());
@@ -161,11 +181,13 @@ describe("close codes (spec 7.3)", () => {
       expect(refused.status).toBe(503);
       expect(refused.body.error.code).toBe("upstream_unavailable");
       expect(refused.body.error.message).toMatch(/capacity/);
+      // the measured cause, named
+      expect(refused.body.error.message).toMatch(/Measured: voice activity detection reads the audio 1500 ms late > 150 ms\./);
       expect(Number(refused.headers["retry-after"])).toBe(5);
     } finally {
       clearInterval(reporting);
     }
-    // the report goes stale (3 s): admitted again
+    // the report goes stale (two report intervals, 1 s): admitted again
     for (const deadline = Date.now() + 30_000; ; ) {
       const c = await connectRt(wsUrl(base), auth()).catch(() => undefined);
       if (c) {

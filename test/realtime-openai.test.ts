@@ -315,6 +315,25 @@ describe("the OpenAI Realtime door: hostile input", () => {
     expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(700);
   });
 
+  it("empty appends are no audio: 4408 at the idle timeout while they still arrive", async () => {
+    const base = await gateways.start({ idleTimeoutSeconds: 3 });
+    const started = Date.now(); // the idle timer runs from the session's start, before session.created
+    const c = await admitted(() => connectRt(`${base.replace(/^http/, "ws")}${OPENAI_REALTIME_PATH}`, bearer()));
+    await c.next("session.created");
+    let closedAt: number | null = null;
+    let sent = 0;
+    void c.closed.then(() => (closedAt = Date.now()));
+    while (closedAt === null && Date.now() - started < 10_000) {
+      c.sendJson({ type: "input_audio_buffer.append", audio: "" });
+      sent++;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(closedAt, "still open after 10 s of empty appends").not.toBeNull();
+    expect(await c.closed).toEqual({ code: 4408, reason: "idle_timeout" });
+    expect(closedAt! - started).toBeGreaterThanOrEqual(2_900);
+    expect(sent, "empty frames sent before the close").toBeGreaterThan(5);
+  });
+
   it("is documented in /openapi.json (so /docs); plain HTTP gets 426", async () => {
     const doc = await (await stack.fetch("/openapi.json")).json();
     expect(doc.paths[OPENAI_REALTIME_PATH].get.summary).toContain("OpenAI Realtime");

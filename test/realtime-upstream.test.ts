@@ -52,7 +52,7 @@ afterAll(async () => {
 describe("upstream breaker (spec 3.3, 7.2, 7.3)", () => {
   it("keeps at most maxConcurrentUtterances (free: 2) of a session in the workers, across transcriber replicas", async () => {
     // a second transcriber replica on the same durable: 8 consumers' worth of concurrency
-    const replica = await startRtTranscriber({ nats: stack.nats, sessions: stack.runtime.ctx.sessions, logger: createLogger("error"), router: () => stack.runtime.ctx.router, concurrency: 4 });
+    const replica = await startRtTranscriber({ nats: stack.nats, sessions: stack.runtime.ctx.sessions, logger: createLogger("error"), router: () => stack.runtime.ctx.router, concurrency: 4, pieces: stack.config.workers.pieces });
     const { key } = await stack.issueKey("free");
     const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
     expect((await c.next("session.created")).limits.max_concurrent_utterances).toBe(2);

@@ -39,7 +39,7 @@ let supervisor: ChildProcess | undefined;
 
 afterAll(async () => {
   if (supervisor && supervisor.exitCode === null && supervisor.signalCode === null) supervisor.kill("SIGKILL");
-  // the children are in process groups of their own: not reached through the supervisor
+  // a child left running (a failed test) by its pid
   for (const pid of pids) if (!gone(pid)) process.kill(pid, "SIGKILL");
   const db = createDb({ ...loadConfig(process.env).db, schema });
   await dropSchema(db, schema).catch(() => undefined);

@@ -26,8 +26,11 @@ const calm: PlaneSignals = {
 
 /** given(signals).when(thresholds).then(verdict). */
 const given = (over: Partial<PlaneSignals>) => ({
-  then(expected: ReturnType<typeof decideAdmission>, t: Partial<AdmissionThresholds> = {}) {
-    expect(decideAdmission({ ...calm, ...over }, { ...thresholds, ...t })).toEqual(expected);
+  then(expected: { admit: true } | { admit: false; reason: string; retryAfterSeconds: number; cause?: string }, t: Partial<AdmissionThresholds> = {}) {
+    const verdict = decideAdmission({ ...calm, ...over }, { ...thresholds, ...t });
+    // a refusal names its measured cause; compared when the case states it
+    if (!verdict.admit && !("cause" in expected)) expect(verdict.cause.length).toBeGreaterThan(0);
+    expect(verdict).toEqual(verdict.admit || "cause" in expected ? expected : { ...expected, cause: verdict.cause });
   },
 });
 
@@ -46,17 +49,33 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ decisionP95Ms: 150, admittedRecently: 0 }).then({ admit: true });
     given({ decisionP95Ms: null }).then({ admit: true });
   });
-  it("given a streaming engine, admits only while one more speaker (and each admitted lately) fits its share of the machine, and never with every decoder taken", () => {
-    // 2 speakers at 0.125 of the machine each: a third and a fourth fit under 0.6, a fifth would not
-    given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.25, perSpeaker: 0.125, full: false } } }).then({ admit: true });
-    given({ admittedRecently: 1, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.25, perSpeaker: 0.125, full: false } } }).then({ admit: true });
-    given({ admittedRecently: 2, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.25, perSpeaker: 0.125, full: false } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
-    given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.55, perSpeaker: 0.11, full: false } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
-    given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.1, perSpeaker: 0.05, full: true } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
+  it("given a streaming engine, admits only while one more speaker (and each admitted lately still open) fits its share of the machine, and never with every decoder held by a speaker", () => {
+    const engine = (speakers: number, perSpeaker: number, full = false, load = speakers * perSpeaker) => ({ lagMs: 0, loopDelayMs: 0, engine: { speakers, perSpeaker, load, full } });
+    // 2 speakers talking at 0.125 of the machine each: a third and a fourth fit under 0.6, a fifth would not
+    given({ admittedRecently: 0, vad: engine(2, 0.125) }).then({ admit: true });
+    given({ admittedRecently: 1, vad: engine(2, 0.125) }).then({ admit: true });
+    given({ admittedRecently: 2, vad: engine(2, 0.125) }).then({
+      admit: false,
+      reason: "engine_busy",
+      retryAfterSeconds: 5,
+      cause: "2 speakers talking, 2 admitted lately and this one at 12.5% of the machine each: 62.5% > 60.0%",
+    });
+    given({ admittedRecently: 0, vad: engine(5, 0.11) }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
+    given({ admittedRecently: 0, vad: engine(4, 0.05, true) }).then({ admit: false, reason: "engine_full", retryAfterSeconds: 5, cause: "every streaming decoder is held by a speaker still talking (4)" });
     // exactly at the share: admitted
-    given({ admittedRecently: 1, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0.25, perSpeaker: 0.125, full: false } } }).then({ admit: true }, { maxEngineShare: 0.5 });
+    given({ admittedRecently: 1, vad: engine(2, 0.125) }).then({ admit: true }, { maxEngineShare: 0.5 });
     // idle engine (no speaker measured yet): nothing to predict from
-    given({ admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { load: 0, perSpeaker: 0, full: false } } }).then({ admit: true });
+    given({ admittedRecently: 0, vad: engine(0, 0) }).then({ admit: true });
+    // nobody talking: a lone session has the engine to itself, even at a cost over the share (one core of one)
+    given({ admittedRecently: 0, openSessions: 0, vad: engine(0, 1) }).then({ admit: true });
+  });
+  it("given decoders busy finishing committed utterances (load high, no speaker talking), admits: a transient is not a speaker", () => {
+    given({ admittedRecently: 0, openSessions: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { speakers: 0, perSpeaker: 0.3, load: 0.9, full: false } } }).then({ admit: true });
+  });
+  it("given a session admitted lately that has closed since (no session open), it is no speaker: the next is admitted", () => {
+    // the reported case: open_sessions 0, admitted_recently 1, one speaker costing 0.35 of the machine
+    given({ admittedRecently: 1, openSessions: 0, vad: { lagMs: 0, loopDelayMs: 0, engine: { speakers: 0, perSpeaker: 0.35, load: 0.5, full: false } } }).then({ admit: true });
+    given({ admittedRecently: 1, openSessions: 1, vad: { lagMs: 0, loopDelayMs: 0, engine: { speakers: 0, perSpeaker: 0.35, load: 0.5, full: false } } }).then({ admit: false, reason: "engine_busy", retryAfterSeconds: 5 });
   });
   it("given audio acks over their bound, refuses audio_backlog", () =>
     given({ acksOverloadedMs: 1 }).then({ admit: false, reason: "audio_backlog", retryAfterSeconds: 5 }));

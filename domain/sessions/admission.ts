@@ -22,11 +22,13 @@ export interface PlaneSignals {
   gatewayLoopDelayMs: number;
   /**
    * The worst fresh VAD report: how far behind the audio it reads, and its own loop delay
-   * (ms); its streaming engine (null without one): the share of its machine's cores the
-   * decoders use, the share one speaker costs, and whether every decoder is taken.
-   * null when no VAD reports.
+   * (ms); its streaming engine (null without one): the speakers still talking (open
+   * utterances, not decodes finishing committed ones), the share of its machine one
+   * speaker costs, the share its decoders used lately (logged, not decided on: it
+   * includes those transient decodes), and whether every decoder is held by a speaker.
+   * null when no VAD report is fresh.
    */
-  vad: { lagMs: number; loopDelayMs: number; engine?: { load: number; perSpeaker: number; full: boolean } | null } | null;
+  vad: { lagMs: number; loopDelayMs: number; engine?: { speakers: number; perSpeaker: number; load: number; full: boolean } | null } | null;
   /**
    * The VAD decision latency of this gateway's sessions as it measures it (speech_stopped
    * sent − the deciding audio due, the figure users feel), p95 over the recent
@@ -66,30 +68,46 @@ export interface AdmissionThresholds {
   shedEveryMs: number;
 }
 
-export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "engine_busy" | "audio_backlog" | "admission_burst";
+export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "engine_full" | "engine_busy" | "audio_backlog" | "admission_burst";
 
-export type AdmissionVerdict = { admit: true } | { admit: false; reason: RefusalReason; retryAfterSeconds: number };
+/** A refusal names its reason (the metric label) and the measured cause (for the refusal's message and the log). */
+export type AdmissionVerdict = { admit: true } | { admit: false; reason: RefusalReason; retryAfterSeconds: number; cause: string };
 
 /** Retry-After for a refusal on load: long enough for the plane to show the sessions it just took. */
 const LOAD_RETRY_S = 5;
 /** The longest Retry-After a burst refusal asks for. */
 const MAX_BURST_RETRY_S = 30;
 
+const ms = (v: number) => `${Math.round(v)} ms`;
+const share = (v: number) => `${(v * 100).toFixed(1)}%`;
+
 export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): AdmissionVerdict {
-  const refuse = (reason: RefusalReason, retryAfterSeconds: number): AdmissionVerdict => ({ admit: false, reason, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)) });
-  if (s.engineSaturatedRetryAfterS !== null) return refuse("engine_saturated", s.engineSaturatedRetryAfterS);
-  if (t.maxSessions > 0 && s.openSessions >= t.maxSessions) return refuse("session_cap", LOAD_RETRY_S);
-  if (s.gatewayLoopDelayMs > t.maxLoopDelayMs) return refuse("gateway_busy", LOAD_RETRY_S);
-  if (s.vad && (s.vad.lagMs > t.maxVadLagMs || s.vad.loopDelayMs > t.maxLoopDelayMs)) return refuse("vad_behind", LOAD_RETRY_S);
-  if (s.decisionP95Ms !== null && s.decisionP95Ms > t.maxDecisionMs) return refuse("decisions_late", LOAD_RETRY_S);
+  const refuse = (reason: RefusalReason, retryAfterSeconds: number, cause: string): AdmissionVerdict => ({ admit: false, reason, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)), cause });
+  if (s.engineSaturatedRetryAfterS !== null) return refuse("engine_saturated", s.engineSaturatedRetryAfterS, `utterances wait for an engine past ${s.engineSaturatedRetryAfterS} s`);
+  if (t.maxSessions > 0 && s.openSessions >= t.maxSessions) return refuse("session_cap", LOAD_RETRY_S, `${s.openSessions} sessions open, the cap is ${t.maxSessions}`);
+  if (s.gatewayLoopDelayMs > t.maxLoopDelayMs) return refuse("gateway_busy", LOAD_RETRY_S, `gateway event-loop delay ${ms(s.gatewayLoopDelayMs)} > ${ms(t.maxLoopDelayMs)}`);
+  if (s.vad && s.vad.lagMs > t.maxVadLagMs) return refuse("vad_behind", LOAD_RETRY_S, `voice activity detection reads the audio ${ms(s.vad.lagMs)} late > ${ms(t.maxVadLagMs)}`);
+  if (s.vad && s.vad.loopDelayMs > t.maxLoopDelayMs) return refuse("vad_behind", LOAD_RETRY_S, `voice activity detection's event-loop delay ${ms(s.vad.loopDelayMs)} > ${ms(t.maxLoopDelayMs)}`);
+  if (s.decisionP95Ms !== null && s.decisionP95Ms > t.maxDecisionMs) return refuse("decisions_late", LOAD_RETRY_S, `voice activity decisions p95 ${ms(s.decisionP95Ms)} > ${ms(t.maxDecisionMs)}`);
   const engine = s.vad?.engine;
-  // a new session is counted as one more continuous speaker, and so is each admitted lately
-  if (engine && (engine.full || engine.load + engine.perSpeaker * (1 + s.admittedRecently) > t.maxEngineShare)) return refuse("engine_busy", LOAD_RETRY_S);
-  if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S);
+  if (engine) {
+    // Counted: the speakers still talking, this one, and those admitted lately that are
+    // still open (a session admitted and closed since talks no more; what its last
+    // utterance still costs while it is decoded is a transient, not a speaker).
+    const admittedOpen = Math.min(s.admittedRecently, s.openSessions);
+    const predicted = engine.perSpeaker * (engine.speakers + 1 + admittedOpen);
+    if (engine.full) return refuse("engine_full", LOAD_RETRY_S, `every streaming decoder is held by a speaker still talking (${engine.speakers})`);
+    // with nobody talking the new session has the engine to itself, whatever one costs
+    if (engine.speakers + admittedOpen > 0 && predicted > t.maxEngineShare) {
+      const who = `${engine.speakers} speaker${engine.speakers === 1 ? "" : "s"} talking${admittedOpen > 0 ? `, ${admittedOpen} admitted lately` : ""} and this one`;
+      return refuse("engine_busy", LOAD_RETRY_S, `${who} at ${share(engine.perSpeaker)} of the machine each: ${share(predicted)} > ${share(t.maxEngineShare)}`);
+    }
+  }
+  if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S, `audio batches over their acks bound for ${ms(s.acksOverloadedMs)}`);
   const burst = burstNow(s, t);
   // Retry-After spreads the ones refused together over the windows it takes to admit
   // them at this burst (a queue's honest wait), not all back in one settle time
-  if (s.admittedRecently >= burst) return refuse("admission_burst", Math.min(MAX_BURST_RETRY_S, (t.settleMs / 1000) * Math.ceil((s.refusedRecently + 1) / burst)));
+  if (s.admittedRecently >= burst) return refuse("admission_burst", Math.min(MAX_BURST_RETRY_S, (t.settleMs / 1000) * Math.ceil((s.refusedRecently + 1) / burst)), `${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the burst is ${burst}`);
   return { admit: true };
 }
 

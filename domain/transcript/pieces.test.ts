@@ -32,10 +32,27 @@ describe("which clips are cut", () => {
   const jfk = pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!;
 
   it("keeps short clips and clips without two free slots whole (the single-request path)", () => {
-    expect(planPieces(jfk.subarray(0, 3 * RATE), 2, policy)).toEqual([{ index: 0, startSample: 0, endSample: 3 * RATE, cost: 3 }]);
+    // jfk.wav opens with 40 ms of digital silence: the piece is its speech
+    expect(planPieces(jfk.subarray(0, 3 * RATE), 2, policy)).toEqual([{ index: 0, startSample: 640, endSample: 3 * RATE, cost: 2.96 }]);
     expect(planPieces(jfk.subarray(0, 7.9 * RATE), 8, policy)).toHaveLength(1);
     expect(planPieces(jfk, 1, policy)).toHaveLength(1);
     expect(planPieces(new Int16Array(0), 4, policy)).toHaveLength(1);
+  });
+
+  it("given digital silence around the speech (a padded channel), when planned, then the pieces and cuts are the speech's own", () => {
+    const cuts = (plan: { startSample: number }[], shift = 0) => plan.slice(1).map((p) => p.startSample - shift);
+    const bare = planPieces(jfk, 2, policy);
+    expect(bare.length).toBeGreaterThan(1);
+    const padded = new Int16Array(jfk.length + 0.9 * RATE);
+    padded.set(jfk);
+    expect(cuts(planPieces(padded, 2, policy))).toEqual(cuts(bare));
+    expect(planPieces(padded, 2, policy).at(-1)!.endSample).toBe(bare.at(-1)!.endSample);
+    const led = new Int16Array(jfk.length + 1.2 * RATE);
+    led.set(jfk, 1.2 * RATE);
+    expect(cuts(planPieces(led, 2, policy), 1.2 * RATE)).toEqual(cuts(bare));
+    expect(planPieces(led, 2, policy)[0]!.startSample).toBe(1.2 * RATE + bare[0]!.startSample);
+    // a short clip: one piece, its speech
+    expect(planPieces(led.subarray(0, 1.2 * RATE + 3 * RATE), 2, policy)).toEqual([{ index: 0, startSample: 1.2 * RATE + 640, endSample: 4.2 * RATE, cost: 2.96 }]);
   });
 
   it("aims at four pieces per slot, between the shortest and the longest piece", () => {
@@ -49,10 +66,15 @@ describe("which clips are cut", () => {
 
 describe("planning on real speech (jfk.wav: pauses at ~2.1–3.3, 3.7–4.0, 4.3–5.4 and 7.6–8.2 s)", () => {
   const jfk = pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!;
-  const covers = (pieces: { startSample: number; endSample: number }[], length: number) => {
-    expect(pieces[0]!.startSample).toBe(0);
+  /** The pieces are contiguous and cover the clip's speech: from its first to its last 20 ms frame that is not digital silence. */
+  const covers = (pieces: { startSample: number; endSample: number }[], pcm: Int16Array) => {
+    const length = pcm.length;
+    const heard = (i: number) => Math.abs(pcm[i]!) > 2;
+    const first = pcm.findIndex((_, i) => heard(i));
+    const last = pcm.findLastIndex((_, i) => heard(i));
+    expect(pieces[0]!.startSample).toBe(Math.floor(first / 320) * 320);
     for (let i = 1; i < pieces.length; i++) expect(pieces[i]!.startSample).toBe(pieces[i - 1]!.endSample);
-    expect(pieces.at(-1)!.endSample).toBe(length);
+    expect(pieces.at(-1)!.endSample).toBe(Math.min(length, (Math.floor(last / 320) + 1) * 320));
   };
 
   it("finds the pauses between the words", () => {
@@ -62,7 +84,7 @@ describe("planning on real speech (jfk.wav: pauses at ~2.1–3.3, 3.7–4.0, 4.3
 
   it("cuts 11 s for two engines at every pause, each cut between words; pieces cover the clip", () => {
     const pieces = planPieces(jfk, 2, policy);
-    covers(pieces, jfk.length);
+    covers(pieces, jfk);
     const cuts = pieces.slice(1).map((p) => p.startSample / RATE);
     expect(cuts).toHaveLength(4);
     // "Americans" ends at 2.0, "ask" 3.3–3.6, "not" 4.0–4.31, "what" starts at 5.35, "you" ends at 7.5, "ask" starts at 8.2
@@ -86,7 +108,7 @@ describe("planning on real speech (jfk.wav: pauses at ~2.1–3.3, 3.7–4.0, 4.3
 
   it("keeps every piece at least minPieceSeconds long", () => {
     const pieces = planPieces(jfk, 2, { ...policy, minPieceSeconds: 4 });
-    covers(pieces, jfk.length);
+    covers(pieces, jfk);
     expect(pieces.length).toBeGreaterThan(1);
     for (const p of pieces) expect(p.endSample - p.startSample).toBeGreaterThanOrEqual(4 * RATE);
   });
@@ -94,7 +116,7 @@ describe("planning on real speech (jfk.wav: pauses at ~2.1–3.3, 3.7–4.0, 4.3
   it("cuts a long recording at its pauses into pieces of about the target length", () => {
     const long = labelledSpeech(60);
     const pieces = planPieces(long.pcm, 2, policy);
-    covers(pieces, long.pcm.length);
+    covers(pieces, long.pcm);
     expect(pieces.length).toBeGreaterThanOrEqual(6);
     expect(pieces.length).toBeLessThanOrEqual(10);
     const pauses = findPauses(long.pcm).pauses;
@@ -113,7 +135,7 @@ describe("planning on real speech (jfk.wav: pauses at ~2.1–3.3, 3.7–4.0, 4.3
     // 70 s of a steady tone: no pause anywhere
     const tone = Int16Array.from({ length: 70 * RATE }, (_, i) => Math.round(8000 * Math.sin((2 * Math.PI * 220 * i) / RATE)));
     const pieces = planPieces(tone, 2, policy);
-    covers(pieces, tone.length);
+    covers(pieces, tone);
     expect(pieces).toHaveLength(3);
     for (const p of pieces) expect(p.endSample - p.startSample).toBeLessThanOrEqual(30 * RATE);
   });

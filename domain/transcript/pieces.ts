@@ -60,6 +60,8 @@ const MIN_PAUSE_FRAMES = 13; // 260 ms
 /** Pieces per engine slot the planner tries (it keeps the best balanced plan). */
 const PIECES_PER_SLOT = [4, 6, 8];
 const SILENCE_COST = 0.25;
+/** A sample within this of zero is digital silence (padding, a dither's last bit). */
+const DIGITAL_SILENCE = 2;
 const ms = (x: number) => Math.round(x * 1000) / 1000;
 
 /** A pause: frames [start, end) of 20 ms, all quiet. */
@@ -115,8 +117,34 @@ export function targetPieceSeconds(durationSeconds: number, slots: number, polic
   return Math.min(longest, Math.max(policy.minPieceSeconds, durationSeconds / (perSlot * slots)));
 }
 
-/** The pieces of 16 kHz `pcm`: contiguous, covering it, cut at pauses (one piece: the whole clip). */
+/**
+ * The pieces of 16 kHz `pcm`: contiguous, cut at pauses, covering its speech, between
+ * its first and last 20 ms frame that is not digital silence (one piece: all of it).
+ * Padding (a channel of a stereo file padded to the longer one, zeros before or after)
+ * is neither planned nor decoded: it moves no cut, and the engine, whose cepstral mean
+ * a second of zeros shifts, hears the same speech the same way with or without it.
+ */
 export function planPieces(pcm: Int16Array, slots: number, policy: PiecePolicy): PiecePlan[] {
+  const [from, to] = speechBounds(pcm);
+  return planSpeech(pcm.subarray(from, to), slots, policy).map((p) => ({ ...p, startSample: p.startSample + from, endSample: p.endSample + from }));
+}
+
+/** Samples [from, to) of `pcm` between its first and last 20 ms frame holding more than digital silence (the whole clip when it is all silence). */
+function speechBounds(pcm: Int16Array): [number, number] {
+  const heard = (f: number) => {
+    for (let i = f * FRAME; i < Math.min(pcm.length, (f + 1) * FRAME); i++) if (pcm[i]! > DIGITAL_SILENCE || pcm[i]! < -DIGITAL_SILENCE) return true;
+    return false;
+  };
+  const frames = Math.ceil(pcm.length / FRAME);
+  let first = 0;
+  while (first < frames && !heard(first)) first++;
+  if (first === frames) return [0, pcm.length];
+  let last = frames - 1;
+  while (last > first && !heard(last)) last--;
+  return [first * FRAME, Math.min(pcm.length, (last + 1) * FRAME)];
+}
+
+function planSpeech(pcm: Int16Array, slots: number, policy: PiecePolicy): PiecePlan[] {
   const duration = pcm.length / SAMPLE_RATE;
   if (slots < 2 || duration < policy.splitMinSeconds || duration <= 0) return [{ index: 0, startSample: 0, endSample: pcm.length, cost: duration }];
   const { pauses, voiced } = findPauses(pcm);
@@ -176,6 +204,18 @@ export function scheduleEnd(pieces: readonly PiecePlan[], slots: number): number
     loads[free]! += p.cost;
   }
   return Math.max(...loads);
+}
+
+/**
+ * How a runner of pieces (shared/workers/pieces-run.ts) cuts a clip for `slots` engines
+ * under `policy`: the plan, handed to the engines costliest first, or in clip order
+ * (`inOrder`: a streamed answer's text comes in that order).
+ */
+export function pieceCutter(policy: PiecePolicy, inOrder = false) {
+  return (pcm: Int16Array, slots: number) => {
+    const plan = planPieces(pcm, slots, policy);
+    return { plan, order: inOrder ? plan : dispatchOrder(plan) };
+  };
 }
 
 /** The order to hand `pieces` to the engines: costliest first (ties in clip order). */

@@ -3,11 +3,11 @@ import { stitchPieces } from "../../domain/transcript/pieces";
 import { shapeTranscription, type TranscriptPipeline } from "../../domain/transcript/pipeline";
 import type { VerboseTranscription } from "../../schemas/transcription";
 import { validationError } from "../../shared/errors";
-import { startPieces, type PieceOutcome, type PiecesOptions, type PiecesRun } from "./segment-pieces";
+import { startPieces, type PieceOutcome, type PiecesOptions, type PiecesRun } from "../../shared/workers/pieces-run";
 
 /**
  * `multichannel=true` on the segment route (docs/segment.md "Multichannel"): every
- * channel of the clip is its own pieces run (segment-pieces.ts), all of them through the
+ * channel of the clip is its own pieces run (shared/workers/pieces-run.ts), all of them through the
  * process's fair scheduler under the request's id, so the channels are decoded at once
  * where engines are free and within the request's and the owner's share where not.
  * Without `multichannel` the clip (mixed down to mono by the decoder) is one run, as before.

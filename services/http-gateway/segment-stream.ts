@@ -2,12 +2,12 @@ import type { Context } from "hono";
 import type { VerboseTranscription } from "../../schemas/transcription";
 import type { AppError } from "../../shared/errors";
 import type { GatewayEnv } from "./auth-middleware";
-import type { PieceOutcome, PiecesRun } from "./segment-pieces";
+import type { PieceOutcome, PiecesRun } from "../../shared/workers/pieces-run";
 
 /**
  * OpenAI's streamed transcription (`stream=true`): server-sent `transcript.text.delta`
  * events, then `transcript.text.done` with the whole text and the usage. A clip decoded
- * as pieces (segment-pieces.ts) streams its text in clip order as soon as a piece and
+ * as pieces (shared/workers/pieces-run.ts) streams its text in clip order as soon as a piece and
  * every piece before it are transcribed; a single-piece clip streams once it is. Each
  * delta is one segment's shaped text, with the space that joins it to the one before,
  * so the deltas joined are the done event's text. The pieces so far are shaped as one

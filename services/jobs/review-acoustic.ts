@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { killWithUs } from "../../shared/process-guard";
 import { createInterface } from "node:readline";
 import { z } from "zod";
 import { ensurePocketsphinxBinary } from "../../shared/pocketsphinx/build";
@@ -75,6 +76,7 @@ export function createAligner(options: AlignerOptions = {}): Aligner {
   const start = async () => {
     const binary = options.binary ?? (await ensurePocketsphinxBinary());
     const child = spawn(binary, [modelDir, "--align-only"], { stdio: ["pipe", "pipe", "pipe"] });
+    killWithUs(child);
     live = child;
     child.stderr.resume();
     child.stdin.on("error", () => undefined);

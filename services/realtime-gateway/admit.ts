@@ -98,6 +98,7 @@ const REFUSALS: Record<RefusalReason, string> = {
   gateway_busy: "The realtime plane is at capacity (the gateway is busy); retry later.",
   vad_behind: "The realtime plane is at capacity (voice activity detection is behind); retry later.",
   decisions_late: "The realtime plane is at capacity (voice activity decisions are running late); retry later.",
+  engine_full: "Streaming recognition is at capacity (every decoder is taken by a speaker); retry later.",
   engine_busy: "Streaming recognition is at capacity (the engine cannot take another speaker); retry later.",
   audio_backlog: "The realtime plane is at capacity (audio is waiting to be stored); retry later.",
   admission_burst: "Too many realtime sessions are starting at once; retry in a moment.",
@@ -190,7 +191,7 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
   // latency; the one the plane cannot serve now is refused before session.created.
   const verdict = deps.headroom.claim(deps.openSessions());
   if (!verdict.admit) {
-    throw new AppError("unavailable", "upstream_unavailable", REFUSALS[verdict.reason], { headers: { "Retry-After": String(verdict.retryAfterSeconds) } });
+    throw new AppError("unavailable", "upstream_unavailable", `${REFUSALS[verdict.reason]} Measured: ${verdict.cause}.`, { headers: { "Retry-After": String(verdict.retryAfterSeconds) } });
   }
   const params = parseAudioParams(req.query, deps.config.realtime.defaultSampleRate);
   const limits = deps.limitsFor(principal);

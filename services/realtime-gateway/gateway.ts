@@ -286,6 +286,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     close: (ws, code, message) => {
       sockets.delete(ws);
       const data = ws.getUserData();
+      data.door?.closed();
       if (data.session?.detached) return; // held for a resume, or taken over by one (resume.ts)
       // lost without a close frame (a dropped network, a killed client): held for a resume
       if (code === 1006 && data.session?.resumable) return void resumes.hold(data.session, code).catch((err) => log.warn("holding a session failed", { error: (err as Error).message }));

@@ -88,13 +88,13 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   };
 
   /** One log line per reason every LOG_EVERY_MS, with how many it stands for. */
-  const note = (what: "refused" | "shed", reason: string, s: PlaneSignals, at: number) => {
+  const note = (what: "refused" | "shed", reason: string, s: PlaneSignals, at: number, cause?: string) => {
     const key = `${what}:${reason}`;
     const seen = lastLogged.get(key) ?? { at: 0, count: 0 };
     seen.count++;
     lastLogged.set(key, seen);
     if (at - seen.at < LOG_EVERY_MS) return;
-    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently };
+    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently, engine_speakers: s.vad?.engine?.speakers ?? null, engine_load: s.vad?.engine ? Number(s.vad.engine.load.toFixed(3)) : null, ...(cause ? { cause } : {}) };
     if (what === "refused") logger.warn("refusing realtime sessions: the plane has no headroom", fields);
     else logger.warn("shedding the newest realtime session: the plane is far behind", fields);
     lastLogged.set(key, { at, count: 0 });
@@ -109,7 +109,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       else {
         if (verdict.reason === "admission_burst") burstRefusedAt.push(at);
         rtAdmissionsRefused.inc({ reason: verdict.reason });
-        note("refused", verdict.reason, s, at);
+        note("refused", verdict.reason, s, at, verdict.cause);
       }
       return verdict;
     },

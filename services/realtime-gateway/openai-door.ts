@@ -83,7 +83,12 @@ export function newDoorStart(upgrade: OpenAiUpgrade, admission: Admission, vad: 
   return { record: { config, beta: upgrade.beta, expiresAt: Math.floor(nowMs / 1000) + admission.limits.maxSessionSeconds }, resumedAt: null };
 }
 
-/** How much audio before its position a resumed session asks for again, to fill the resampler's filter (31 taps: 1.3 ms at 24 kHz). */
+/**
+ * How much audio before its position a resumed session asks for again, to fill the
+ * resampler's filter (resample.ts: half of it is 2.5 ms at RESAMPLER_QUALITY, whatever the
+ * rate). A whole number of milliseconds is a whole number of 24 and 8 kHz samples at the
+ * same filter phase, so the resumed output continues the interrupted one sample for sample.
+ */
 const PRIME_MS = 10;
 /** OpenAI's shortest committable buffer. */
 const MIN_COMMIT_SAMPLES = INTERNAL_SAMPLE_RATE / 10;
@@ -114,14 +119,24 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
   };
   let muted = false; // applying a preset: session.created already showed it
   /**
-   * Samples (16 kHz) appended since the last commit or clear: OpenAI refuses a commit
+   * Audio appended since the last commit or clear, in 16 kHz samples: OpenAI refuses a commit
    * under 100 ms. null after a resume until the next commit or clear: the open item may
    * hold audio sent before the cut, so a commit goes to the session, which refuses one
    * with nothing open itself (the same error code).
    */
   let buffered: number | null = 0;
   const resamplers: Partial<Record<"pcm" | "g711", Resampler>> = {};
-  const resampler = (kind: "pcm" | "g711") => (resamplers[kind] ??= createResampler(kind === "pcm" ? 24000 : 8000, INTERNAL_SAMPLE_RATE, 1));
+  /** The format's resampler; after a format switch the other one's last milliseconds go first, and it is dropped (a switch back starts afresh). */
+  const resampler = (kind: "pcm" | "g711") => {
+    const other = kind === "pcm" ? "g711" : "pcm";
+    const previous = resamplers[other];
+    if (previous) {
+      delete resamplers[other];
+      handOver(previous.flush());
+      previous.free();
+    }
+    return (resamplers[kind] ??= createResampler(kind === "pcm" ? 24000 : 8000, INTERNAL_SAMPLE_RATE, 1));
+  };
   const chunkBytes = Math.max(2, Math.floor(options.maxFrameBytes / 2) * 2);
 
   const sendOpenAi = (event: OpenAiServerEvent) => socket.send(JSON.stringify(event));
@@ -206,13 +221,18 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
       const samples = bytes.byteOffset % 2 === 0 ? new Int16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2) : new Int16Array(new Uint8Array(bytes).buffer);
       pcm = resampler("pcm").push(samples);
     } else pcm = resampler("g711").push(decodeG711(bytes, state.config.format === "pcmu" ? "ulaw" : "alaw"));
+    // the client's audio as sent (its length at 16 kHz), not the resampler's output, which holds its last 2.5 ms back
+    if (buffered !== null) buffered += state.config.format === "pcm" ? (bytes.length / 2) * (INTERNAL_SAMPLE_RATE / 24000) : bytes.length * (INTERNAL_SAMPLE_RATE / 8000);
     if (priming > 0) {
       const dropped = Math.min(priming, pcm.length);
       priming -= dropped;
       pcm = pcm.subarray(dropped);
       if (pcm.length === 0) return;
     }
-    if (buffered !== null) buffered += pcm.length;
+    handOver(pcm);
+  };
+  /** 16 kHz audio to the session, in frames of at most its largest. */
+  const handOver = (pcm: Int16Array) => {
     const view = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
     // views, not copies: the session's publisher copies what it keeps, as it must for uWS's frames
     for (let at = 0; at < view.length && session && !session.closeReason; at += chunkBytes) {
@@ -242,6 +262,8 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
         state.beta = true; // a beta client that sent no beta header
         return update(applyBetaUpdate(state.config, event.session, vad), clientEventId);
       case "session.close":
+        // the last milliseconds inside the resamplers' filters belong to the session's audio
+        for (const r of Object.values(resamplers)) handOver(r.flush());
         return toSession({ type: "session.close", ...id }, clientEventId);
       default: {
         const never: never = event;
@@ -276,6 +298,10 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
       const read = readOpenAiFrame(Buffer.from(frame).toString("utf8"));
       if (!read.ok) return sendOpenAi({ type: "error", event_id: eventId(), error: read.error });
       apply(read.event, read.clientEventId);
+    },
+    /** The socket is gone: the resamplers' WASM state is freed. */
+    closed() {
+      for (const r of Object.values(resamplers)) r.free();
     },
     /** A binary frame: OpenAI accepts none. */
     onBinary() {

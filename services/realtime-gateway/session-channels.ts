@@ -32,10 +32,16 @@ export interface SessionAudio {
   readonly billedChannels: number;
   /** Whole frames of interleaved PCM16 at the client's rate. */
   push(samples: Int16Array): void;
+  /**
+   * A control after the audio so far. A graceful end (`end` with flush) first drains the
+   * resampler: the last few milliseconds inside its filter (resample.ts) reach the VAD.
+   */
   control(message: AudioControl): void;
   /** A resumed session: its next audio starts at this timeline sample (16 kHz; every lane). */
   resumeAt(offset: number): void;
   flush(): void;
+  /** The connection is done with the lanes (closed or held): what is batched is published, the resamplers' WASM state freed. */
+  release(): void;
   overloadedForMs(now: number): number;
   settled(): Promise<void>;
   readonly pendingAcks: number;
@@ -78,9 +84,16 @@ export function openSessionAudio(o: SessionAudioOptions): SessionAudio {
         publishers[i]!.pushAudio(resamplers[i]!.push(own));
       });
     },
-    control: (message) => publishers.forEach((p) => p.control(message)),
+    control(message) {
+      if (message.kind === "end" && message.flush) publishers.forEach((p, i) => p.pushAudio(resamplers[i]!.flush()));
+      publishers.forEach((p) => p.control(message));
+    },
     resumeAt: (offset) => publishers.forEach((p) => p.resumeAt(offset)),
     flush: () => publishers.forEach((p) => p.flush()),
+    release() {
+      publishers.forEach((p) => p.flush());
+      resamplers.forEach((r) => r.free());
+    },
     overloadedForMs: (now) => Math.max(...publishers.map((p) => p.overloadedForMs(now))),
     settled: async () => {
       await Promise.all(publishers.map((p) => p.settled()));

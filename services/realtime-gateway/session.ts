@@ -63,11 +63,10 @@ export function partitionOf(sessionId: string, partitions: number): number {
 }
 
 /**
- * A publish JetStream answered with a client-class API error (e.g. 10054 "message size
- * exceeds maximum allowed" after an operator shrank the stream's limits): retrying
- * elsewhere will not help, so the session ends 1011 client_error ("unexpected gateway
- * error"). Timeouts, no responders, a closed connection and 5xx answers are the
- * upstream being away: 1013 upstream_unavailable, try again later.
+ * A publish JetStream answered with a client-class API error (e.g. 10054 "message size exceeds
+ * maximum allowed" after an operator shrank the stream's limits): retrying elsewhere will not help,
+ * so the session ends 1011 client_error. Timeouts, no responders, a closed connection and 5xx
+ * answers are the upstream being away: 1013 upstream_unavailable, try again later.
  */
 function refusedByStream(err: unknown): boolean {
   return err instanceof JetStreamApiError && err.apiError().code < 500;
@@ -264,7 +263,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   const detach = async (self: Session, code: number) => {
     metrics.closed(code);
     feed.unsubscribe();
-    publisher.flush();
+    publisher.release();
     deps.onClosed(self);
     await publisher.settled();
     await usage.final();
@@ -296,6 +295,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
           `Binary frame of ${frame.byteLength} bytes dropped: each frame must hold whole samples, a multiple of ${bytesPerFrame} bytes (PCM16LE, ${admission.channels} channel${admission.channels === 1 ? "" : "s"}).`,
         );
       }
+      if (frame.byteLength === 0) return; // no samples, no audio: the idle timer runs on
       if (awaitingResume) {
         return sendError("resume_in_progress", "Audio before session.resumed is dropped: wait for it, then send audio from its audio_ms on.");
       }

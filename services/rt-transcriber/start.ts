@@ -10,6 +10,7 @@ export async function startRtTranscriberService(ctx: ServiceContext): Promise<Ru
     router: () => ctx.router,
     concurrency: ctx.config.realtime.transcribeConcurrency,
     maxWaitMs: ctx.config.realtime.maxTranscriptWaitMs,
+    pieces: ctx.config.workers.pieces,
   });
   return { name: "rt-transcriber", stop: () => consumer.stop() };
 }

@@ -11,7 +11,9 @@ import type { Logger } from "../../shared/logger";
 import { ensureConsumer, type Nats } from "../../shared/nats";
 import { BACKLOG_EVERY_MS, publishBacklog, watchBacklog } from "../../shared/realtime-backlog";
 import type { WorkerRouter } from "../../shared/workers/types";
-import { createFairScheduler, type Grant, type QueuedUtterance } from "../../shared/workers/fair-scheduler";
+import { createFairScheduler, type QueuedUtterance } from "../../shared/workers/fair-scheduler";
+import type { PiecePolicy } from "../../domain/transcript/pieces";
+import { createItemDecoder } from "./decode-item";
 import { createOutcomeClaims } from "./outcome-claims";
 import { createSessionOwners } from "./session-owner";
 import { createUtteranceSlots } from "./utterance-slots";
@@ -53,6 +55,8 @@ export interface RtTranscriberOptions {
   concurrency: number;
   /** RT_MAX_TRANSCRIPT_WAIT_MS. */
   maxWaitMs?: number;
+  /** How a long committed item is cut into pieces (the segment plane's settings, SEGMENT_*; decode-item.ts). */
+  pieces: PiecePolicy & { inFlight: number };
 }
 
 export interface RunningRtTranscriber extends RunningConsumer {
@@ -120,6 +124,7 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
     scheduler.pump(); // capacity follows the registry: a worker that came up takes work
   };
   const ticker = setInterval(report, BACKLOG_EVERY_MS);
+  const decodeItem = createItemDecoder(options.pieces);
   let stopping = false;
 
   const consumer = await runConsumer(nats.js, { stream: top.streams.rtEvents.name, durable, concurrency: PULL_BUFFER, logger, workingEveryMs: 15_000 }, async (msg) => {
@@ -160,7 +165,7 @@ export async function startRtTranscriber(options: RtTranscriberOptions): Promise
           return ack();
         }
         const queueMs = Math.max(0, Math.round(Date.now() - storedAt));
-        await transcribeOne(options, command, msg.data, queueMs, grant);
+        await transcribeOne(options, decodeItem, command, msg.data, queueMs, { owner: u.owner, fallbackOnly: grant === "fallback" });
         return ack();
       } finally {
         if (slotted) await slots.release(sessionId, itemId).catch((err) => logger.warn("could not free an utterance slot", { sessionId, error: (err as Error).message }));
@@ -204,7 +209,14 @@ function overloaded(c: UtteranceCommand, maxWaitMs: number): ServerEvent {
   };
 }
 
-async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand, payload: Uint8Array, queueMs: number, grant: Grant) {
+async function transcribeOne(
+  options: RtTranscriberOptions,
+  decodeItem: ReturnType<typeof createItemDecoder>,
+  c: UtteranceCommand,
+  payload: Uint8Array,
+  queueMs: number,
+  turn: { owner: string; fallbackOnly: boolean },
+) {
   const pcm = new Int16Array(payload.byteLength >> 1);
   new Uint8Array(pcm.buffer).set(payload.subarray(0, pcm.length * 2));
   const base = { item_id: c.item_id, content_index: 0 as const };
@@ -214,7 +226,8 @@ async function transcribeOne(options: RtTranscriberOptions, c: UtteranceCommand,
     events = [{ type: "conversation.item.input_audio_transcription.failed", event_id: `evt_${randomUUID()}`, ...base, error: { type: "server_error", code: "transcription_unavailable", message: "No transcription workers are configured." } }];
   } else {
     try {
-      const r = await router.transcribe({ pcm, language: c.language ?? undefined, prompt: c.prompt ?? undefined, keyterms: c.keyterms, model: c.model ?? undefined, fallbackOnly: grant === "fallback" });
+      const request = { language: c.language ?? undefined, prompt: c.prompt ?? undefined, keyterms: c.keyterms, model: c.model ?? undefined };
+      const r = await decodeItem(router, pcm, { request, owner: turn.owner, itemId: c.item_id, fallbackOnly: turn.fallbackOnly });
       // an utterance is a sentence's end at least (the VAD cut it at a pause)
       const item = completeCommittedItem(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt, keyterms: c.keyterms, redact: c.redact, cuts: ITEM_CUTS }), r.result, c.audio_start_ms);
       events = [

@@ -91,7 +91,7 @@ async function main(argv: string[]): Promise<number> {
       bootLogger.info("stt supervise: starting", { layout: config.supervise.layout, cores, groups: children.map((c) => c.name) });
       const serve = [process.execPath, ...process.execArgv, process.argv[1]!, "serve"];
       try {
-        return await supervise({ ...backoff, children: children.map((c) => ({ ...c, command: serve })) });
+        return await supervise({ ...backoff, children: children.map((c) => ({ ...c, command: serve, stopsOnMessage: true })) });
       } finally {
         await embedded?.stop();
       }

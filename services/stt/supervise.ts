@@ -18,7 +18,16 @@ interface SupervisedChild {
   command: string[];
   /** Added to the supervisor's environment. */
   env?: Record<string, string>;
+  /**
+   * A `stt serve`: takes a stop request as the IPC message STOP_MESSAGE (its process
+   * guard) rather than a signal, so a terminal's Ctrl-C, which reaches the whole process
+   * group, still counts once. Other commands get the signal.
+   */
+  stopsOnMessage?: boolean;
 }
+
+/** The IPC message with which `stt supervise` asks a `stt serve` child to stop (shared/process-guard.ts). */
+const STOP_MESSAGE = { stt: "stop" } as const;
 
 export interface SuperviseOptions {
   children: SupervisedChild[];
@@ -43,6 +52,12 @@ export interface SuperviseOptions {
  * the others and returns that child's code, so an orchestrator above it sees the
  * failure instead of a restart loop (and never a service with a part missing).
  *
+ * Children stay in the supervisor's process group and hold an IPC channel to it:
+ * SIGKILL of the group takes them with it at once, and SIGKILL of the supervisor alone
+ * closes the channel, on which a `stt serve` closes its listeners first and exits
+ * within a second (shared/process-guard.ts). Either way no child of a dead supervisor
+ * keeps the port, and a new instance binds it at once (exclusively).
+ *
  * For a machine without an orchestrator (`scripts/start.sh`); under systemd, Docker or
  * Kubernetes run `stt serve` directly and let their restart policy do this.
  *
@@ -57,12 +72,15 @@ export async function supervise(options: SuperviseOptions): Promise<number> {
   const maxCrashes = options.maxCrashes ?? 10;
   let stopping = false;
   let gaveUp: number | undefined;
-  const running = new Set<ChildProcess>();
+  const running = new Map<ChildProcess, SupervisedChild>();
   // the backoff waits in progress: a stop ends them at once
   const waits = new Set<() => void>();
   const stopAll = (signal: NodeJS.Signals) => {
     stopping = true;
-    for (const child of running) child.kill(signal);
+    for (const [proc, child] of running) {
+      if (child.stopsOnMessage && proc.connected) proc.send(STOP_MESSAGE, () => undefined);
+      else proc.kill(signal);
+    }
     for (const wake of waits) wake();
   };
   process.on("SIGINT", stopAll);
@@ -119,14 +137,14 @@ export async function supervise(options: SuperviseOptions): Promise<number> {
 }
 
 /** Starts `child` once and resolves when it exits; `running` holds it meanwhile (for signals). */
-function runOnce(child: SupervisedChild, logger: Logger, running: Set<ChildProcess>): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+function runOnce(child: SupervisedChild, logger: Logger, running: Map<ChildProcess, SupervisedChild>): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   const [cmd, ...args] = child.command;
-  // Its own process group, so a terminal's Ctrl-C reaches the child once (through us),
-  // and an IPC channel, so the child stops itself if the supervisor dies. stderr through
+  // Our process group (not detached), so a SIGKILL of the group ends the child with us,
+  // and an IPC channel, so the child stops itself at once if we die alone. stderr through
   // us: the native per-upgrade uWS warning goes to the log at debug level, every other
   // line to our stderr unchanged.
-  const proc = spawn(cmd!, args, { stdio: ["inherit", "inherit", "pipe", "ipc"], detached: true, env: childEnvironment(child.env) });
-  running.add(proc);
+  const proc = spawn(cmd!, args, { stdio: ["inherit", "inherit", "pipe", "ipc"], env: childEnvironment(child.env) });
+  running.set(proc, child);
   createInterface({ input: proc.stderr!, crlfDelay: Infinity }).on("line", (line) => {
     if (UWS_CORK_WARNING.test(line)) logger.debug("uWS upgrade outside a corked callback (deliberate, harmless; docs/realtime.md)");
     else process.stderr.write(`${line}\n`);

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { killWithUs } from "../../shared/process-guard";
 import { createInterface } from "node:readline";
 import { z } from "zod";
 import { AppError } from "../../shared/errors";
@@ -93,8 +94,13 @@ export interface StreamUtterance {
 export interface StreamDecoderPool {
   /** A decoder for a new utterance, or null when every one is busy. */
   acquire(options: { prompt: string | null; keyterms?: readonly string[] | null; cmn: number[] | null }): StreamUtterance | null;
-  /** Decoders busy / allowed, and the pids of the live decoder processes (their CPU is the engine's load). */
-  stats(): { busy: number; size: number; processes: number; pids: number[] };
+  /**
+   * Decoders busy / allowed, and the pids of the live decoder processes (their CPU is the
+   * engine's load); `speakers`: the utterances still open (acquired, not yet ended or
+   * dropped), the speakers still talking, where `busy` also counts a decoder finishing
+   * an utterance already committed.
+   */
+  stats(): { busy: number; size: number; processes: number; pids: number[]; speakers: number };
   close(): Promise<void>;
 }
 
@@ -123,9 +129,11 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
   const modelDir = options.modelDir ?? "/usr/share/pocketsphinx/model/en-us";
   const procs: Proc[] = [];
   let closed = false;
+  let speakers = 0;
 
   const spawnProc = (): Proc => {
     const child = spawn(binary, [modelDir, ...(options.decoderOptions ?? STREAM_DECODER_OPTIONS)], { stdio: ["pipe", "pipe", "pipe"] });
+    killWithUs(child);
     const proc: Proc = { child, busy: false, dead: false, waiting: [] };
     let ready = false;
     child.stderr.resume();
@@ -181,6 +189,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
     }
     const p = proc;
     p.busy = true;
+    speakers++;
     // keep one spare loaded ahead of demand, so the next utterance does not wait for a model load
     if (procs.length < options.size && !procs.some((x) => !x.busy && !x.dead)) procs.push(spawnProc());
     let lost = false;
@@ -230,6 +239,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
         if (!open) throw new AppError("internal", "stream_closed", "the utterance was already ended");
         flush();
         open = false;
+        speakers--;
         const out = endOutput.parse(JSON.parse(await finish()));
         if ("error" in out) throw new AppError("internal", "engine_error", `pocketsphinx: ${out.error}`);
         const words = out.segments.flatMap((s) => s.words.map((w) => ({ word: w.w, start: w.s, end: Math.max(w.e, w.s), probability: w.p })));
@@ -238,6 +248,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
       abort() {
         if (!open) return;
         open = false;
+        speakers--;
         pending = [];
         pendingBytes = 0;
         void finish().catch(() => undefined);
@@ -247,7 +258,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
 
   return {
     acquire,
-    stats: () => ({ busy: procs.filter((p) => p.busy).length, size: options.size, processes: procs.length, pids: procs.flatMap((p) => (p.child.pid && !p.dead ? [p.child.pid] : [])) }),
+    stats: () => ({ busy: procs.filter((p) => p.busy).length, size: options.size, processes: procs.length, pids: procs.flatMap((p) => (p.child.pid && !p.dead ? [p.child.pid] : [])), speakers }),
     async close() {
       closed = true;
       await Promise.all(

@@ -159,10 +159,10 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   let perSpeaker = (options.speakerCores ?? 0.15) / cores;
   const engineLoad = () => {
     if (!options.decoders) return undefined;
-    const { busy, size, pids } = options.decoders.stats();
+    const { busy, size, pids, speakers } = options.decoders.stats();
     const load = engineCpu.take(pids) / cores;
     if (busy > 0 && load > 0) perSpeaker = 0.8 * perSpeaker + 0.2 * (load / busy);
-    return { load, busy, size, per_speaker: perSpeaker };
+    return { load, busy, size, per_speaker: perSpeaker, speakers };
   };
   const loadTimer = setInterval(() => {
     publishVadLoad(nats, { replica: memberId, lag_ms: Math.max(0, worstLagMs), loop_delay_ms: loop.take(), engine: engineLoad(), at: Date.now() });

@@ -1,17 +1,30 @@
+import createSpeexModule from "@echogarden/speex-resampler-wasm/simd";
+
 /**
  * Streaming PCM16 resampler for the realtime plane: a client declares 8, 16, 24 or
  * 48 kHz (mono or interleaved stereo) and everything behind the gateway sees 16 kHz
- * mono. Stereo is averaged to mono; downsampling runs a windowed-sinc low-pass first
- * (cut-off just under the output Nyquist) so 48 kHz speech does not alias into the
- * speech band; then linear interpolation between the filtered samples. State carries
- * across chunks, so splitting a stream anywhere gives the same output as resampling it
- * whole.
+ * mono. Stereo is averaged to mono, then the Speex resampler (SpeexDSP's, compiled to
+ * WASM: @echogarden/speex-resampler-wasm, the family of the fvad WASM the VAD uses)
+ * converts the rate. State carries across chunks, so splitting a stream anywhere gives
+ * the same output as resampling it whole.
  *
- * Polyphase: the low-pass and the interpolation are one kernel per output phase, applied
- * only where an output sample falls (output m sits at input position m·inRate/outRate,
- * kept as an exact fraction), so 48 → 16 kHz filters one input position in three
- * and 24 → 16 kHz two in three instead of filtering every input sample and dropping the
- * rest. Both of those rates' kernels are symmetric and folded (half the multiplications).
+ * Why Speex and not the filter this file used to hold (31-tap windowed sinc, then linear
+ * interpolation): that filter rolled off the top of the speech band, and PocketSphinx's
+ * word error rate on jfk.wav went from 0.27 at 16 kHz to 0.59 at 24 kHz and 0.68 at
+ * 48 kHz (issue 44). Speex's polyphase sinc is flat to just under the output Nyquist
+ * frequency and is a well-kept C library.
+ *
+ * Latency compensated: a sinc resampler's output trails its input by half its filter
+ * (RESAMPLER_QUALITY's: 2.5 ms), and PocketSphinx's 10 ms frames hear a shift that is
+ * not a multiple of 10 ms as a different voice (leading zeros of 1, 2, 3 or 5 ms change
+ * pocketsphinx_continuous's text on jfk.wav; 0 and 10 ms do not). So the resampler skips
+ * its leading zeros (speex_resampler_skip_zeros): output sample m sits at input time
+ * m / outRate, as if the audio had been 16 kHz all along. The last samples' worth of
+ * that latency stays inside the filter until more input comes or `flush()` (a session's
+ * end) feeds silence through it.
+ *
+ * Quality: RESAMPLER_QUALITY (Speex's 0…10), chosen by measurement (docs/realtime.md
+ * "Sample rates and the resampler").
  */
 export interface Resampler {
   readonly inRate: number;
@@ -20,116 +33,110 @@ export interface Resampler {
   /**
    * Interleaved input samples (a whole number of frames) → output samples. At the same
    * rate in mono the output is the input itself (no copy: the frame path of the
-   * realtime gateway is per frame, 25,000 a second at 1,000 sessions).
+   * realtime gateway is per frame, 25,000 a second at 1,000 sessions); otherwise an
+   * array of its own.
    */
   push(samples: Int16Array): Int16Array;
+  /** The output still inside the filter, as if silence followed the input: the stream's end. */
+  flush(): Int16Array;
+  /** Frees the WASM state; push and flush return nothing after it. Idempotent. */
+  free(): void;
 }
 
-const TAPS = 31;
+/**
+ * Speex quality 0…10 (filter length 8…256 taps at the output rate), chosen by
+ * measurement (`./scripts/bench.sh wer --sweep`, the table in docs/realtime.md "Sample
+ * rates and the resampler"): qualities 3 to 7 give PocketSphinx the 16 kHz figure on the
+ * seven labelled clips at 24 and 48 kHz (WER 0.308; the old filter 0.452 and 0.337);
+ * 5 is the lowest flat to 7 kHz (−0.2 dB; 3 is −3 dB there), at about 1 ms of CPU per
+ * second of audio, with 2.5 ms of latency (compensated, above).
+ */
+export const RESAMPLER_QUALITY = 5;
 
-function lowPassKernel(cutoff: number): Float64Array {
-  // cutoff as a fraction of the input sample rate (0..0.5); Blackman-windowed sinc.
-  const k = new Float64Array(TAPS);
-  const mid = (TAPS - 1) / 2;
-  let sum = 0;
-  for (let i = 0; i < TAPS; i++) {
-    const x = i - mid;
-    const sinc = x === 0 ? 2 * cutoff : Math.sin(2 * Math.PI * cutoff * x) / (Math.PI * x);
-    const w = 0.42 - 0.5 * Math.cos((2 * Math.PI * i) / (TAPS - 1)) + 0.08 * Math.cos((4 * Math.PI * i) / (TAPS - 1));
-    k[i] = sinc * w;
-    sum += k[i]!;
+interface SpeexModule {
+  _speex_resampler_init(channels: number, inRate: number, outRate: number, quality: number, err: number): number;
+  _speex_resampler_skip_zeros(st: number): number;
+  _speex_resampler_get_input_latency(st: number): number;
+  _speex_resampler_process_int(st: number, channel: number, input: number, inLen: number, output: number, outLen: number): number;
+  _speex_resampler_destroy(st: number): void;
+  _malloc(bytes: number): number;
+  _free(ptr: number): void;
+  HEAP16: Int16Array;
+  HEAPU32: Uint32Array;
+}
+
+// Loaded once per process (top-level await: creating a resampler stays synchronous);
+// calls are synchronous, so every resampler shares the scratch buffers below.
+const speex = (await (createSpeexModule as unknown as () => Promise<SpeexModule>)()) as SpeexModule;
+const lengths = speex._malloc(8); // in_len, out_len (uint32 each)
+let scratch = { input: 0, output: 0, samples: 0 };
+
+/** Scratch room for `inSamples` input samples and their output (at most `outSamples`). */
+function room(inSamples: number, outSamples: number) {
+  const need = Math.max(inSamples, outSamples);
+  if (need > scratch.samples) {
+    if (scratch.samples) {
+      speex._free(scratch.input);
+      speex._free(scratch.output);
+    }
+    const samples = Math.max(need, 4096);
+    scratch = { input: speex._malloc(samples * 2), output: speex._malloc(samples * 2), samples };
   }
-  for (let i = 0; i < TAPS; i++) k[i]! /= sum;
-  return k;
+  return scratch;
 }
 
-const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+// a session that ends without free() (an exception on its way out) still gives its state back
+const orphans = new FinalizationRegistry<number>((st) => speex._speex_resampler_destroy(st));
 
-/** One output phase: the low-pass followed by linear interpolation at `frac`, as one kernel over K + 1 inputs. */
-interface Phase {
-  /** taps[t] weighs the input t places after the output's first input. */
-  taps: Float64Array;
-  /** taps[t] === taps[n - 1 - t] over the first n taps (the rest are 0): folded, half the multiplications. */
-  symmetric: number;
-}
-
-function phaseKernels(kernel: Float64Array, phases: number): Phase[] {
-  const k = kernel.length;
-  return Array.from({ length: phases }, (_, p) => {
-    const frac = p / phases;
-    const taps = new Float64Array(k + 1);
-    for (let t = 0; t <= k; t++) taps[t] = (1 - frac) * (t < k ? kernel[t]! : 0) + frac * (t > 0 ? kernel[t - 1]! : 0);
-    const n = frac === 0 ? k : k + 1;
-    let symmetric = n;
-    for (let t = 0; t < n; t++) if (Math.abs(taps[t]! - taps[n - 1 - t]!) > 1e-12) symmetric = 0;
-    return { taps, symmetric };
-  });
-}
-
-export function createResampler(inRate: number, outRate: number, channels = 1): Resampler {
+export function createResampler(inRate: number, outRate: number, channels = 1, quality = RESAMPLER_QUALITY): Resampler {
   if (!(Number.isInteger(inRate) && Number.isInteger(outRate) && inRate > 0 && outRate > 0)) throw new RangeError("sample rates must be positive integers");
   if (channels !== 1 && channels !== 2) throw new RangeError("channels must be 1 or 2");
-  const identity = inRate === outRate;
-  // output m at input position m·M/L: index ⌊m·M/L⌋, phase (m·M mod L)/L
-  const g = gcd(inRate, outRate);
-  const L = outRate / g;
-  const M = inRate / g;
-  // upsampling interpolates without a low-pass: a one-tap kernel
-  const kernel = inRate > outRate ? lowPassKernel((0.45 * outRate) / inRate) : Float64Array.of(1);
-  const K = kernel.length;
-  const phases = phaseKernels(kernel, L);
-  // `work` holds the last K inputs of earlier chunks, then this chunk: an output's first
-  // input is work[i + 1] for input index i relative to the chunk (i ≥ -1)
-  let work = new Float64Array(K);
-  let index = 0; // the next output's input index, relative to the current chunk's first sample
-  let phase = 0; // and its phase, 0 … L-1
+  if (!(Number.isInteger(quality) && quality >= 0 && quality <= 10)) throw new RangeError("quality must be an integer 0…10");
+  const empty = new Int16Array(0);
+  const mono = (samples: Int16Array): Int16Array => {
+    if (channels === 1) return samples;
+    const frames = samples.length >> 1;
+    const out = new Int16Array(frames);
+    for (let i = 0; i < frames; i++) out[i] = Math.round((samples[2 * i]! + samples[2 * i + 1]!) / 2);
+    return out;
+  };
+  if (inRate === outRate) return { inRate, outRate, channels, push: mono, flush: () => empty, free: () => undefined };
+
+  let st = speex._speex_resampler_init(1, inRate, outRate, quality, lengths);
+  if (!st) throw new Error(`speex_resampler_init failed (${inRate} → ${outRate} Hz, error ${speex.HEAPU32[lengths >> 2]})`);
+  speex._speex_resampler_skip_zeros(st);
+  const handle = {};
+  orphans.register(handle, st, handle);
+  const latency = speex._speex_resampler_get_input_latency(st);
+
+  /** Runs `input` through the filter: its output, in an array of its own. */
+  const run = (input: Int16Array): Int16Array => {
+    if (!st || input.length === 0) return empty;
+    // the filter holds at most `latency` inputs' worth beyond what this chunk's length gives
+    const most = Math.ceil(((input.length + 2 * latency) * outRate) / inRate) + 2;
+    const { input: inPtr, output: outPtr } = room(input.length, most);
+    speex.HEAP16.set(input, inPtr >> 1);
+    speex.HEAPU32[lengths >> 2] = input.length;
+    speex.HEAPU32[(lengths >> 2) + 1] = most;
+    speex._speex_resampler_process_int(st, 0, inPtr, lengths, outPtr, lengths + 4);
+    const consumed = speex.HEAPU32[lengths >> 2]!;
+    const produced = speex.HEAPU32[(lengths >> 2) + 1]!;
+    if (consumed !== input.length) throw new Error(`speex resampler consumed ${consumed} of ${input.length} samples`);
+    // HEAP16 is read after the call: a memory growth replaces the view
+    return speex.HEAP16.slice(outPtr >> 1, (outPtr >> 1) + produced);
+  };
 
   return {
     inRate,
     outRate,
     channels,
-    push(samples: Int16Array): Int16Array {
-      const frames = Math.floor(samples.length / channels);
-      if (identity && channels === 1) return samples;
-      if (identity) {
-        const out = new Int16Array(frames);
-        for (let i = 0; i < frames; i++) out[i] = Math.round((samples[2 * i]! + samples[2 * i + 1]!) / 2);
-        return out;
-      }
-      if (work.length < K + frames) {
-        const grown = new Float64Array(K + frames);
-        grown.set(work.subarray(0, K));
-        work = grown;
-      }
-      if (channels === 1) for (let i = 0; i < frames; i++) work[K + i] = samples[i]!;
-      else for (let i = 0; i < frames; i++) work[K + i] = (samples[2 * i]! + samples[2 * i + 1]!) / 2;
-
-      const out = new Int16Array(Math.max(0, Math.ceil(((frames - index) * L) / M) + 1));
-      let n = 0;
-      for (;;) {
-        const { taps, symmetric } = phases[phase]!;
-        // the output's last input must have arrived (a phase-0 output does not use taps[K])
-        if (index + (phase === 0 ? 0 : 1) > frames - 1) break;
-        const at = index + 1;
-        let acc = 0;
-        if (symmetric) {
-          const last = at + symmetric - 1;
-          const half = symmetric >> 1;
-          for (let t = 0; t < half; t++) acc += taps[t]! * (work[at + t]! + work[last - t]!);
-          if (symmetric & 1) acc += taps[half]! * work[at + half]!;
-        } else {
-          for (let t = 0; t <= K; t++) acc += taps[t]! * work[at + t]!;
-        }
-        const v = Math.round(acc);
-        out[n++] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
-        phase += M;
-        index += Math.floor(phase / L);
-        phase %= L;
-      }
-      // keep the last K inputs; the next chunk's indices start after this one's
-      work.copyWithin(0, frames, frames + K);
-      index -= frames;
-      return out.subarray(0, n);
+    push: (samples) => run(mono(samples)),
+    flush: () => run(new Int16Array(latency)),
+    free() {
+      if (!st) return;
+      orphans.unregister(handle);
+      speex._speex_resampler_destroy(st);
+      st = 0;
     },
   };
 }

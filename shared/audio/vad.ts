@@ -1,6 +1,7 @@
 import { loadFvad } from "./fvad";
 import { VAD_TRAILING_MS, type TurnDetection } from "../../schemas/realtime";
 import { createPcmPool, type PcmPool } from "./pcm-pool";
+import { quietestCut } from "./quiet-cut";
 
 /**
  * Streaming server-side voice activity detection: WebRTC VAD (libfvad compiled to WASM,
@@ -12,7 +13,8 @@ import { createPcmPool, type PcmPool } from "./pcm-pool";
  *   begins `prefix_padding_ms` before the first voiced frame of that window.
  * - Stop: `silence_duration_ms` of consecutive unvoiced frames. The utterance ends at
  *   the end of the last voiced frame plus up to 200 ms of trailing audio.
- * - `max_utterance_ms` cuts a long utterance (and speech continues in a new one).
+ * - `max_utterance_ms` cuts a long utterance at its quietest 100 ms of the last 3 s
+ *   (quiet-cut.ts), and speech continues in a new one from there.
  * - `commit()` ends an open utterance now; `clear()` drops it.
  *
  * Times are milliseconds on the session's audio timeline (sample 0 = first sample the
@@ -293,7 +295,7 @@ function createSegmenterOver(vad: FrameClassifier, initial: VadSettings, pool: P
     if (silentRun >= msToSamples(settings.silence_duration_ms)) {
       endUtterance(Math.min(start + frame.length, lastVoicedEnd + msToSamples(VAD_TRAILING_MS)), "vad", out);
     } else if (bufLen >= msToSamples(settings.max_utterance_ms)) {
-      const cut = start + frame.length;
+      const cut = quietestCut(buf, bufStart, uttStart + msToSamples(1000), start + frame.length);
       endUtterance(cut, "max_length", out);
       // still speaking: continue in a new utterance from the cut point
       startUtterance(cut);

@@ -1,7 +1,7 @@
 /**
  * Who goes next to the engines, among the work one process holds: the utterances of an
  * rt-transcriber replica (services/rt-transcriber), the pieces of long segment requests
- * in an HTTP gateway (services/http-gateway/segment-pieces.ts). A "session" is the
+ * in an HTTP gateway (shared/workers/pieces-run.ts). A "session" is the
  * group whose work in flight is bounded (a realtime session; a segment request, whose
  * bound is its cap on pieces in flight), an "utterance" one clip of it.
  *

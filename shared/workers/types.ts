@@ -31,7 +31,7 @@ export interface TranscribeRequest {
   fallbackOnly?: boolean;
 }
 
-interface TranscribeResult {
+export interface TranscribeResult {
   result: VerboseTranscription;
   /** Worker that produced the result. */
   workerId: string;

@@ -3,7 +3,7 @@ import { segmentFailed, segmentTranscribed, type SegmentRequest } from "../../..
 import { createSegmentStore, type SegmentStore } from "../../../domain/segments/store";
 import type { Diarizer } from "../../../domain/diarization/diarize";
 import { embeddedDiarizer, pcmAudio } from "../../../domain/diarization/embedded";
-import { stitchPieces } from "../../../domain/transcript/pieces";
+import { pieceCutter, stitchPieces } from "../../../domain/transcript/pieces";
 import { transcriptPipeline } from "../../../domain/transcript/pipeline";
 import { settledSegments } from "../../../domain/transcript/settled";
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
@@ -24,7 +24,7 @@ import { parseFields, readForm } from "../segment-fields";
 import { renderTranscription } from "../segment-formats";
 import { splitChannels } from "../../../shared/audio/channels";
 import { assertChannelCount, channelsTranscript, startChannels } from "../segment-channels";
-import { createPieceScheduler, type PieceOutcome } from "../segment-pieces";
+import { createPieceScheduler, type PieceOutcome } from "../../../shared/workers/pieces-run";
 import { streamPieces } from "../segment-stream";
 import { JOBS_PATH, submitJob } from "./jobs";
 
@@ -54,7 +54,7 @@ import { JOBS_PATH, submitJob } from "./jobs";
  *    with `diarize`, the diarizer labels speaker turns over the whole clip meanwhile.
  *    A clip of at least SEGMENT_SPLIT_MIN_SECONDS, with two or more engine slots, is cut
  *    at pauses and its pieces decoded at once, each an ordinary router request, then
- *    stitched (segment-pieces.ts; docs/segment.md, "Long clips in parallel").
+ *    stitched (shared/workers/pieces-run.ts; docs/segment.md, "Long clips in parallel").
  * 6. Usage (plane "segment", the clip's audio seconds) and a SegmentTranscribed audit
  *    event are appended before answering; a request that fails after authentication
  *    appends SegmentFailed (and bills nothing). Audit events go through the segment
@@ -115,7 +115,7 @@ export function registerSegmentRoutes(app: OpenAPIHono<GatewayEnv>, deps: Gatewa
     });
   }
   const segments = createSegmentStore(deps.nats);
-  // One per process too: long clips' pieces take turns on the engines (segment-pieces.ts).
+  // One per process too: long clips' pieces take turns on the engines (shared/workers/pieces-run.ts).
   const scheduler = createPieceScheduler(deps.router);
   app.post(SEGMENT_PATH, (c) => handleSegment(c, deps, { diarizer: deps.diarizer ?? embeddedDiarizer, pcmMemory, segments, scheduler }));
 }
@@ -219,10 +219,10 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
       {
         router: deps.router,
         scheduler,
-        policy: deps.config.workers.pieces,
-        request: { model: fields.model, language: fields.language, prompt: fields.prompt, keyterms: fields.keyterms, workerId: fields.workerId },
         // a streamed answer sends pieces' text in clip order: the first piece first
-        inOrder: fields.stream,
+        cut: pieceCutter(deps.config.workers.pieces, fields.stream),
+        inFlight: deps.config.workers.pieces.inFlight,
+        request: { model: fields.model, language: fields.language, prompt: fields.prompt, keyterms: fields.keyterms, workerId: fields.workerId },
         signal: c.req.raw.signal,
         owner: principal.ownerId,
         requestId,

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { killWithUs } from "../../../shared/process-guard";
 import { processStat } from "../../../shared/proc-cpu";
 import { availableParallelism } from "node:os";
 import { createInterface } from "node:readline";
@@ -107,6 +108,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
   const spawnProc = (): Promise<Proc> =>
     new Promise((resolveReady, rejectReady) => {
       const child = spawn(binary, [modelDir, ...(options.decoderOptions ?? COMMIT_DECODER_OPTIONS)], { stdio: ["pipe", "pipe", "pipe"] });
+      killWithUs(child);
       const proc: Proc = { child, ready: false, owed: 0 };
       child.stderr.resume();
       child.stdin.on("error", () => undefined);

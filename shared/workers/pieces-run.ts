@@ -1,13 +1,13 @@
-import { dispatchOrder, planPieces, type PiecePlan, type PiecePolicy } from "../../domain/transcript/pieces";
 import type { VerboseTranscription } from "../../schemas/transcription";
-import { AppError } from "../../shared/errors";
-import { createFairScheduler, type FairScheduler, type Grant, type QueuedUtterance } from "../../shared/workers/fair-scheduler";
-import type { TranscribeRequest, WorkerRouter } from "../../shared/workers/types";
+import { AppError } from "../errors";
+import { createFairScheduler, type FairScheduler, type Grant, type QueuedUtterance } from "./fair-scheduler";
+import type { TranscribeRequest, WorkerRouter } from "./types";
 
 /**
- * A segment request's clip through the engines as pieces (docs/segment.md, "Long clips in
- * parallel"): a clip long enough is cut at its pauses into more pieces than engine slots
- * (domain/transcript/pieces.ts), and its pieces are decoded at once by free engines,
+ * A clip through the engines as pieces (a segment request's, docs/segment.md "Long clips
+ * in parallel"; a long committed realtime item's, docs/realtime.md): a clip long enough
+ * is cut at its pauses into more pieces than engine slots (the caller's `cut`,
+ * domain/transcript/pieces.ts), and its pieces are decoded at once by free engines,
  * costliest first so that the engines' shares of the work even out (in clip order for a
  * streamed answer). Each piece is an ordinary router request (the warm worker's timeout,
  * the fallback provider and the next warm worker apply to it alone, so a piece that fails
@@ -44,18 +44,25 @@ export interface PiecesRun {
   all(): Promise<PieceOutcome[]>;
 }
 
+/** A piece of the clip: samples [startSample, endSample), `index` in clip order. */
+interface PieceSlice {
+  index: number;
+  startSample: number;
+  endSample: number;
+}
+
+/** Where a clip is cut for `slots` engines (domain/transcript/pieces.ts `pieceCutter`): the pieces in clip order, and in the order they go to the engines. */
+type PieceCutter = (pcm: Int16Array, slots: number) => { plan: readonly PieceSlice[]; order: readonly PieceSlice[] };
+
 export interface PiecesOptions {
   router: WorkerRouter;
   scheduler: FairScheduler;
-  policy: PiecePolicy & { inFlight: number };
+  cut: PieceCutter;
+  /** Most pieces of this request in the engines at once (SEGMENT_PIECES_IN_FLIGHT). */
+  inFlight: number;
   pcm: Int16Array;
   /** What every piece's router request carries besides its audio. */
   request: Omit<TranscribeRequest, "pcm" | "signal" | "fallbackOnly" | "timeoutMs">;
-  /**
-   * Hand pieces to the engines in clip order (a streamed answer's text comes in that
-   * order) instead of costliest first (which balances the engines' work).
-   */
-  inOrder?: boolean;
   /** The HTTP request's: aborting it stops every piece. */
   signal: AbortSignal;
   owner: string;
@@ -99,8 +106,7 @@ function pieceSlots(router: WorkerRouter, workerId: string | undefined, inFlight
 
 export function startPieces(options: PiecesOptions): PiecesRun {
   const { router, scheduler, pcm } = options;
-  const plan = planPieces(pcm, pieceSlots(router, options.request.workerId, options.policy.inFlight), options.policy);
-  const order = options.inOrder ? plan : dispatchOrder(plan);
+  const { plan, order } = options.cut(pcm, pieceSlots(router, options.request.workerId, options.inFlight));
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal.reason);
   if (options.signal.aborted) onAbort();
@@ -118,14 +124,14 @@ export function startPieces(options: PiecesOptions): PiecesRun {
     options.signal.removeEventListener("abort", onAbort);
   };
 
-  const transcribe = async (slice: PiecePlan, fallbackOnly: boolean): Promise<PieceOutcome> => {
+  const transcribe = async (slice: PieceSlice, fallbackOnly: boolean): Promise<PieceOutcome> => {
     const out = await router.transcribe({ ...options.request, pcm: pcm.subarray(slice.startSample, slice.endSample), signal: controller.signal, fallbackOnly });
     return { index: slice.index, startSample: slice.startSample, endSample: slice.endSample, result: out.result, workerId: out.workerId, fallbackUsed: out.fallbackUsed, formatted: out.formatted, workerMs: out.workerMs };
   };
 
-  const scheduled = async (slice: PiecePlan): Promise<PieceOutcome> => {
+  const scheduled = async (slice: PieceSlice): Promise<PieceOutcome> => {
     const itemId = options.channel === undefined ? String(slice.index) : `${options.channel}:${slice.index}`;
-    const turn: QueuedUtterance = { owner: options.owner, sessionId: options.requestId, itemId, maxPerSession: options.policy.inFlight, committedAt: Date.now() };
+    const turn: QueuedUtterance = { owner: options.owner, sessionId: options.requestId, itemId, maxPerSession: options.inFlight, committedAt: Date.now() };
     const grant: Grant = await scheduler.enqueue(turn);
     try {
       if (grant === "expired") throw busy(`no engine was free for a piece of this clip within ${PIECE_MAX_WAIT_MS / 1000} s`);
@@ -146,7 +152,7 @@ export function startPieces(options: PiecesOptions): PiecesRun {
       startNext();
     }, fail);
   };
-  for (let k = 0; k < Math.min(options.policy.inFlight, plan.length); k++) startNext();
+  for (let k = 0; k < Math.min(options.inFlight, plan.length); k++) startNext();
 
   return {
     count: plan.length,
