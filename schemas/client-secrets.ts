@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { safeString } from "./safe-string";
+import { keytermsJson } from "./keyterms";
 
 /**
  * Client secrets (`ek_…`) as OpenAI issues them: the GA `POST /v1/realtime/client_secrets`
@@ -28,6 +29,7 @@ const transcription = z.object({
     .regex(/^[a-zA-Z]{2,3}([-_][a-zA-Z0-9]{2,8})?$/, "an ISO-639-1 code such as 'en'")
     .optional(),
   prompt: safeString(1000).optional(),
+  keywords: keytermsJson.optional(),
 });
 
 const noiseReduction = z.object({ type: z.enum(["near_field", "far_field"]).optional() });

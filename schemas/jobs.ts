@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { speakerCount } from "./diarization";
+import { keytermsJson } from "./keyterms";
 import { redactList } from "./redact";
 import { legacyWorkflowIdFor } from "./job-ids";
 import { safeJsonObject, safeString, type FreeJsonLimits } from "./safe-string";
@@ -47,6 +48,8 @@ export const submitJobBody = z.object({
   language: safeString(32).trim().min(1).optional(),
   model: safeString(128).trim().min(1).optional(),
   prompt: safeString(8000).optional(),
+  /** Recognition favours these (schemas/keyterms.ts): ["Dashwood", "prudently"] or "Dashwood,prudently". */
+  keyterms: keytermsJson.optional(),
   segment_seconds: z.number({ error: "segment_seconds must be a number" }).gt(0, "segment_seconds must be > 0").finite().optional(),
   /** Accepted and ignored: every slice is transcribed as verbose_json (spec 4.3). */
   response_format: safeString(64).optional(),

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { resumeOffer } from "./realtime";
+import { keytermsJson } from "./keyterms";
 
 /**
  * The OpenAI Realtime door's wire contract (`WS /v1/realtime`, docs/realtime.md "The
@@ -35,13 +36,19 @@ const gaFormat = z.discriminatedUnion("type", [
   z.object({ type: z.literal("audio/pcma") }),
 ]);
 
+const languageCode = z.string().regex(/^[a-zA-Z]{2,3}([-_][a-zA-Z0-9]{2,8})?$/);
 const transcription = z
   .object({
     model: z.string().max(100).optional(),
     /** ISO-639-1 */
-    language: z.string().regex(/^[a-zA-Z]{2,3}([-_][a-zA-Z0-9]{2,8})?$/).optional(),
+    language: languageCode.optional(),
     prompt: z.string().max(2000).refine((s) => !/[\u0000]/.test(s), "must not contain NUL").optional(),
+    /** How long transcripts may lag behind speech: our partial interval and semantic_vad eagerness (openai-config.ts DELAY). */
     delay: z.enum(["minimal", "low", "medium", "high", "xhigh"]).optional(),
+    /** Words and phrases recognition favours: the native `keyterms` (schemas/keyterms.ts). */
+    keywords: keytermsJson.optional(),
+    /** Languages expected; the first is the engines' language hint, as `language` is (which wins when both are given). */
+    languages: z.array(languageCode).min(1).max(10).optional(),
   })
   .nullable();
 export type OpenAiTranscription = z.infer<typeof transcription>;
@@ -111,7 +118,7 @@ const transcriptionSessionUpdate = z.object({
   event_id: clientEventId,
   session: z.object({
     input_audio_format: z.enum(BETA_FORMATS).optional(),
-    input_audio_transcription: z.object({ model: z.string().max(100).optional(), language: transcription.unwrap().shape.language, prompt: transcription.unwrap().shape.prompt }).nullable().optional(),
+    input_audio_transcription: transcription.optional(),
     turn_detection: betaTurnDetection.optional(),
     input_audio_noise_reduction: noiseReduction.optional(),
     include: include.optional(),
@@ -153,7 +160,16 @@ const gaTurnDetectionView = z
     z.object({ type: z.literal("semantic_vad"), eagerness }),
   ])
   .nullable();
-const transcriptionView = z.object({ model: z.string().optional(), language: z.string().optional(), prompt: z.string().optional(), delay: z.string().optional() }).nullable();
+const transcriptionView = z
+  .object({
+    model: z.string().optional(),
+    language: z.string().optional(),
+    prompt: z.string().optional(),
+    delay: z.string().optional(),
+    keywords: z.array(z.string()).optional(),
+    languages: z.array(z.string()).optional(),
+  })
+  .nullable();
 
 /** The GA transcription session object, as `session.created` / `session.updated` show it. */
 const openAiSessionView = z.object({

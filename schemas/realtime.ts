@@ -2,6 +2,7 @@ import { z } from "zod";
 import { REDACT_ENTITIES, redactList } from "./redact";
 import { safeString } from "./safe-string";
 import { transcriptWord } from "./transcription";
+import { keytermsJson } from "./keyterms";
 
 /**
  * The realtime plane's wire contract: WebSocket client messages, server events (OpenAI
@@ -106,6 +107,8 @@ const sessionUpdate = z.object({
         .object({
           language: safeString(16).min(2).optional(),
           prompt: safeString(2000).optional(),
+          /** Words and phrases recognition favours (schemas/keyterms.ts): an array, or one comma-separated string; [] clears them. */
+          keyterms: keytermsJson.optional(),
           model: safeString(100).optional(),
           /** Streaming sessions: read the running hypothesis every this many ms of new speech. */
           partial_interval_ms: partialIntervalMs.optional(),
@@ -285,6 +288,8 @@ const errorEvent = z.object({
     message: z.string(),
     /** The client event_id this error answers, when it had one. */
     event_id: z.string().nullable(),
+    /** A client message that did not parse: the path of the field at fault ("session.input_audio_transcription.keyterms"). */
+    param: z.string().optional(),
   }),
 });
 /** A session's transcription settings as session.updated shows them and the start/update controls carry them to the VAD. */
@@ -292,6 +297,8 @@ const transcriptionSettings = {
   language: z.string().nullable(),
   prompt: z.string().nullable(),
   model: z.string().nullable(),
+  /** The session's keyterms (session.update or `?keyterms=`); absent or empty: none. */
+  keyterms: z.array(z.string()).optional(),
   partial_interval_ms: partialIntervalMs.optional(),
   interim_results: z.boolean().optional(),
   smart_format: z.boolean().optional(),
@@ -409,6 +416,8 @@ export const utteranceCommand = z.object({
   language: z.string().nullable(),
   prompt: z.string().nullable(),
   model: z.string().nullable(),
+  /** Absent or empty: none. */
+  keyterms: z.array(z.string()).optional(),
   max_concurrent_utterances: z.number().int().positive(),
   /** Absent: on (the default). */
   smart_format: z.boolean().optional(),

@@ -1,6 +1,7 @@
 import { z as zo } from "@hono/zod-openapi";
 import { z } from "zod";
 import { envelopeOf } from "./envelope";
+import { KEYTERMS_DESCRIPTION } from "./keyterms";
 import { safeString } from "./safe-string";
 import { verboseTranscription } from "./transcription";
 
@@ -51,6 +52,7 @@ export const segmentForm = zo
       .describe(
         "default false. true: each audio channel (at most 8; more is 400 too_many_channels) is transcribed on its own: `channels[]` holds each channel's text, segments and words, and the top-level text, segments and words are all channels merged in time order, each segment and word carrying its `channel`; SRT cues start `[Channel N] `, WebVTT cues carry a voice tag `<v Channel N>`. Billed per channel (a 10 s stereo clip is 20 audio seconds). A mono clip is one channel, 0. Not with stream=true (400 unsupported_combination)",
       ),
+    keyterms: zo.string().optional().describe(`${KEYTERMS_DESCRIPTION}. Comma-separated, repeated (\`keyterms\` or \`keyterms[]\`), or a JSON array of strings; a bad value is 400 invalid_request with param \`keyterms\``),
     "timestamp_granularities[]": zo.array(zo.enum(["word", "segment"])).optional().describe("verbose_json: words only when `word` is asked for; both when absent"),
     "include[]": zo.array(zo.string()).optional().describe("no values are supported: any is 400 unsupported_include"),
     diarize: zo
@@ -146,6 +148,7 @@ export const workerRequestHeader = z.object({
   model: z.string().optional(),
   language: z.string().optional(),
   prompt: z.string().optional(),
+  keyterms: z.array(z.string()).optional(),
   samples: z.number().int().nonnegative(),
   pullSubject: z.string().optional(),
   /** ms since epoch after which the router no longer waits; the worker may skip the work. */

@@ -8,7 +8,8 @@ cd "$ROOT"
 # ---- ps-worker: the embedded PocketSphinx engine (shared/pocketsphinx) ----
 # A persistent decoder process: loads Debian's en-us model once, then serves clips
 # over stdin/stdout. Needs pocketsphinx, pocketsphinx-en-us, libpocketsphinx-dev,
-# libsphinxbase-dev, pkg-config and gcc (all in setup.sh's APT_PACKAGES). The service
+# libsphinxbase-dev, flite1-dev (keyterm pronunciations: flite's CMU lexicon and
+# letter-to-sound rules), pkg-config and gcc (all in setup.sh's APT_PACKAGES). The service
 # also builds it on demand (shared/pocketsphinx/build.ts) with the same
 # command when it is missing.
 build_ps_worker() {
@@ -17,7 +18,7 @@ build_ps_worker() {
   mkdir -p build
   printf '\033[1;34m[setup]\033[0m building %s\n' "$bin" >&2
   # shellcheck disable=SC2046
-  cc -O2 -o "$bin.tmp" "$src" $(pkg-config --cflags --libs pocketsphinx) -lm
+  cc -O2 -o "$bin.tmp" "$src" $(pkg-config --cflags --libs pocketsphinx) -lflite_cmulex -lflite_usenglish -lflite -lm
   mv -f "$bin.tmp" "$bin"
 }
 

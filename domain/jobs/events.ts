@@ -21,6 +21,8 @@ const jobSpec = z.object({
   language: z.string().optional(),
   model: z.string(),
   prompt: z.string().optional(),
+  /** `keyterms` (schemas/keyterms.ts); absent when none were given. */
+  keyterms: z.array(z.string()).optional(),
   segmentSeconds: z.number().positive(),
   concurrency: z.number().int().positive(),
   webhookUrl: z.string().optional(),

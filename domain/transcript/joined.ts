@@ -18,7 +18,7 @@ export interface JoinedSegment {
  * Reads the delivered texts (numerals, earlier labels, which end a run), so it needs no
  * word as recognised. Returns the segments' texts.
  */
-export function redactJoined(segments: readonly JoinedSegment[], redact: readonly RedactEntity[], metadata?: unknown, prompt?: string | null): string[] {
+export function redactJoined(segments: readonly JoinedSegment[], redact: readonly RedactEntity[], metadata?: unknown, prompt?: string | null, keyterms?: readonly string[] | null): string[] {
   const tokens: { word: string; segment: number }[] = [];
   const within: number[] = [];
   segments.forEach((s, i) => {
@@ -26,7 +26,7 @@ export function redactJoined(segments: readonly JoinedSegment[], redact: readonl
     for (const word of s.text.split(/\s+/).filter(Boolean)) tokens.push({ word, segment: i });
   });
   const words = tokens.map((t) => t.word);
-  const spans = findEntities(words, redactRules(redact, termsFrom(metadata, prompt), { ...NO_CUTS, within }));
+  const spans = findEntities(words, redactRules(redact, termsFrom(metadata, prompt, keyterms), { ...NO_CUTS, within }));
   const out: (string | undefined)[] = [...words];
   for (const span of spans) {
     for (let i = span.from; i < span.end; ) {

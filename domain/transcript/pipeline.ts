@@ -25,6 +25,8 @@ export interface TranscriptOptions {
   metadata?: unknown;
   /** The request's prompt: its names are the caller's vocabulary. */
   prompt?: string | null;
+  /** The request's `keyterms`: each is the caller's vocabulary, as written. */
+  keyterms?: readonly string[] | null;
   /** The request's `redact`: a redaction stage runs last, on every engine (formatted or not). */
   redact?: readonly RedactEntity[] | null;
   /** `multichannel=true`: the channel this audio is; a last stage labels every word and segment with it (channels.ts). */
@@ -48,7 +50,7 @@ export interface TranscriptPipeline {
 
 export function transcriptPipeline(options: TranscriptOptions): TranscriptPipeline {
   const stages: TranscriptStage[] = [];
-  const terms = termsFrom(options.metadata, options.prompt);
+  const terms = termsFrom(options.metadata, options.prompt, options.keyterms);
   const turns = options.speakerTurns;
   if (turns) stages.push(speakerStage(turns));
   if (options.smartFormat !== false && !options.engineFormatted) stages.push(smartFormatStage(terms));

@@ -300,4 +300,9 @@ describe("termsFrom", () => {
     const terms = termsFrom({ speakers: "Ana García, JFK" }, "Notes on Metformin");
     expect(f("ana garcía asked jfk about metformin", { terms })).toBe("Ana García asked JFK about Metformin.");
   });
+
+  it("keyterms are terms as written, after metadata's and before the prompt's", () => {
+    expect(termsFrom({ a: "Elinor" }, "Notes on Metformin", ["Dashwood", "iPhone", "elinor", "Norland Park"])).toEqual(["Elinor", "Dashwood", "iPhone", "Norland Park", "Metformin"]);
+    expect(f("mr john dashwood bought an iphone", { terms: termsFrom(null, null, ["Dashwood", "iPhone"]) })).toBe("Mr john Dashwood bought an iPhone.");
+  });
 });

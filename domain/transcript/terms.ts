@@ -44,8 +44,8 @@ export function applyTerms(orig: readonly string[], raw: readonly boolean[], ter
   return state;
 }
 
-/** Terms for FormatOptions.terms from a job's metadata (every string value, recursively, arrays included, each string also split on commas/semicolons/newlines) and a prompt (its words that contain a capital letter or digit, and the whole prompt's capitalised multi-word runs). Dedupe, drop empties, cap at 500 terms of at most 100 chars. */
-export function termsFrom(metadata: unknown, prompt?: string | null): string[] {
+/** Terms for FormatOptions.terms from a job's metadata (every string value, recursively, arrays included, each string also split on commas/semicolons/newlines) and a prompt (its words that contain a capital letter or digit, and the whole prompt's capitalised multi-word runs), and the request's keyterms (each as written: the caller named it). Dedupe, drop empties, cap at 500 terms of at most 100 chars. */
+export function termsFrom(metadata: unknown, prompt?: string | null, keyterms?: readonly string[] | null): string[] {
   const terms: string[] = [];
   const seen = new Set<string>();
   const add = (term: string): void => {
@@ -67,6 +67,7 @@ export function termsFrom(metadata: unknown, prompt?: string | null): string[] {
     }
   };
   visit(metadata, 0);
+  for (const term of keyterms ?? []) add(term);
 
   // A single capitalised word is a term only when it is a name on its own: not a
   // sentence's first word ("The"), and not one word of a longer name (or every "new"

@@ -21,7 +21,7 @@ export const NATIVE_CLIENT_TEXT: Record<ClientMessage["type"], MessageText> = {
   "input_audio_buffer.clear": { summary: "Drop the open utterance", description: "Answered by `input_audio_buffer.cleared` (once per channel in a multichannel session)." },
   "session.update": {
     summary: "Change turn detection (server_vad, semantic_vad, manual) and transcription settings",
-    description: "Partial: fields left out keep their values. Answered by `session.updated` with the whole settings in effect, or `error` (the session keeps what it had; `semantic_vad_unavailable` where the engine cannot stream).",
+    description: "Partial: fields left out keep their values (`input_audio_transcription.keyterms: []` clears the keyterms). Answered by `session.updated` with the whole settings in effect, or `error` (the session keeps what it had; `semantic_vad_unavailable` where the engine cannot stream; a field that does not parse is named by `error.param`).",
   },
   "session.close": {
     summary: "Graceful close",
@@ -70,7 +70,7 @@ export const NATIVE_SERVER_TEXT: Record<ServerEvent["type"], MessageText> = {
 export const OPENAI_CLIENT_TEXT: Record<OpenAiClientEvent["type"], MessageText> = {
   "session.update": {
     summary: "GA: configure the transcription session (`session.type` must be `transcription`)",
-    description: "Format, transcription model/language/prompt, turn detection (`server_vad`, `semantic_vad`, `null` = manual commit), noise reduction, `include` logprobs. Answered by `session.updated`, or `error` with `param`.",
+    description: "Format, transcription model/language/prompt (and `keywords`: the native keyterms; `languages`: the first is the language hint; `delay`: the partial interval and an `auto` eagerness), turn detection (`server_vad`, `semantic_vad`, `null` = manual commit), noise reduction, `include` logprobs. Answered by `session.updated`, or `error` with `param`.",
   },
   "transcription_session.update": { summary: "Beta: the same settings as flat fields; the session answers in beta shapes from then on" },
   "input_audio_buffer.append": {

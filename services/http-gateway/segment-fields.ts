@@ -1,4 +1,5 @@
 import { speakerCount, speakerHintProblem, type DiarizeOptions } from "../../schemas/diarization";
+import { keytermValues } from "../../schemas/keyterms";
 import { redactList, type RedactEntity } from "../../schemas/redact";
 import { issueErrorCode } from "../../schemas/safe-string";
 import { segmentFields } from "../../schemas/segment";
@@ -18,6 +19,8 @@ export interface SegmentFields {
   model: string;
   language?: string;
   prompt?: string;
+  /** `keyterms` (repeated, comma-separated or a JSON array): recognition favours them (schemas/keyterms.ts). */
+  keyterms?: string[];
   responseFormat: ResponseFormat;
   workerId?: string;
   /** OpenAI's `stream=true`: server-sent transcript.text.delta / transcript.text.done events. */
@@ -74,6 +77,7 @@ export function parseFields(form: FormData): SegmentFields {
     multichannel: parseBoolean("multichannel", text("multichannel"), false),
     granularities: parseGranularities(form),
     redact: parseRedact(form),
+    keyterms: parseKeyterms(form),
     ...parseDiarize(text, f.response_format === "diarized_json", stream, parseBoolean("multichannel", text("multichannel"), false)),
     ...refuseIncludes(form),
   };
@@ -114,6 +118,15 @@ function parseBoolean(name: string, value: string | undefined, absent: boolean):
   if (value === "true") return true;
   if (value === "false") return false;
   throw validationError("invalid_request", `${name}: must be true or false`, { param: name });
+}
+
+function parseKeyterms(form: FormData): string[] | undefined {
+  const values = [...form.getAll("keyterms[]"), ...form.getAll("keyterms")];
+  if (values.length === 0) return undefined;
+  if (values.some((v) => typeof v !== "string")) throw validationError("invalid_request", "`keyterms` must be a text field", { param: "keyterms" });
+  const parsed = keytermValues.safeParse(values);
+  if (!parsed.success) throw validationError("invalid_request", `keyterms: ${parsed.error.issues[0]!.message.replace(/^keyterms: /, "")}`, { param: "keyterms" });
+  return parsed.data.length ? parsed.data : undefined;
 }
 
 function parseRedact(form: FormData): RedactEntity[] | undefined {

@@ -74,6 +74,7 @@ function redactedOverSlices(job: ActiveJob, ordered: readonly ChunkArtifact[]): 
       job.spec.redact,
       job.spec.metadata,
       job.spec.prompt,
+      job.spec.keyterms,
     );
     segments.forEach(({ chunk, i }, k) => (chunk.segments[i] = { ...chunk.segments[i]!, text: texts[k]! }));
   }

@@ -86,9 +86,9 @@ function addTerm(terms: Map<string, VocabularyTerm>, raw: string): void {
 /**
  * Every term the job carries: each string in `metadata` (at any depth, split at commas,
  * semicolons and line breaks; a multi-word phrase also lends its longer words) and each
- * content word of `prompt`.
+ * content word of `prompt`; `keyterms` count as metadata strings do.
  */
-export function vocabularyOf(metadata: Record<string, unknown> | undefined, prompt: string | undefined): VocabularyTerm[] {
+export function vocabularyOf(metadata: Record<string, unknown> | undefined, prompt: string | undefined, keyterms?: readonly string[]): VocabularyTerm[] {
   const terms = new Map<string, VocabularyTerm>();
   const visit = (value: unknown, depth: number): void => {
     if (depth > 8 || terms.size >= MAX_TERMS) return;
@@ -105,6 +105,7 @@ export function vocabularyOf(metadata: Record<string, unknown> | undefined, prom
     }
   };
   visit(metadata ?? {}, 0);
+  visit(keyterms ?? [], 0);
   for (const w of (prompt ?? "").split(/[^\p{L}']+/u)) if (terms.size < MAX_TERMS) addTerm(terms, w);
   return [...terms.values()].slice(0, MAX_TERMS);
 }

@@ -40,6 +40,8 @@ import { correctedText, transcriptPipeline } from "../../domain/transcript/pipel
 export interface SliceReviewInput {
   metadata: Record<string, unknown>;
   prompt?: string;
+  /** The job's `keyterms`: vocabulary, as metadata's strings are. */
+  keyterms?: string[];
   language: string;
   slice: { index: number; start_time: number; end_time: number };
   segments: JobSegment[];
@@ -156,6 +158,8 @@ export function llmReviewer(llm: ReviewLlm): Reviewer {
         STAGE1_SYSTEM,
         {
           metadata: input.metadata,
+          // the words the caller named: the likeliest spellings of a misrecognised name or term
+          ...(input.keyterms?.length ? { keyterms: input.keyterms } : {}),
           language: input.language,
           slice: input.slice,
           segments: input.segments.map((s) => ({ segment_id: s.id, start_time: s.start_time, end_time: s.end_time, ...speakerOf(s), text: s.text })),
@@ -193,7 +197,7 @@ export const embeddedReviewer = (aligner?: Aligner): Reviewer => ({
   kind: "embedded",
   model: "embedded",
   async reviewSlice(input) {
-    const vocabulary = vocabularyOf(input.metadata, input.prompt);
+    const vocabulary = vocabularyOf(input.metadata, input.prompt, input.keyterms);
     let annotations: NonNullable<SliceReview["annotations"]> = [];
     let candidates = 0;
     let checked = 0;
@@ -210,7 +214,7 @@ export const embeddedReviewer = (aligner?: Aligner): Reviewer => ({
     });
     const notes =
       vocabulary.length === 0
-        ? "no vocabulary in metadata or prompt"
+        ? "no vocabulary in metadata, prompt or keyterms"
         : `${vocabulary.length} vocabulary terms; ${candidates} candidate spans, ${checked} checked against the audio, ${confident.length} confident`;
     return { corrections, annotations, notes };
   },
@@ -252,6 +256,7 @@ export async function reviewChunk(job: ActiveJob, index: number, objects: Object
     {
       metadata: job.spec.metadata ?? {},
       prompt: job.spec.prompt,
+      keyterms: job.spec.keyterms,
       language: result.metadata.language,
       slice: { index, start_time: from, end_time: to },
       segments,
@@ -283,7 +288,7 @@ export async function reviewChunk(job: ActiveJob, index: number, objects: Object
 }
 
 /** The job's redaction alone (no formatting), to hold a reviewer's corrections to it. */
-const redactionOf = (job: ActiveJob) => transcriptPipeline({ smartFormat: false, redact: job.spec.redact, metadata: job.spec.metadata, prompt: job.spec.prompt });
+const redactionOf = (job: ActiveJob) => transcriptPipeline({ smartFormat: false, redact: job.spec.redact, metadata: job.spec.metadata, prompt: job.spec.prompt, keyterms: job.spec.keyterms });
 
 /** Stage 2: the final corrected transcript, written to reviewed_result.json. */
 export async function reviewTranscript(job: ActiveJob, objects: ObjectStore, reviewer: Reviewer, now: () => Date, signal?: AbortSignal): Promise<ReviewedResult> {

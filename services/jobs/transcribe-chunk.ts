@@ -77,6 +77,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     model: job.spec.model,
     language: job.spec.language,
     prompt: job.spec.prompt,
+    keyterms: job.spec.keyterms,
     signal: deps.signal,
     timeoutMs: chunkTimeoutMs((chunk.endSample - chunk.startSample) / audio.sampleRate, job.spec.concurrency),
   }).catch((err: unknown) => {
@@ -94,6 +95,7 @@ export async function transcribeChunk(job: ActiveJob, index: number, deps: Trans
     engineFormatted: result.formatted,
     metadata: job.spec.metadata,
     prompt: job.spec.prompt,
+    keyterms: job.spec.keyterms,
     redact: job.spec.redact,
     // a slice's ends are cuts, but for the recording's own (redact.ts `AudioCuts`)
     cuts: { start: chunk.startSample > 0, end: chunk.endSample < audio.samples },

@@ -21,6 +21,7 @@ import type { WorkerRouter } from "../../shared/workers/types";
 import type { GatewayFlag } from "./gateway-flag";
 import type { Leases } from "./leases";
 import { spendTokensInLeases } from "./spent-tokens";
+import { keytermValues } from "../../schemas/keyterms";
 
 /**
  * The upgrade decision (spec 3.3, 5.3, 7.2, 8): gateway switch, authentication, upstream
@@ -58,6 +59,8 @@ export interface Admission {
   budget: AudioBudget;
   language: string | null;
   prompt: string | null;
+  /** `?keyterms=` on the native door's upgrade (schemas/keyterms.ts); absent: none. */
+  keyterms?: string[];
   /**
    * The session configuration of the `ek_` client secret the connection authenticated
    * with (GA-shaped, validated), for the OpenAI-compatible door to apply as the session's
@@ -144,7 +147,7 @@ export async function authenticateUpgrade(deps: Pick<AdmitDeps, "db" | "config" 
   );
 }
 
-/** The audio parameters of an upgrade's query (sample_rate, channels, language), or the validation error refusing it. */
+/** The audio parameters of an upgrade's query (sample_rate, channels, language, keyterms), or the validation error refusing it. */
 export function parseAudioParams(query: string, defaultRate: number) {
   const url = new URL(`http://x/?${query}`);
   const rateParam = url.searchParams.get("sample_rate");
@@ -164,7 +167,10 @@ export function parseAudioParams(query: string, defaultRate: number) {
   if (language !== null && !/^[a-zA-Z]{2,3}([-_][a-zA-Z0-9]{2,8})?$/.test(language)) {
     throw validationError("invalid_language", "language must be an ISO-639-1 code such as 'en'.", { param: "language" });
   }
-  return { sampleRate, channels, multichannel, language };
+  const keytermParams = url.searchParams.getAll("keyterms");
+  const keyterms = keytermParams.length ? keytermValues.safeParse(keytermParams) : undefined;
+  if (keyterms && !keyterms.success) throw validationError("invalid_request", `keyterms: ${keyterms.error.issues[0]!.message.replace(/^keyterms: /, "")}`, { param: "keyterms" });
+  return { sampleRate, channels, multichannel, language, ...(keyterms?.data.length ? { keyterms: keyterms.data } : {}) };
 }
 
 export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admission> {
@@ -207,6 +213,7 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
     budget,
     language: params.language,
     prompt: null,
+    ...(params.keyterms ? { keyterms: params.keyterms } : {}),
     ...(principal.presetSession ? { presetSession: principal.presetSession } : {}),
   };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { defaultTurnDetection } from "../../schemas/realtime";
-import { updateSettings, type SessionSettings } from "./client-messages";
+import { readClientFrame, updateSettings, type SessionSettings } from "./client-messages";
 
 const current: SessionSettings = {
   turnDetection: defaultTurnDetection,
@@ -31,5 +31,24 @@ describe("session.update's turn_detection", () => {
   });
   it("given settings out of range, invalid_event", () => {
     expect(updateSettings(current, { turn_detection: { silence_duration_ms: 50 } }, true)).toMatchObject({ ok: false, code: "invalid_event" });
+  });
+});
+
+describe("session.update's keyterms", () => {
+  const frame = (session: unknown) => readClientFrame(new TextEncoder().encode(JSON.stringify({ type: "session.update", event_id: "e1", session })).buffer as ArrayBuffer);
+  it("given an array or a comma-separated string: trimmed, deduplicated terms; kept by a later update without them, cleared by []", () => {
+    const read = frame({ input_audio_transcription: { keyterms: "Dashwood, prudently,dashwood" } });
+    if (!read.ok || read.message.type !== "session.update") throw new Error("refused");
+    const set = updateSettings(current, read.message.session, true);
+    expect(set.ok && set.settings.transcription.keyterms).toEqual(["Dashwood", "prudently"]);
+    const kept = set.ok ? updateSettings(set.settings, { input_audio_transcription: { prompt: "Chapter one" } }, true) : set;
+    expect(kept.ok && kept.settings.transcription).toEqual({ language: null, prompt: "Chapter one", model: null, keyterms: ["Dashwood", "prudently"] });
+    const cleared = kept.ok ? updateSettings(kept.settings, { input_audio_transcription: { keyterms: [] } }, true) : kept;
+    expect(cleared.ok && cleared.settings.transcription.keyterms).toEqual([]);
+  });
+  it("given too many, too long or non-string terms: an error naming the field (param)", () => {
+    expect(frame({ input_audio_transcription: { keyterms: Array.from({ length: 101 }, (_, i) => `t${i}`) } })).toMatchObject({ ok: false, code: "invalid_event", param: "session.input_audio_transcription.keyterms", clientEventId: "e1" });
+    expect(frame({ input_audio_transcription: { keyterms: ["y".repeat(51)] } })).toMatchObject({ ok: false, param: "session.input_audio_transcription.keyterms", message: expect.stringMatching(/at most 50 characters/) });
+    expect(frame({ input_audio_transcription: { keyterms: [3] } })).toMatchObject({ ok: false, param: expect.stringMatching(/^session\.input_audio_transcription\.keyterms/) });
   });
 });

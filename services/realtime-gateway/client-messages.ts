@@ -8,7 +8,7 @@ import { issueErrorCode } from "../../schemas/safe-string";
  */
 export type ClientFrame =
   | { ok: true; message: ClientMessage; clientEventId: string | null }
-  | { ok: false; code: string; message: string; clientEventId: string | null };
+  | { ok: false; code: string; message: string; clientEventId: string | null; param?: string };
 
 const KNOWN_TYPES = ["input_audio_buffer.commit", "input_audio_buffer.clear", "session.update", "session.close"];
 
@@ -28,13 +28,15 @@ export function readClientFrame(frame: ArrayBuffer): ClientFrame {
   }
   const issue = parsed.error.issues[0];
   // An unstorable string (NUL, lone surrogate) is `invalid_string`, as on the HTTP routes.
-  return { ok: false, code: issueErrorCode(issue, "invalid_event"), message: `Invalid ${type}: ${issue?.path.join(".") || "event"}: ${issue?.message ?? "invalid"}.`, clientEventId };
+  const param = issue?.path.length ? issue.path.join(".") : undefined;
+  return { ok: false, code: issueErrorCode(issue, "invalid_event"), message: `Invalid ${type}: ${param || "event"}: ${issue?.message ?? "invalid"}.`, clientEventId, ...(param ? { param } : {}) };
 }
 
 /** What a client may change with session.update, as the session holds it. */
 export interface SessionSettings {
   turnDetection: TurnDetection;
-  transcription: { language: string | null; prompt: string | null; model: string | null };
+  /** `keyterms`: absent for none. */
+  transcription: { language: string | null; prompt: string | null; model: string | null; keyterms?: string[] };
   /** The streaming and shaping settings (`redact`: entities redacted, absent for none). */
   partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[] };
 }
@@ -59,7 +61,12 @@ export function updateSettings(current: SessionSettings, update: SessionUpdate["
     ok: true,
     settings: {
       turnDetection: next.data,
-      transcription: { language: t.language ?? transcription.language, prompt: t.prompt ?? transcription.prompt, model: t.model ?? transcription.model },
+      transcription: {
+        language: t.language ?? transcription.language,
+        prompt: t.prompt ?? transcription.prompt,
+        model: t.model ?? transcription.model,
+        ...((t.keyterms ?? transcription.keyterms) ? { keyterms: t.keyterms ?? transcription.keyterms } : {}),
+      },
       partials: {
         partial_interval_ms: t.partial_interval_ms ?? partials.partial_interval_ms,
         interim_results: t.interim_results ?? partials.interim_results,

@@ -28,6 +28,24 @@ describe("OpenAI door: session config", () => {
     const r = applyBetaUpdate(start, { input_audio_format: "g711_alaw", input_audio_transcription: { model: "whisper-1", language: "en" }, include: ["item.input_audio_transcription.logprobs"], turn_detection: { silence_duration_ms: 800 } }, vad);
     if (!r.ok) throw new Error("refused");
     expect(betaView(r.config, "sess_1", 5)).toMatchObject({ input_audio_format: "g711_alaw", input_audio_transcription: { model: "whisper-1", language: "en" }, turn_detection: { type: "server_vad", silence_duration_ms: 800 }, include: ["item.input_audio_transcription.logprobs"] });
-    expect(nativeSettings(r.config, vad).input_audio_transcription).toEqual({ model: "whisper-1", language: "en" });
+    expect(nativeSettings(r.config, vad).input_audio_transcription).toEqual({ model: "whisper-1", language: "en", keyterms: [], partial_interval_ms: 300 });
+  });
+  it("keywords are the native keyterms, the first of languages is the language unless language is given, delay sets the partial interval and an auto eagerness", () => {
+    const r = applySessionUpdate(
+      start,
+      { type: "transcription", audio: { input: { transcription: { keywords: ["Dashwood", "prudently"], languages: ["de", "en"], delay: "minimal" }, turn_detection: { type: "semantic_vad" } } } },
+      vad,
+    );
+    if (!r.ok) throw new Error("refused");
+    const native = nativeSettings(r.config, vad);
+    expect(native.input_audio_transcription).toEqual({ language: "de", keyterms: ["Dashwood", "prudently"], partial_interval_ms: 100 });
+    expect(native.turn_detection).toMatchObject({ type: "semantic_vad", eagerness: "high" });
+    expect(gaView(r.config, "sess_1", 5).audio.input.transcription).toEqual({ keywords: ["Dashwood", "prudently"], languages: ["de", "en"], delay: "minimal" });
+    const given = applySessionUpdate(start, { type: "transcription", audio: { input: { transcription: { language: "en", languages: ["de"], delay: "xhigh" }, turn_detection: { type: "semantic_vad", eagerness: "medium" } } } }, vad);
+    if (!given.ok) throw new Error("refused");
+    expect(nativeSettings(given.config, vad).input_audio_transcription).toMatchObject({ language: "en", partial_interval_ms: 1000 });
+    expect(nativeSettings(given.config, vad).turn_detection).toMatchObject({ eagerness: "medium" });
+    const beta = applyBetaUpdate(start, { input_audio_transcription: { keywords: ["Zorblax"], delay: "high" } }, vad);
+    expect(beta.ok && nativeSettings(beta.config, vad).input_audio_transcription).toEqual({ keyterms: ["Zorblax"], partial_interval_ms: 600 });
   });
 });

@@ -1,6 +1,6 @@
 import type { BetaSessionView, OpenAiNoiseReduction, OpenAiSessionUpdate, OpenAiSessionView, OpenAiTranscription, OpenAiTranscriptionSessionUpdate } from "../../schemas/openai-realtime";
 import { LOGPROBS_INCLUDE } from "../../schemas/openai-realtime";
-import type { SessionUpdate, TurnDetection } from "../../schemas/realtime";
+import { DEFAULT_PARTIAL_INTERVAL_MS, type SessionUpdate, type TurnDetection } from "../../schemas/realtime";
 
 /**
  * An OpenAI Realtime transcription session's configuration as the door holds it, the
@@ -121,11 +121,34 @@ export function nativeSettings(config: DoorConfig, vad: TurnDetection): SessionU
         ? { ...base, type: "semantic_vad", eagerness: t.eagerness }
         : { ...base, ...t };
   const tr = config.transcription ?? {};
+  const language = tr.language ?? tr.languages?.[0];
+  const delay = tr.delay ? DELAY[tr.delay] : undefined;
+  if (delay && turn_detection.type === "semantic_vad" && turn_detection.eagerness === "auto") turn_detection.eagerness = delay.eagerness;
   return {
     turn_detection,
-    input_audio_transcription: { ...(tr.model ? { model: tr.model } : {}), ...(tr.language ? { language: tr.language } : {}), ...(tr.prompt ? { prompt: tr.prompt } : {}) },
+    input_audio_transcription: {
+      ...(tr.model ? { model: tr.model } : {}),
+      ...(language ? { language } : {}),
+      ...(tr.prompt ? { prompt: tr.prompt } : {}),
+      keyterms: tr.keywords ?? [],
+      partial_interval_ms: delay?.partialIntervalMs ?? DEFAULT_PARTIAL_INTERVAL_MS,
+    },
   };
 }
+
+/**
+ * OpenAI's `delay` (how far transcripts may lag behind speech) on our settings: the
+ * streaming decoder's partial interval (deltas every this many ms of new speech), and,
+ * under semantic_vad with eagerness `auto`, the eagerness (a short delay ends turns
+ * sooner). Absent: the native defaults (300 ms, `auto`). docs/realtime.md.
+ */
+const DELAY = {
+  minimal: { partialIntervalMs: 100, eagerness: "high" },
+  low: { partialIntervalMs: 200, eagerness: "high" },
+  medium: { partialIntervalMs: 300, eagerness: "auto" },
+  high: { partialIntervalMs: 600, eagerness: "low" },
+  xhigh: { partialIntervalMs: 1000, eagerness: "low" },
+} as const satisfies Record<NonNullable<NonNullable<OpenAiTranscription>["delay"]>, { partialIntervalMs: number; eagerness: "low" | "medium" | "high" | "auto" }>;
 
 export const wantsLogprobs = (config: DoorConfig) => config.include?.includes(LOGPROBS_INCLUDE) ?? false;
 

@@ -100,4 +100,14 @@ describe("OpenAI door: client frames", () => {
     expect(readOpenAiFrame(JSON.stringify({ type: "input_audio_buffer.append", audio: "AAAA", event_id: "a" }))).toMatchObject({ ok: true, clientEventId: "a" });
     expect(readOpenAiFrame(JSON.stringify({ type: "session.input_audio_buffer.append", audio: "AAAA" }))).toMatchObject({ ok: true });
   });
+  it("refuses bad keywords and languages with their param", () => {
+    const update = (transcription: unknown) => readOpenAiFrame(JSON.stringify({ type: "session.update", event_id: "k", session: { type: "transcription", audio: { input: { transcription } } } }));
+    const tooLong = update({ keywords: ["x".repeat(51)] });
+    expect(tooLong).toMatchObject({ ok: false, error: { code: "invalid_value", param: "session.audio.input.transcription.keywords", event_id: "k" } });
+    expect(!tooLong.ok && tooLong.error.message).toMatch(/at most 50 characters/);
+    expect(update({ keywords: Array.from({ length: 101 }, (_, i) => `term${i}`) })).toMatchObject({ ok: false, error: { param: "session.audio.input.transcription.keywords" } });
+    expect(update({ keywords: [7] })).toMatchObject({ ok: false, error: { param: expect.stringMatching(/^session\.audio\.input\.transcription\.keywords/) } });
+    expect(update({ languages: ["english"] })).toMatchObject({ ok: false, error: { param: "session.audio.input.transcription.languages.0" } });
+    expect(update({ keywords: ["Dashwood", " prudently "], languages: ["en"], delay: "low" })).toMatchObject({ ok: true, event: { session: { audio: { input: { transcription: { keywords: ["Dashwood", "prudently"] } } } } } });
+  });
 });

@@ -208,7 +208,7 @@ export function translateServerEvent(s: DoorState, event: ServerEvent, ctx: Tran
         s.config = s.updating.previous;
         s.updating = null;
       }
-      return [{ type: "error", event_id: id(), error: { ...event.error, param: PARAM_OF_CODE[event.error.code] ?? null } }];
+      return [{ type: "error", event_id: id(), error: { ...event.error, param: PARAM_OF_CODE[event.error.code] ?? event.error.param ?? null } }];
     }
     case "session.resumed":
       // not OpenAI's: the first event of a resumed connection, as native

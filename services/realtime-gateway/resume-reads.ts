@@ -26,11 +26,11 @@ export async function holdsEvent(nats: Nats, sessionId: string, eventId: string)
 }
 
 /** The session's transcription settings as the VAD keeps them (services/vad/session-state.ts), if any. */
-export async function readVadSettings(kv: KV, sessionId: string): Promise<{ language: string | null; prompt: string | null } | null> {
+export async function readVadSettings(kv: KV, sessionId: string): Promise<{ language: string | null; prompt: string | null; keyterms?: string[] } | null> {
   const e = await kv.get(`vad.session.${sessionId}`).catch(() => null);
   if (!e || e.operation !== "PUT") return null;
   const parsed = audioControl.safeParse(safeJson(e.string()));
-  return parsed.success && parsed.data.kind === "start" ? { language: parsed.data.language, prompt: parsed.data.prompt } : null;
+  return parsed.success && parsed.data.kind === "start" ? { language: parsed.data.language, prompt: parsed.data.prompt, ...(parsed.data.keyterms ? { keyterms: parsed.data.keyterms } : {}) } : null;
 }
 
 /** The `session_id` of a request between gateways; "" for anything else (garbage is answered "not here", never a throw in a callback). */

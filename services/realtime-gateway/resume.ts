@@ -372,8 +372,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
         multichannel: claims.ch !== undefined,
         remainingAudioSeconds: Number.isFinite(left) ? Math.floor(left) : limits.maxAudioSecondsPerSession,
         budget,
-        language: settings?.language ?? null,
-        prompt: settings?.prompt ?? null,
+        ...(settings ?? { language: null, prompt: null }),
       };
       const afterEventIds = positions.map((p) => (p.kind === "after" ? p.eventId : null));
       const start: SessionStart = { kind: "resume", gen: taken.gen, afterEventIds, offer: offerFor(admission) };

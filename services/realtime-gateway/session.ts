@@ -117,7 +117,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
   let closedDone = false; // the socket is gone
   let settings: SessionSettings = {
     turnDetection: deps.defaultTurnDetection,
-    transcription: { language: admission.language, prompt: admission.prompt, model: null },
+    transcription: { language: admission.language, prompt: admission.prompt, model: null, ...(admission.keyterms ? { keyterms: admission.keyterms } : {}) },
     partials: { partial_interval_ms: DEFAULT_PARTIAL_INTERVAL_MS, interim_results: false, smart_format: true },
   };
   // Every accepted frame holds whole sample frames (a frame that does not is refused
@@ -184,8 +184,8 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     const result = socket.send(event);
     closeIf({ kind: "event_sent", result, bufferedBytes: result === 2 ? 0 : socket.bufferedAmount() });
   };
-  const sendError = (code: string, message: string, clientEventId: string | null = null) =>
-    send({ type: "error", event_id: feed.directEventId(), error: { type: "invalid_request_error", code, message, event_id: clientEventId } });
+  const sendError = (code: string, message: string, clientEventId: string | null = null, param?: string) =>
+    send({ type: "error", event_id: feed.directEventId(), error: { type: "invalid_request_error", code, message, event_id: clientEventId, ...(param ? { param } : {}) } });
 
   // committed items whose outcome has not reached the client, and when the sweep first saw the upstream gone
   let pendingItems = 0;
@@ -314,7 +314,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
       if (closing) return;
       if (closeIf({ kind: "frame_received", binary: false, bytes: frame.byteLength, bytesPerFrame })) return;
       const read = readClientFrame(frame);
-      if (!read.ok) return sendError(read.code, read.message, read.clientEventId);
+      if (!read.ok) return sendError(read.code, read.message, read.clientEventId, read.param);
       applyClientMessage(read.message, read.clientEventId, messageTarget);
     },
     /** A parsed client message (the OpenAI door's, translated). */

@@ -19,7 +19,7 @@ export function writeRefusal(res: HttpResponse, e: AppError): void {
   res.writeStatus(statusLine(e.status));
   res.writeHeader("content-type", "application/json");
   for (const [k, v] of Object.entries(errorHeaders(e))) res.writeHeader(k, v);
-  res.end(JSON.stringify({ error: { message: e.message, type: openAiType(e), code: e.code } }), true);
+  res.end(JSON.stringify({ error: { message: e.message, type: openAiType(e), code: e.code, ...(e.param ? { param: e.param } : {}) } }), true);
 }
 
 export const websocketRequired = (path: string) =>

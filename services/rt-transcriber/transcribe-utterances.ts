@@ -226,10 +226,10 @@ async function transcribeOne(
     events = [{ type: "conversation.item.input_audio_transcription.failed", event_id: `evt_${randomUUID()}`, ...base, error: { type: "server_error", code: "transcription_unavailable", message: "No transcription workers are configured." } }];
   } else {
     try {
-      const request = { language: c.language ?? undefined, prompt: c.prompt ?? undefined, model: c.model ?? undefined };
+      const request = { language: c.language ?? undefined, prompt: c.prompt ?? undefined, keyterms: c.keyterms, model: c.model ?? undefined };
       const r = await decodeItem(router, pcm, { request, owner: turn.owner, itemId: c.item_id, fallbackOnly: turn.fallbackOnly });
       // an utterance is a sentence's end at least (the VAD cut it at a pause)
-      const item = completeCommittedItem(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt, redact: c.redact, cuts: ITEM_CUTS }), r.result, c.audio_start_ms);
+      const item = completeCommittedItem(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt, keyterms: c.keyterms, redact: c.redact, cuts: ITEM_CUTS }), r.result, c.audio_start_ms);
       events = [
         { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: item.lastDelta },
         {

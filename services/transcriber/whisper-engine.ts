@@ -8,6 +8,7 @@ import type { Logger } from "../../shared/logger";
 import type { EngineRequest, TranscriptionEngine } from "../../shared/workers/types";
 import { segmentFromWords } from "./segments";
 import { checkWhisperModelFile, type WhisperModelInfo } from "./whisper-model-file";
+import { promptWithKeyterms } from "../../shared/workers/keyterms";
 
 /**
  * whisper.cpp through its Node binding (@fugood/node-whisper-*, a prebuilt N-API
@@ -93,9 +94,10 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
     const duration = request.pcm.length / 16_000;
     const language = whisperLanguage(request.language, model);
     if (request.pcm.length === 0) return assemble([], duration, language === "auto" ? "en" : language);
+    const prompt = promptWithKeyterms(request.prompt, request.keyterms);
     const job = ctx.transcribeData(request.pcm.slice().buffer, {
       language,
-      ...(request.prompt ? { prompt: request.prompt } : {}),
+      ...(prompt ? { prompt } : {}),
       maxLen: 1,
       tokenTimestamps: true,
       maxThreads: threads,

@@ -5,6 +5,7 @@ import { z } from "zod";
 import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import { ensurePocketsphinxBinary } from "../../shared/pocketsphinx/build";
+import { pocketsphinxPrompt } from "../../shared/workers/keyterms";
 
 /**
  * A bounded local pool of streaming PocketSphinx decoders (ps-worker processes speaking
@@ -92,7 +93,7 @@ export interface StreamUtterance {
 
 export interface StreamDecoderPool {
   /** A decoder for a new utterance, or null when every one is busy. */
-  acquire(options: { prompt: string | null; cmn: number[] | null }): StreamUtterance | null;
+  acquire(options: { prompt: string | null; keyterms?: readonly string[] | null; cmn: number[] | null }): StreamUtterance | null;
   /**
    * Decoders busy / allowed, and the pids of the live decoder processes (their CPU is the
    * engine's load); `speakers`: the utterances still open (acquired, not yet ended or
@@ -178,7 +179,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
   const warmCount = Math.min(options.warm ?? 2, options.size);
   for (let i = 0; i < warmCount; i++) procs.push(spawnProc());
 
-  const acquire: StreamDecoderPool["acquire"] = ({ prompt, cmn }) => {
+  const acquire: StreamDecoderPool["acquire"] = ({ prompt, keyterms, cmn }) => {
     if (closed) return null;
     let proc = procs.find((p) => !p.busy && !p.dead);
     if (!proc) {
@@ -204,7 +205,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
     p.onDeath = () => {
       lost = true;
     };
-    const promptBytes = Buffer.from((prompt ?? "").slice(0, 4000), "utf8");
+    const promptBytes = Buffer.from(pocketsphinxPrompt(prompt, keyterms), "utf8");
     const n = cmn?.length ?? 0;
     const start = Buffer.alloc(4 + n * 4 + promptBytes.length);
     start.writeUInt32LE(n, 0);

@@ -78,7 +78,7 @@ function attachAwaited(env: HandleEnv, state: SessionState) {
 }
 
 function attachDecoder(env: HandleEnv, state: SessionState, item: string, startSample: number): boolean {
-  const utt = env.pool?.acquire({ prompt: state.decider.settings.prompt, cmn: state.cmn });
+  const utt = env.pool?.acquire({ prompt: state.decider.settings.prompt, keyterms: state.decider.settings.keyterms ?? null, cmn: state.cmn });
   if (!utt) return false;
   state.stream = {
     item,
@@ -157,8 +157,8 @@ function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s:
   const base = { item_id: s.item, content_index: 0 as const };
   const events: { event: ServerEvent; at: number }[] = [];
   if (fresh.length) {
-    const { smart_format: smartFormat, prompt, redact } = state.decider.settings;
-    const d = streamedDelta(transcriptPipeline({ smartFormat, prompt, redact, cuts: ITEM_CUTS }), s.emitted, fresh);
+    const { smart_format: smartFormat, prompt, keyterms, redact } = state.decider.settings;
+    const d = streamedDelta(transcriptPipeline({ smartFormat, prompt, keyterms, redact, cuts: ITEM_CUTS }), s.emitted, fresh);
     const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: d.delta };
     // a redaction stage may hold the open digit run back: no delta until it is judged
     if (d.delta) events.push({ event: e, at: s.emitted.length });
@@ -200,7 +200,7 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
   if (state) state.cmn = result.cmn;
   const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
   const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
-  const final = completeStreamedItem(transcriptPipeline({ smartFormat: command.smart_format, prompt: command.prompt, redact: command.redact, cuts: ITEM_CUTS }), s.emitted, timed, startMs);
+  const final = completeStreamedItem(transcriptPipeline({ smartFormat: command.smart_format, prompt: command.prompt, keyterms: command.keyterms, redact: command.redact, cuts: ITEM_CUTS }), s.emitted, timed, startMs);
   const base = { item_id: item, content_index: 0 as const };
   const events: ServerEvent[] = [
     { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },

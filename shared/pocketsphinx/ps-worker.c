@@ -7,7 +7,8 @@
  *   request  (binary, little-endian):
  *     uint32 magic 0x31535350 ("PSS1")
  *     uint32 n_samples       16 kHz mono signed 16-bit samples that follow
- *     uint32 prompt_bytes    UTF-8 prompt (biases recognition, see biased_search); may be 0
+ *     uint32 prompt_bytes    UTF-8 prompt (biases recognition, see biased_search); may be 0;
+ *                            keyterms follow a 0x1f byte
  *     prompt bytes, then n_samples * 2 bytes of PCM
  *   response (text): one JSON line
  *     {"segments":[{"words":[{"w":"..","s":..,"e":..,"p":..}]}],"promptWords":n}
@@ -18,7 +19,8 @@
  * Streaming requests (the realtime plane's incremental decoding, services/vad/
  * stream-decoders.ts): magic 0x32535350 ("PSS2"), uint32 op, uint32 payload_bytes, payload.
  *   op 1 START  payload: uint32 n_cmn, n_cmn float32 (CMN estimate to start from; 0 =
- *               the start-up one), then the UTF-8 prompt. No response.
+ *               the start-up one), then the UTF-8 prompt (keyterms after a 0x1f byte, as
+ *               for a clip). No response.
  *   op 2 AUDIO  payload: PCM16LE samples, decoded now (ps_process_raw). No response.
  *   op 3 HYP    response {"hyp":"running hypothesis","frames":n,"words":[["word",end],..],"eos":x}:
  *               the first pass's running hypothesis, the frames decoded so far and each
@@ -64,6 +66,7 @@
 #include <sphinxbase/feat.h>
 #include <sphinxbase/cmn.h>
 #include <sphinxbase/fe.h>
+#include <flite/flite.h>
 #include <ctype.h>
 #include <math.h>
 #include <unistd.h>
@@ -71,6 +74,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* flite's CMU lexicon with letter-to-sound rules (libflite_cmulex, flite1-dev). */
+cst_lexicon *cmu_lex_init(void);
 
 #define MAGIC 0x31535350u
 #define MAGIC_STREAM 0x32535350u
@@ -157,27 +163,80 @@ static void emit_utterance(ps_decoder_t *ps, int frate) {
  * biased search costs about 0.3 CPU-s (the interpolated vocabulary and its lexicon
  * tree), more than decoding a 3 s utterance, so the last prompt's search is kept
  * (use_prompt): a realtime session sends the same prompt with every utterance.
+ *
+ * Keyterms: the prompt bytes may hold a unit separator (0x1f); the words after it are
+ * the request's keyterms. They come first in the biased model, and a keyterm word the
+ * dictionary lacks gets a pronunciation (keyterm_pronounce: flite's CMU lexicon, else
+ * its letter-to-sound rules) and is added with ps_add_word instead of being dropped.
+ * ps_add_word also gives the word a unigram in the general model at the probability of
+ * its rarest words (1/N, sphinxbase's add_ug); the default search's lexicon tree is not
+ * rebuilt (update FALSE), so the default search never produces it. At most
+ * MAX_KEYTERM_WORDS are added per process.
  */
 #define PROMPT_WEIGHT 0.15f
-#define MAX_PROMPT_WORDS 128
+#define MAX_PROMPT_WORDS 512
+#define MAX_KEYTERM_WORDS 20000
+static int keyterm_words_added;
 
-static int biased_search(ps_decoder_t *ps, cmd_ln_t *config, const char *default_search, char *prompt) {
-  ngram_model_t *base = ps_get_lm(ps, default_search);
-  if (base == NULL) return 0;
-  char *words[MAX_PROMPT_WORDS];
-  int n = 0;
+/* ARPAbet phones (the en-us acoustic model's set) for a lower-case word: flite's CMU
+ * lexicon when it has the word, else its CMU letter-to-sound rules. Flite's phones are
+ * the CMU set with stress digits and "ax" (schwa), which en-us spells AH. */
+static int keyterm_pronounce(const char *word, char *out, size_t cap) {
+  static cst_lexicon *lex;
+  size_t n = strlen(word);
+  if (n < 2 || n > 40) return 0;
+  for (const char *c = word; *c; c++) if (!(*c >= 'a' && *c <= 'z') && *c != '\'') return 0;
+  if (lex == NULL) lex = cmu_lex_init();
+  cst_val *phones = lex_lookup(lex, word, NULL, NULL);
+  size_t used = 0;
+  out[0] = 0;
+  for (const cst_val *v = phones; v; v = val_cdr(v)) {
+    char ph[8];
+    snprintf(ph, sizeof ph, "%s", val_string(val_car(v)));
+    size_t k = 0;
+    for (char *c = ph; *c; c++) if (!isdigit((unsigned char)*c)) ph[k++] = (char)toupper((unsigned char)*c);
+    ph[k] = 0;
+    if (!k || !strcmp(ph, "PAU")) continue;
+    const char *arpa = !strcmp(ph, "AX") ? "AH" : !strcmp(ph, "AXR") ? "ER" : ph;
+    int w = snprintf(out + used, cap - used, "%s%s", used ? " " : "", arpa);
+    if (w < 0 || (size_t)w >= cap - used) { used = 0; break; }
+    used += (size_t)w;
+  }
+  delete_val(phones);
+  return used > 0;
+}
+
+/* Adds the words of one part of the prompt to words[]; keyterm words the dictionary
+ * lacks are given a pronunciation first. */
+static int prompt_words(ps_decoder_t *ps, char *part, int keyterms, char **words, int n) {
   char *save = NULL;
   const char *sep = " \t\r\n,.;:!?\"()[]{}";
-  for (char *tok = strtok_r(prompt, sep, &save); tok && n < MAX_PROMPT_WORDS; tok = strtok_r(NULL, sep, &save)) {
+  for (char *tok = strtok_r(part, sep, &save); tok && n < MAX_PROMPT_WORDS; tok = strtok_r(NULL, sep, &save)) {
     for (char *c = tok; *c; c++) *c = (char)tolower((unsigned char)*c);
     if (!strcmp(tok, "<s>") || !strcmp(tok, "</s>")) continue;
     char *phones = ps_lookup_word(ps, tok);
+    if (phones == NULL && keyterms && keyterm_words_added < MAX_KEYTERM_WORDS) {
+      char pron[512];
+      if (keyterm_pronounce(tok, pron, sizeof pron) && ps_add_word(ps, tok, pron, FALSE) >= 0) keyterm_words_added++;
+      phones = ps_lookup_word(ps, tok);
+    }
     if (phones == NULL) continue;
     ckd_free(phones);
     int dup = 0;
     for (int i = 0; i < n; i++) if (!strcmp(words[i], tok)) dup = 1;
     if (!dup) words[n++] = tok;
   }
+  return n;
+}
+
+static int biased_search(ps_decoder_t *ps, cmd_ln_t *config, const char *default_search, char *prompt) {
+  ngram_model_t *base = ps_get_lm(ps, default_search);
+  if (base == NULL) return 0;
+  char *words[MAX_PROMPT_WORDS];
+  char *keyterms = strchr(prompt, 0x1f);
+  if (keyterms) *keyterms++ = 0;
+  int n = keyterms ? prompt_words(ps, keyterms, 1, words, 0) : 0;
+  n = prompt_words(ps, prompt, 0, words, n);
   if (n == 0) return 0;
   char path[] = "/tmp/ps-prompt-XXXXXX";
   int fd = mkstemp(path);

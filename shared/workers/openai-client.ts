@@ -5,6 +5,7 @@ import { z } from "zod";
 import { transcriptSegment, transcriptWord, type VerboseTranscription } from "../../schemas/transcription";
 import { wavParts } from "../audio/wav";
 import { AppError } from "../errors";
+import { promptWithKeyterms } from "./keyterms";
 
 /**
  * Client for any OpenAI-compatible POST /v1/audio/transcriptions server (speaches,
@@ -30,6 +31,8 @@ export interface OpenAIRequest {
   model?: string;
   language?: string;
   prompt?: string;
+  /** Appended to the prompt (OpenAI's transcription endpoint has no keyterms of its own). */
+  keyterms?: string[];
   signal?: AbortSignal;
 }
 
@@ -61,7 +64,8 @@ export async function transcribeWithOpenAI(endpoint: OpenAIEndpoint, request: Op
     ["timestamp_granularities[]", "segment"],
   ];
   if (request.language) fields.push(["language", request.language]);
-  if (request.prompt) fields.push(["prompt", request.prompt]);
+  const prompt = promptWithKeyterms(request.prompt, request.keyterms);
+  if (prompt) fields.push(["prompt", prompt]);
   const form = multipartBody(fields, wavParts(request.pcm));
   const headers: Record<string, string> = { "content-type": form.contentType };
   if (endpoint.apiKey) headers.authorization = `Bearer ${endpoint.apiKey}`;

@@ -167,6 +167,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       model: request.model,
       language: request.language,
       prompt: request.prompt,
+      ...(request.keyterms?.length ? { keyterms: request.keyterms } : {}),
       samples: request.pcm.length,
       deadline: now() + timeoutMs,
     };

@@ -13,6 +13,8 @@ export interface TranscribeRequest {
   language?: string;
   /** Context prompt / vocabulary hint. */
   prompt?: string;
+  /** Words and phrases to bias recognition towards (`keyterms`, at most 100); combined with `prompt` (keyterms.ts). */
+  keyterms?: string[];
   /** Pin to one worker id (segment `worker_id`). */
   workerId?: string;
   signal?: AbortSignal;
@@ -78,6 +80,7 @@ export interface EngineRequest {
   model?: string;
   language?: string;
   prompt?: string;
+  keyterms?: string[];
   signal?: AbortSignal;
 }
 

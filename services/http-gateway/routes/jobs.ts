@@ -140,6 +140,7 @@ export async function submitJob(deps: GatewayDeps, principal: Principal, rawBody
     ...(body.language ? { language: body.language } : {}),
     model: body.model ?? jobDefaults.model,
     ...(body.prompt ? { prompt: body.prompt } : {}),
+    ...(body.keyterms?.length ? { keyterms: body.keyterms } : {}),
     segmentSeconds: Math.min(jobDefaults.maxSegmentSeconds, Math.max(jobDefaults.minSegmentSeconds, body.segment_seconds ?? jobDefaults.segmentSeconds)),
     concurrency: Math.min(jobDefaults.maxConcurrency, Math.max(1, Math.floor(body.concurrency ?? jobDefaults.concurrency))),
     ...(body.webhook_url ? { webhookUrl: body.webhook_url } : {}),

@@ -222,7 +222,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
         // a streamed answer sends pieces' text in clip order: the first piece first
         cut: pieceCutter(deps.config.workers.pieces, fields.stream),
         inFlight: deps.config.workers.pieces.inFlight,
-        request: { model: fields.model, language: fields.language, prompt: fields.prompt, workerId: fields.workerId },
+        request: { model: fields.model, language: fields.language, prompt: fields.prompt, keyterms: fields.keyterms, workerId: fields.workerId },
         signal: c.req.raw.signal,
         owner: principal.ownerId,
         requestId,
@@ -239,7 +239,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
       `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}, worker;dur=${workerMs.toFixed(2)}, total;dur=${(performance.now() - started).toFixed(2)}`;
     const workers = (pieces: PieceOutcome[]) => [...new Set(pieces.map((p) => p.workerId))].join(", ");
     const pipelineFor = (formatted: boolean, channel?: number) =>
-      transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: formatted, prompt: fields.prompt, redact: fields.redact, channel, speakerTurns });
+      transcriptPipeline({ smartFormat: fields.smartFormat, engineFormatted: formatted, prompt: fields.prompt, keyterms: fields.keyterms, redact: fields.redact, channel, speakerTurns });
     // the worker's time: the router's for one piece, the wall clock of all of them for several
     const workerMs = (pieces: PieceOutcome[]) => (runs.count === 1 ? pieces[0]!.workerMs : performance.now() - workStarted);
     /** Every piece of every channel is in: the delivered transcript, billed (per channel) and audited. */

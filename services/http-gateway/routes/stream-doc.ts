@@ -4,6 +4,7 @@ import { OPENAI_REALTIME_PATH } from "../../../schemas/openai-realtime";
 import { AppError } from "../../../shared/errors";
 import type { GatewayEnv } from "../auth-middleware";
 import { STREAM_PATH } from "./session-token";
+import { KEYTERMS_DESCRIPTION } from "../../../schemas/keyterms";
 
 /**
  * The realtime WebSockets (the native one and the OpenAI Realtime door) are served by the
@@ -39,6 +40,10 @@ export const nativeStreamQuery = z.object({
     .optional()
     .describe("true: each channel has its own VAD, items and transcripts; item events carry `channel`; audio is billed per channel (docs/realtime.md \"Multichannel\")"),
   language: z.string().optional().describe("ISO-639-1 hint for the engines, e.g. `en` (400 `invalid_language` otherwise)"),
+  keyterms: z
+    .string()
+    .optional()
+    .describe(`${KEYTERMS_DESCRIPTION}. Comma-separated or repeated; the session's initial keyterms (session.update changes them). A bad value is 400 invalid_request with param \`keyterms\``),
   ...resumeQuery,
 });
 

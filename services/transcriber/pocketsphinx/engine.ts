@@ -10,6 +10,7 @@ import type { Logger } from "../../../shared/logger";
 import type { EngineRequest, TranscriptionEngine } from "../../../shared/workers/types";
 import { segmentFromWords } from "../segments";
 import { ensurePocketsphinxBinary } from "../../../shared/pocketsphinx/build";
+import { pocketsphinxPrompt } from "../../../shared/workers/keyterms";
 
 /**
  * The embedded engine: a pool of persistent ps-worker processes (PocketSphinx 0.8,
@@ -190,7 +191,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
 
   const run = (proc: Proc, job: Job) => {
     proc.current = job;
-    const { pcm, prompt, signal } = job.request;
+    const { pcm, prompt, keyterms, signal } = job.request;
     let taken = false;
     const done = () => {
       clearTimeout(acceptTimer);
@@ -244,7 +245,7 @@ export async function createPocketsphinxEngine(options: PocketsphinxOptions = {}
       }
       pump();
     };
-    const promptBytes = Buffer.from((prompt ?? "").slice(0, 4000), "utf8");
+    const promptBytes = Buffer.from(pocketsphinxPrompt(prompt, keyterms), "utf8");
     const head = Buffer.alloc(12);
     head.writeUInt32LE(MAGIC, 0);
     head.writeUInt32LE(pcm.length, 4);
