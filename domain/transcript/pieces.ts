@@ -62,6 +62,8 @@ const PIECES_PER_SLOT = [4, 6, 8];
 const SILENCE_COST = 0.25;
 /** A sample within this of zero is digital silence (padding, a dither's last bit). */
 const DIGITAL_SILENCE = 2;
+/** Digital silence at a clip's edge this long or longer is padding (as long as a pause). */
+const MIN_PADDING = 0.25 * SAMPLE_RATE;
 const ms = (x: number) => Math.round(x * 1000) / 1000;
 
 /** A pause: frames [start, end) of 20 ms, all quiet. */
@@ -119,7 +121,8 @@ export function targetPieceSeconds(durationSeconds: number, slots: number, polic
 
 /**
  * The pieces of 16 kHz `pcm`: contiguous, cut at pauses, covering its speech, between
- * its first and last 20 ms frame that is not digital silence (one piece: all of it).
+ * its first and last 20 ms frame that is not digital silence when 250 ms or more of it
+ * pad the clip (one piece: all of it).
  * Padding (a channel of a stereo file padded to the longer one, zeros before or after)
  * is neither planned nor decoded: it moves no cut, and the engine, whose cepstral mean
  * a second of zeros shifts, hears the same speech the same way with or without it.
@@ -129,7 +132,11 @@ export function planPieces(pcm: Int16Array, slots: number, policy: PiecePolicy):
   return planSpeech(pcm.subarray(from, to), slots, policy).map((p) => ({ ...p, startSample: p.startSample + from, endSample: p.endSample + from }));
 }
 
-/** Samples [from, to) of `pcm` between its first and last 20 ms frame holding more than digital silence (the whole clip when it is all silence). */
+/**
+ * Samples [from, to) of `pcm` between its first and last 20 ms frame holding more than
+ * digital silence, where the silence before or after is padding (at least MIN_PADDING);
+ * the whole clip when it is all silence.
+ */
 function speechBounds(pcm: Int16Array): [number, number] {
   const heard = (f: number) => {
     for (let i = f * FRAME; i < Math.min(pcm.length, (f + 1) * FRAME); i++) if (pcm[i]! > DIGITAL_SILENCE || pcm[i]! < -DIGITAL_SILENCE) return true;
@@ -141,7 +148,10 @@ function speechBounds(pcm: Int16Array): [number, number] {
   if (first === frames) return [0, pcm.length];
   let last = frames - 1;
   while (last > first && !heard(last)) last--;
-  return [first * FRAME, Math.min(pcm.length, (last + 1) * FRAME)];
+  // a few milliseconds of zeros at a recording's edge are the recording's: only padding goes
+  const from = first * FRAME < MIN_PADDING ? 0 : first * FRAME;
+  const to = pcm.length - (last + 1) * FRAME < MIN_PADDING ? pcm.length : (last + 1) * FRAME;
+  return [from, to];
 }
 
 function planSpeech(pcm: Int16Array, slots: number, policy: PiecePolicy): PiecePlan[] {
