@@ -169,12 +169,24 @@ interface SessionRun {
   sendLog: ReturnType<typeof createSendLog>;
 }
 
+/** `pcm` through a resampler, its tail flushed: ⌈n × out / in⌉ samples. */
+function whole(r: ReturnType<typeof createResampler>, pcm: Int16Array): Int16Array {
+  const head = r.push(pcm);
+  const tail = r.flush();
+  const out = new Int16Array(head.length + tail.length);
+  out.set(head);
+  out.set(tail, head.length);
+  r.free();
+  return out;
+}
+
 async function main() {
   const loop = speechLoop(audioSource);
   const loopBytes = new Uint8Array(loop.buffer);
   const frameBytes = (16000 * 2 * frameMs) / 1000;
   // --door openai: the loop at 24 kHz, a frame of it per 16 kHz frame (sentBytes stays in 16 kHz bytes)
-  const loop24 = openaiDoor || native24 ? createResampler(16000, 24000, 1).push(loop) : null;
+  // the whole loop: the resampler's last milliseconds come out with its flush (resample.ts)
+  const loop24 = openaiDoor || native24 ? whole(createResampler(16000, 24000, 1), loop) : null;
   const loop24Bytes = loop24 ? new Uint8Array(loop24.buffer, loop24.byteOffset, loop24.byteLength) : null;
   const at24 = (from: number, frame: Uint8Array) => {
     const at = Math.floor((from * 3) / 4) * 2;

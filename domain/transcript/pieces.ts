@@ -64,6 +64,8 @@ const SILENCE_COST = 0.25;
 const DIGITAL_SILENCE = 2;
 /** Digital silence at a clip's edge this long or longer is padding (as long as a pause). */
 const MIN_PADDING = 0.25 * SAMPLE_RATE;
+/** How far from each edge padding is looked for. */
+const MAX_PADDING = 30 * SAMPLE_RATE;
 const ms = (x: number) => Math.round(x * 1000) / 1000;
 
 /** A pause: frames [start, end) of 20 ms, all quiet. */
@@ -142,12 +144,16 @@ function speechBounds(pcm: Int16Array): [number, number] {
     for (let i = f * FRAME; i < Math.min(pcm.length, (f + 1) * FRAME); i++) if (pcm[i]! > DIGITAL_SILENCE || pcm[i]! < -DIGITAL_SILENCE) return true;
     return false;
   };
+  // padding is looked for within MAX_PADDING of each edge only: a long silent clip costs
+  // no scan of its hours on the request's path (it is planned whole, as before)
   const frames = Math.ceil(pcm.length / FRAME);
+  const reach = Math.min(frames, Math.ceil(MAX_PADDING / FRAME));
   let first = 0;
-  while (first < frames && !heard(first)) first++;
-  if (first === frames) return [0, pcm.length];
+  while (first < reach && !heard(first)) first++;
+  if (first === reach) return [0, pcm.length];
   let last = frames - 1;
-  while (last > first && !heard(last)) last--;
+  while (last > first && last >= frames - reach && !heard(last)) last--;
+  if (last < frames - reach) return [first * FRAME < MIN_PADDING ? 0 : first * FRAME, pcm.length];
   // a few milliseconds of zeros at a recording's edge are the recording's: only padding goes
   const from = first * FRAME < MIN_PADDING ? 0 : first * FRAME;
   const to = pcm.length - (last + 1) * FRAME < MIN_PADDING ? pcm.length : (last + 1) * FRAME;
