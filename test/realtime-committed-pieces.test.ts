@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav, pcm16MonoFromWav } from "../shared/audio/wav";
 import { wordErrorRate } from "../shared/workers/wer";
+import { concatPcm } from "./support/fixtures";
 import { randomHex } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
@@ -25,14 +26,7 @@ const REFERENCE = (() => {
 })();
 const CHAPTER = (() => {
   const clips = [...IDS.map((id) => pcm16MonoFromWav(readFileSync(`${DIR}/${id}.wav`))!), fixture("jfk.wav"), fixture("ldc93s1.wav")];
-  const parts = clips.flatMap((pcm) => [pcm, silence(0.6)]);
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatPcm(...clips.flatMap((pcm) => [pcm, silence(0.6)]));
 })();
 
 let stack: Stack;

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav, pcm16MonoFromWav } from "../shared/audio/wav";
+import { concatPcm } from "./support/fixtures";
 import { randomHex, readBody, serveAudio, startHttp, submitJob, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
@@ -23,18 +24,9 @@ function rawPcm(path: string): Int16Array {
   return new Int16Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
 }
 const PAUSE = 0.9;
-const CARD_AUDIO = concat(silence(0.5), FIVE_FIVE, silence(PAUSE), FIVE_FIVE, silence(PAUSE), TIDIGITS, silence(PAUSE), NUMBERS, silence(1.5));
+const CARD_AUDIO = concatPcm(silence(0.5), FIVE_FIVE, silence(PAUSE), FIVE_FIVE, silence(PAUSE), TIDIGITS, silence(PAUSE), NUMBERS, silence(1.5));
 const CARD_WAV = encodeWav(CARD_AUDIO, 16000);
 
-function concat(...parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 /** The digits a text shows in clear, spoken or as numerals, in order. */
 const SPOKEN: Record<string, string> = { zero: "0", oh: "0", one: "1", two: "2", three: "3", four: "4", five: "5", six: "6", seven: "7", eight: "8", nine: "9" };

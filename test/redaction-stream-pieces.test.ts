@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav, pcm16MonoFromWav } from "../shared/audio/wav";
+import { concatPcm } from "./support/fixtures";
 import { randomHex } from "./support/jobs-helpers";
 import { silence } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
@@ -33,13 +34,7 @@ const CLIP = (() => {
     parts.push(GROUP_AUDIO.map((x) => Math.round(x * (1 - g * 0.1))), silence(PAUSE));
     at += GROUP_AUDIO.length + silence(PAUSE).length;
   }
-  const out = new Int16Array(at);
-  let k = 0;
-  for (const p of parts) {
-    out.set(p, k);
-    k += p.length;
-  }
-  return out;
+  return concatPcm(...parts);
 })();
 
 /** The scripted words of the groups a piece of the clip holds: the piece found in the clip by its first sound. */
