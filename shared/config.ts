@@ -107,6 +107,11 @@ const envSchema = z.object({
   POCKETSPHINX_PROCESSES: int.min(0).default(0),
   POCKETSPHINX_REAL_TIME_FACTOR: num.positive().default(2),
   WHISPER_REAL_TIME_FACTOR: num.positive().default(1),
+  /** Clips whisper.cpp decodes at once (decoder states over one model); 0: one per two cores. */
+  WHISPER_PARALLEL: int.min(0).default(0),
+  /** Threads per whisper.cpp clip; 0: the cores shared out among the parallel clips. */
+  WHISPER_THREADS: int.min(0).default(0),
+  WHISPER_TEMPERATURE_FALLBACK: bool.default(true),
   WORKER_OPENAI_REAL_TIME_FACTOR: num.positive().default(0.1),
   WORKER_OPENAI_CONCURRENCY: int.min(1).default(8),
   FALLBACK_REAL_TIME_FACTOR: num.positive().default(0.1),
@@ -244,6 +249,7 @@ function build(env: Env) {
       workerId: env.WORKER_ID,
       pocketsphinx: { processes: env.POCKETSPHINX_PROCESSES, realTimeFactor: env.POCKETSPHINX_REAL_TIME_FACTOR },
       whisperRealTimeFactor: env.WHISPER_REAL_TIME_FACTOR,
+      whisper: { parallel: env.WHISPER_PARALLEL || undefined, threads: env.WHISPER_THREADS || undefined, fallback: env.WHISPER_TEMPERATURE_FALLBACK },
     },
     jobs: {
       fetchMaxBytes: env.JOB_FETCH_MAX_BYTES,
