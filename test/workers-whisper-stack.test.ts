@@ -40,8 +40,9 @@ beforeAll(async () => {
     WORKER_EMBEDDED: "none",
     WHISPER_MODEL_PATH: written.path,
     WORKER_ID: "wh",
-    // one whisper context takes one utterance at a time: let a session's wait for it
-    // outlast a busy machine instead of failing items as overloaded
+    // two clips at once over the one model
+    WHISPER_PARALLEL: "2",
+    // let a session's wait for an engine outlast a busy machine instead of failing items as overloaded
     RT_MAX_TRANSCRIPT_WAIT_MS: "60000",
   });
   key = (await stack.issueKey("pro", "tenant-whisper")).key;
@@ -84,10 +85,10 @@ function expectCues(body: string, separator: "," | "."): void {
 }
 
 describe("the service with whisper.cpp as its engine", () => {
-  it("starts the engine from WHISPER_MODEL_PATH and announces it: warm, one clip at a time, every language, its own formatting", async () => {
+  it("starts the engine from WHISPER_MODEL_PATH and announces it: warm, two clips at a time (WHISPER_PARALLEL), every language, its own formatting", async () => {
     const router = stack.runtime.ctx.router as RunningRouter;
     await waitFor(async () => router.workers().find((w) => w.id === WORKER && w.warm), { timeoutMs: 10_000, what: "the whisper worker warm" });
-    expect(router.workers().find((w) => w.id === WORKER)).toMatchObject({ kind: "whisper-cpp", warm: true, concurrency: 1, languages: ["*"], formatsText: true, models: ["stt-1", "whisper-1", "stt-large-v3-turbo"] });
+    expect(router.workers().find((w) => w.id === WORKER)).toMatchObject({ kind: "whisper-cpp", warm: true, concurrency: 2, languages: ["*"], formatsText: true, models: ["stt-1", "whisper-1", "stt-large-v3-turbo"] });
     expect(router.workers().map((w) => w.id)).toEqual([WORKER]);
     // realtime sessions take the commit path: whisper transcribes whole utterances
     expect(stack.config.realtime.streaming).toBe(false);
