@@ -41,12 +41,12 @@ const clipName = args.get("clip") ?? "jfk.wav";
 const root = resolve(import.meta.dirname, "..");
 
 /** The released shape with the text context that stops a window at `tokens` tokens. */
-export function benchShape(name: keyof typeof WHISPER_SHAPES, tokensPerWindow: number): WhisperShape {
+function benchShape(name: keyof typeof WHISPER_SHAPES, tokensPerWindow: number): WhisperShape {
   return { ...WHISPER_SHAPES[name], textCtx: 2 * (tokensPerWindow + 4) };
 }
 
 /** The generated model for a shape, written once under .data/bench-models/. */
-export async function benchModel(name: keyof typeof WHISPER_SHAPES, tokensPerWindow: number): Promise<string> {
+async function benchModel(name: keyof typeof WHISPER_SHAPES, tokensPerWindow: number): Promise<string> {
   const dir = join(root, ".data", "bench-models");
   mkdirSync(dir, { recursive: true });
   const path = join(dir, `ggml-${name}-random-t${tokensPerWindow}.bin`);

@@ -17,7 +17,7 @@ import { killWithUs } from "../../shared/process-guard";
  * held (retryable: the router gives the clip to another engine or retries) and is
  * started again for the next clip.
  */
-export interface WhisperDecode {
+interface WhisperDecode {
   pcm: Int16Array;
   language: string;
   prompt?: string;
@@ -28,7 +28,7 @@ export interface WhisperDecode {
   signal?: AbortSignal;
 }
 
-export interface WhisperToken {
+interface WhisperToken {
   text: string;
   /** ms */
   t0: number;
