@@ -22,14 +22,15 @@
  * `--tokens 220` keeps the released context.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism, cpus } from "node:os";
 import { join, resolve } from "node:path";
 import { createWhisperEngine } from "../services/transcriber/whisper-engine";
 import { audioCtxFor } from "../services/transcriber/whisper-process";
 import { decodeAudio } from "../shared/audio/decode";
 import { fixturePath } from "../test/support/fixtures";
-import { WHISPER_SHAPES, writeTinyWhisperModel, type WhisperShape } from "../test/support/workers-whisper-model";
+import { WHISPER_SHAPES } from "../test/support/workers-whisper-model";
+import { benchModel } from "./support/whisper-models";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -39,20 +40,6 @@ const threads = Number(args.get("threads") ?? availableParallelism());
 const tokens = Number(args.get("tokens") ?? 90);
 const clipName = args.get("clip") ?? "jfk.wav";
 const root = resolve(import.meta.dirname, "..");
-
-/** The released shape with the text context that stops a window at `tokens` tokens. */
-function benchShape(name: keyof typeof WHISPER_SHAPES, tokensPerWindow: number): WhisperShape {
-  return { ...WHISPER_SHAPES[name], textCtx: 2 * (tokensPerWindow + 4) };
-}
-
-/** The generated model for a shape, written once under .data/bench-models/. */
-async function benchModel(name: keyof typeof WHISPER_SHAPES, tokensPerWindow: number): Promise<string> {
-  const dir = join(root, ".data", "bench-models");
-  mkdirSync(dir, { recursive: true });
-  const path = join(dir, `ggml-${name}-random-t${tokensPerWindow}.bin`);
-  if (!existsSync(path)) await writeTinyWhisperModel(path, { shape: benchShape(name, tokensPerWindow), multilingual: name === "large-v3-turbo" });
-  return path;
-}
 
 /** whisper-cli from the engine's own whisper.cpp sources (built once into build/whisper-cli). */
 function whisperCli(): string {
