@@ -102,6 +102,7 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
       tokenTimestamps: true,
       maxThreads: threads,
       temperature: 0,
+      ...(request.partial ? { audioCtx: partialAudioCtx(request.pcm.length, model.nAudioCtx) } : {}),
     });
     let out: Awaited<typeof job.promise>;
     try {
@@ -152,6 +153,17 @@ function whisperLanguage(hint: string | undefined, model: WhisperModelInfo): str
   const code = hint.toLowerCase().split(/[-_]/)[0]!;
   if (model.languages.includes(code)) return code;
   throw new AppError("validation", "unsupported_language", `whisper.cpp does not know the language "${hint}"; this model knows ${model.languages.join(", ")}`);
+}
+
+/**
+ * The encoder window for a partial re-decode (whisper.cpp's `audio_ctx`, the binding's
+ * `audioCtx`): the clip's own length (one encoder position per 20 ms) and a second
+ * more, so a 2 s buffer does not pay for the model's 30 s window. Only partials: a
+ * shortened window costs some accuracy on trained models, and the final decodes the
+ * whole item in the full window.
+ */
+function partialAudioCtx(samples: number, modelCtx: number): number {
+  return Math.min(modelCtx, Math.ceil(samples / 320) + 50);
 }
 
 /** `p`, or the signal's reason as soon as it aborts (then `onAbort`), whichever comes first. */

@@ -11,7 +11,7 @@ import { transcribeWithOpenAI, type OpenAIEndpoint } from "./openai-client";
 import { localWorker, type LocalWorker } from "./local";
 import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
 import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
-import type { TranscribeRequest, WorkerRouter } from "./types";
+import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types";
 import { ConnectionLost, describeFailure, isNoResponders, isTimeout, TranscriptionFailed, TRANSIENT_WORKER_CODES, WorkerLost } from "./attempt-failures";
 
 export { isTransientRoutingFailure } from "./attempt-failures";
@@ -168,6 +168,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       language: request.language,
       prompt: request.prompt,
       ...(request.keyterms?.length ? { keyterms: request.keyterms } : {}),
+      ...(request.partial ? { partial: true } : {}),
       samples: request.pcm.length,
       deadline: now() + timeoutMs,
     };
@@ -237,6 +238,17 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     }
   };
 
+  /** A partial re-decode (TranscribeRequest.partial): a free slot of a warm worker now, or nothing. */
+  const transcribePartial = async (request: TranscribeRequest): Promise<TranscribeResult> => {
+    const { worker } = pickPrimary(request, new Set());
+    const busy = (w: WorkerAnnouncement) => Math.max(localInFlight.get(w.id) ?? 0, w.inFlight) >= w.concurrency;
+    if (!worker || busy(worker)) throw new AppError("unavailable", "engine_busy", "no worker has a free slot for a partial re-decode");
+    const started = performance.now();
+    const timeoutMs = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, request.pcm.length / 16_000, worker.realTimeFactor);
+    const result = await postToWorker(worker, request, timeoutMs);
+    return { result, workerId: worker.id, fallbackUsed: false, formatted: engineFormats(worker), workerMs: performance.now() - started };
+  };
+
   const fail = (message: string, transient: boolean): never => {
     transcriptionOutcomes.inc({ outcome: "failed", code: transient ? "transient" : "engine_error" });
     consecutiveFailures++;
@@ -252,6 +264,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     available: () => now() >= openUntil && (options.fallback !== undefined || registry.list().some((w) => w.warm)),
     retryAfterSeconds: () => Math.max(0, Math.ceil((openUntil - now()) / 1000)),
     async transcribe(request) {
+      if (request.partial) return transcribePartial(request);
       const clipSeconds = request.pcm.length / 16_000;
       const started = performance.now();
       const failures: string[] = [];
