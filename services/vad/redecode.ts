@@ -30,7 +30,7 @@ import type { StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./str
  */
 
 /** How far before the decoded audio's end a re-decoded word must end to go out (0.4 s): the last word of a cut clip is the one whole-clip engines revise. */
-export const REDECODE_SETTLE_FRAMES = 40;
+const REDECODE_SETTLE_FRAMES = 40;
 const SAMPLES_PER_FRAME = 160;
 /** Past this much decoded audio (20 s, two thirds of whisper's window) only the unconfirmed tail is decoded. */
 const TAIL_AFTER_SAMPLES = 20 * 16_000;

@@ -67,6 +67,10 @@ export { isTransientRoutingFailure } from "./attempt-failures";
  * request through the server and back (shared/workers/local.ts): the same choice,
  * timeout, deadline and answers, without framing and copying the PCM twice.
  *
+ * A `partial` request (a realtime item's re-decode, services/vad/redecode.ts) is the
+ * first work dropped: a warm worker with a free slot now, or `engine_busy` at once; no
+ * fallback, no second attempt, no breaker count.
+ *
  * Circuit breaker (for realtime admission): `breakerThreshold` consecutive requests
  * that fail outright open it for `breakerOpenMs`; the first request after that
  * half-opens it.
