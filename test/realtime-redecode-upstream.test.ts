@@ -115,4 +115,32 @@ describe("partials from an upstream that decodes whole clips (RT_UPSTREAM_PARTIA
     c.ws.close();
     await c.closed;
   });
+
+  it("a long item: past 10 s only its unconfirmed tail is re-decoded, the confirmed words as the prompt; the final is the whole item's", { timeout: 60_000 }, async () => {
+    const twice = jfkTimedReference({ twice: true });
+    provider.behaviour.timedWords = (clip) => twice.hear(clip);
+    const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
+    await c.next("session.created");
+    c.sendJson({ type: "session.update", session: { turn_detection: { type: "server_vad", silence_duration_ms: 2000, max_utterance_ms: 30000 } } });
+    await c.next("session.updated");
+    const before = provider.requests.length;
+    try {
+      await speak(c, concatPcm(twice.pcm, silence(2.5)), 2);
+      await c.next(`${T}.completed`, 15_000);
+    } finally {
+      provider.behaviour.timedWords = (clip) => reference.hear(clip);
+    }
+    const got = itemsOf(c);
+    expect(got).toHaveLength(1);
+    expect(got[0]!.completed.transcript).toBe(twice.transcript);
+    expect(got[0]!.deltas.map((d) => d.delta).join("")).toBe(twice.transcript);
+    const sent = provider.requests.slice(before);
+    const tails = sent.filter((r) => r.prompt?.startsWith("And so my fellow Americans,"));
+    console.log(`long item: ${sent.length} requests, ${tails.length} of them tails (at most ${Math.max(...tails.map((r) => r.samples)) / 16_000} s)`);
+    expect(tails.length).toBeGreaterThan(0);
+    // a tail stays near 10 s (the cadence and one decode past it) while the item runs to 22 s
+    for (const r of tails) expect(r.samples).toBeLessThan(16_000 * 13);
+    c.ws.close();
+    await c.closed;
+  });
 });

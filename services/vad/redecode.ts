@@ -32,8 +32,12 @@ import type { StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./str
 /** How far before the decoded audio's end a re-decoded word must end to go out (0.4 s): the last word of a cut clip is the one whole-clip engines revise. */
 const REDECODE_SETTLE_FRAMES = 40;
 const SAMPLES_PER_FRAME = 160;
-/** Past this much decoded audio (20 s, two thirds of whisper's window) only the unconfirmed tail is decoded. */
-const TAIL_AFTER_SAMPLES = 20 * 16_000;
+/**
+ * Past this much decoded audio (10 s) only the unconfirmed tail is decoded: a re-decode
+ * then costs about 10 s of audio whatever the item's length (items run to
+ * max_utterance_ms, 20 s by default, 30 s at most: whisper's window).
+ */
+const TAIL_AFTER_SAMPLES = 10 * 16_000;
 /** A word is fixed only if it ended this long before the decoded end (1 s). */
 const FIX_FRAMES = 100;
 

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { concatPcm } from "./fixtures";
 import { fixture, type RtClient } from "./realtime-support";
 
 const T = "conversation.item.input_audio_transcription";
@@ -19,9 +20,16 @@ export interface TimedReference {
   hear(clip: Int16Array): { word: string; start: number; end: number }[];
 }
 
-export function jfkTimedReference(): TimedReference {
-  const file = JSON.parse(readFileSync(resolve(import.meta.dirname, "../fixtures/jfk-words.json"), "utf8")) as { transcript: string; words: { word: string; start: number; end: number }[] };
-  const pcm = fixture("jfk.wav");
+export function jfkTimedReference(options: { twice?: boolean } = {}): TimedReference {
+  const once = JSON.parse(readFileSync(resolve(import.meta.dirname, "../fixtures/jfk-words.json"), "utf8")) as { transcript: string; words: { word: string; start: number; end: number }[] };
+  const clip = fixture("jfk.wav");
+  // `twice`: the speech said again with its polarity flipped (the same to the ear, other
+  // samples, so a clip is still found in one place): a 22 s utterance
+  const pcm = options.twice ? concatPcm(clip, clip.map((x) => -x)) : clip;
+  const seconds = clip.length / 16_000;
+  const file = options.twice
+    ? { transcript: `${once.transcript} ${once.transcript}`, words: [...once.words, ...once.words.map((w) => ({ ...w, start: w.start + seconds, end: w.end + seconds }))] }
+    : once;
   /** Where `clip` starts in jfk.wav (samples), or -1: its first 20 ms matched sample for sample. */
   const locate = (clip: Int16Array): number => {
     const probe = Math.min(clip.length, 320);
