@@ -48,6 +48,7 @@ describe("partials from an upstream that decodes whole clips (RT_UPSTREAM_PARTIA
     while (completed.map((e) => e.transcript).join(" ").split(" ").length < reference.words.length) completed.push(await c.next(`${T}.completed`, 10_000));
     const got = itemsOf(c);
     expect(got.length).toBe(completed.length);
+    console.log(`server_vad: ${got.map((i) => `${i.completed.transcript} [stopped ${i.stopped.audio_end_ms}]`).join(" | ")}; last stopped ${got.at(-1)!.stopped.__t - t0 - (jfk.length / 16)} ms after the audio's end`);
 
     // the final is the reference, and each item's deltas add up to its completed transcript
     expect(got.map((i) => i.completed.transcript).join(" ")).toBe(reference.transcript);
@@ -73,18 +74,21 @@ describe("partials from an upstream that decodes whole clips (RT_UPSTREAM_PARTIA
     await c.closed;
   });
 
-  it("accepts semantic_vad: the turn ends from the running hypothesis, and the deltas still add up to the final", async () => {
+  it("accepts semantic_vad: turns end from the running hypothesis, and the deltas still add up to the final", async () => {
     const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
     await c.next("session.created");
     c.sendJson({ type: "session.update", event_id: "u1", session: { turn_detection: { type: "semantic_vad", eagerness: "high" } } });
     expect((await c.next("session.updated")).session.turn_detection).toMatchObject({ type: "semantic_vad", eagerness: "high" });
     expect(c.events.some((e) => e.type === "error")).toBe(false);
-    await speak(c, concatPcm(jfk, silence(2)), 2);
+    const t0 = await speak(c, concatPcm(jfk, silence(2)));
     const completed: any[] = [];
     while (completed.map((e) => e.transcript).join(" ").split(" ").length < reference.words.length) completed.push(await c.next(`${T}.completed`, 10_000));
     const got = itemsOf(c);
     expect(got.map((i) => i.completed.transcript).join(" ")).toBe(reference.transcript);
     for (const i of got) expect(i.deltas.map((d) => d.delta).join("")).toBe(i.completed.transcript);
+    // the last turn ends in "country." (complete: high commits after 150 ms of silence once a
+    // read has heard the pause) where server_vad waits 500 ms: logged, not asserted (load)
+    console.log(`semantic_vad: ${got.map((i) => `${i.completed.transcript} [stopped ${i.stopped.audio_end_ms}]`).join(" | ")}; last stopped ${got.at(-1)!.stopped.__t - t0 - (jfk.length / 16)} ms after the audio's end`);
     c.ws.close();
     await c.closed;
   });
