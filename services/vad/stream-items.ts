@@ -32,7 +32,8 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
   if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return finishStream(env, stream, command, pcm);
   stream?.utt.abort();
   if (stream) stream.ended = true;
-  // a re-decoded item (redecode.ts): the commit path decodes it whole and keeps the words its deltas sent
+  // the commit path decodes the item whole and keeps the words its deltas sent (a re-decoded
+  // item, redecode.ts; a decoder lost mid-item), so they still add up to its completed
   const emitted = stream?.item === command.item_id && stream.emitted.length ? stream.emitted : undefined;
   return publishUtterance(env.nats, emitted ? { ...command, emitted } : command, pcm);
 }
@@ -196,7 +197,7 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
     result = await s.utt.end();
   } catch (err) {
     env.log.warn("stream decoder lost; transcribing the committed audio whole", { sessionId, itemId: item, error: (err as Error).message });
-    await publishUtterance(env.nats, command, pcm);
+    await publishUtterance(env.nats, s.emitted.length ? { ...command, emitted: s.emitted } : command, pcm);
     return;
   }
   const workerMs = Math.round(performance.now() - t0);
