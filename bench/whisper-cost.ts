@@ -9,7 +9,8 @@
  * .data/bench-models/), the same clip, with the same settings: greedy, temperature 0
  * and no fallback (random weights would make either side re-decode every window six
  * times), one token per segment with token timestamps (`-ml 1`), the same threads and
- * the same encoder context (the engine's audioCtxFor). whisper-cli is built here from
+ * the whole 30 s encoder window (what the engine gives clips; only partial re-decodes
+ * shorten it). whisper-cli is built here from
  * the very sources the engine's worker is (node_modules/nodejs-whisper's whisper.cpp,
  * into build/whisper-cli; once, a few minutes). Its time is its own "total time" minus
  * its "load time"; the engine's is the transcribe call, model loaded once beforehand.
@@ -26,7 +27,6 @@ import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism, cpus } from "node:os";
 import { join, resolve } from "node:path";
 import { createWhisperEngine } from "../services/transcriber/whisper-engine";
-import { audioCtxFor } from "../services/transcriber/whisper-process";
 import { decodeAudio } from "../shared/audio/decode";
 import { fixturePath } from "../test/support/fixtures";
 import { WHISPER_SHAPES } from "../test/support/workers-whisper-model";
@@ -58,7 +58,7 @@ async function main() {
   const clipPath = clipName.includes("/") ? clipName : fixturePath(clipName);
   const pcm = (await decodeAudio(readFileSync(clipPath))).pcm;
   const seconds = pcm.length / 16_000;
-  const audioCtx = audioCtxFor(pcm.length);
+  const audioCtx = 0; // a clip's decode: the whole window, as the engine runs clips
   console.log(`${shapeName}-shaped model (random weights, ≤ ${tokens} tokens per window), ${clipName} (${seconds.toFixed(1)} s), ${threads} threads, audio_ctx ${audioCtx || 1500}, greedy, no fallback; ${cpus()[0]?.model} × ${availableParallelism()}`);
   const engine = await createWhisperEngine({ modelPath: model, parallel: 1, threads, fallback: false });
   const cliMs: number[] = [];

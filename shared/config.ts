@@ -173,6 +173,8 @@ const envSchema = z.object({
   /** Streaming decoders loaded when the VAD starts (the rest load on demand, one spare ahead). */
   /** Decoders loaded at start; unset = all of RT_STREAM_DECODERS (test stacks set 2). */
   RT_STREAM_DECODERS_WARM: int.min(0).max(256).optional(),
+  /** Partials from an OpenAI-compatible upstream (WORKER_OPENAI_URL) by re-decoding the open item: opt-in, they multiply its requests (docs/realtime.md). */
+  RT_UPSTREAM_PARTIALS: bool.default(false),
 
   // telemetry
   OTEL_EXPORTER_OTLP_ENDPOINT: optionalString,
@@ -191,6 +193,17 @@ function deepFreeze<T>(value: T): T {
 
 /** Streaming decoders per VAD process when unset: 8 per core, about 1.3 cores' worth of continuous speakers per 2 cores (docs/realtime.md). */
 const STREAM_DECODERS_PER_CORE = 8;
+
+/**
+ * `decoders`: the embedded PocketSphinx streaming decoders, when it is the only engine;
+ * `redecode`: the open item re-decoded whole through the worker router, for whisper.cpp
+ * and (opt-in, RT_UPSTREAM_PARTIALS) an OpenAI-compatible upstream; null: commit only.
+ */
+function partialsBy(env: Env, streamDecoders: number): "decoders" | "redecode" | null {
+  if (streamDecoders === 0) return null;
+  if (env.WHISPER_MODEL_PATH || env.WORKER_OPENAI_URL) return env.WHISPER_MODEL_PATH || env.RT_UPSTREAM_PARTIALS ? "redecode" : null;
+  return env.WORKER_EMBEDDED === "pocketsphinx" ? "decoders" : null;
+}
 
 function build(env: Env) {
   const streamDecoders = env.RT_STREAM_DECODERS ?? STREAM_DECODERS_PER_CORE * availableParallelism();
@@ -305,8 +318,10 @@ function build(env: Env) {
       demoApiKey: env.RT_DEMO_API_KEY,
       streamDecoders,
       streamDecodersWarm: env.RT_STREAM_DECODERS_WARM ?? streamDecoders,
-      /** Sessions stream only when the local engine is PocketSphinx and no other engine would transcribe them (docs/realtime.md). */
-      streaming: streamDecoders > 0 && env.WORKER_EMBEDDED === "pocketsphinx" && !env.WHISPER_MODEL_PATH && !env.WORKER_OPENAI_URL,
+      /** How sessions get text while the speaker talks (docs/realtime.md, "Partials from engines that decode whole clips"). */
+      partials: partialsBy(env, streamDecoders),
+      /** Sessions are decoded while spoken (partials, semantic_vad): `partials` is set. */
+      streaming: partialsBy(env, streamDecoders) !== null,
     },
     telemetry: { otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: env.OTEL_SERVICE_NAME },
   };

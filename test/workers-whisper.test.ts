@@ -43,7 +43,7 @@ afterAll(async () => {
 describe("whisper.cpp engine on a generated model", () => {
   it("the generated file is a complete whisper ggml model of a few MB, and whisper.cpp loads it", async () => {
     expect(en.bytes).toBeLessThan(5_000_000);
-    expect(await checkWhisperModelFile(en.path)).toEqual({ nVocab: 51864, multilingual: false, languages: ["en"], tensors: 50 });
+    expect(await checkWhisperModelFile(en.path)).toEqual({ nVocab: 51864, nAudioCtx: 1500, multilingual: false, languages: ["en"], tensors: 50 });
     const info = await checkWhisperModelFile(ml.path);
     expect(info).toMatchObject({ nVocab: 51865, multilingual: true, tensors: 50 });
     expect(info.languages).toHaveLength(99);

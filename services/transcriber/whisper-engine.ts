@@ -32,8 +32,10 @@ import { audioCtxFor, startWhisperProcess, type WhisperProcess } from "./whisper
  *   to 1.0) on for clips, WHISPER_TEMPERATURE_FALLBACK=false turns it off: it is what
  *   keeps a trained model out of loops, and what makes a model with random weights cost
  *   six passes per window;
- * - the encoder's context sized to the clip (audioCtxFor): a 3 s clip does not pay for
- *   a 30 s window.
+ * - a partial re-decode (request.partial, services/vad/redecode.ts) runs the encoder
+ *   over its own audio only (audioCtxFor): a 2 s buffer does not pay for the 30 s
+ *   window. Clips and finals keep the whole window: whisper was trained on 30 s
+ *   windows, and a shortened one costs trained models some accuracy.
  *
  * Output is bounded by whisper.cpp itself: it decodes 30 s windows, each at most
  * n_text_ctx / 2 − 4 tokens (220 for the released models). A clip with no speech may
@@ -76,7 +78,7 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
     const prompt = promptWithKeyterms(request.prompt, request.keyterms);
     let out: Awaited<ReturnType<WhisperProcess["decode"]>>;
     try {
-      out = await proc.decode({ pcm: request.pcm, language, prompt: prompt || undefined, audioCtx: audioCtxFor(request.pcm.length), fallback: options.fallback ?? true, signal: request.signal });
+      out = await proc.decode({ pcm: request.pcm, language, prompt: prompt || undefined, audioCtx: request.partial ? audioCtxFor(request.pcm.length) : 0, fallback: options.fallback ?? true, signal: request.signal });
     } catch (err) {
       if (request.signal?.aborted) throw err;
       throw err instanceof AppError ? err : new AppError("upstream", "whisper_failed", `whisper.cpp: ${(err as Error).message}`, { cause: err });

@@ -57,11 +57,11 @@ const answer = z.union([
 const readyLine = z.object({ ready: z.literal(true), states: z.number(), threads: z.number(), system: z.string() });
 
 /**
- * whisper's encoder runs over `audio_ctx` frames of 20 ms (1500: the 30 s window). A clip
- * of a few seconds needs only its own frames: a 2 s partial re-decode then costs a
- * fifteenth of the window's encoder. Rounded up to a multiple of 64 frames (1.28 s) with
- * 64 more as a margin (whisper was trained on whole windows; too tight a context makes
- * the last words come out wrong), the whole window at 28 s and over.
+ * whisper's encoder runs over `audio_ctx` frames of 20 ms (1500: the 30 s window). A
+ * partial re-decode of a few seconds needs only its own frames: a 2 s buffer then costs
+ * a fifteenth of the window's encoder. Rounded up to a multiple of 64 frames (1.28 s)
+ * with 64 more as a margin (whisper was trained on whole windows; too tight a context
+ * makes the last words come out wrong), the whole window at 28 s and over.
  */
 export function audioCtxFor(samples: number): number {
   const frames = Math.ceil(samples / 320);
