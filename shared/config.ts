@@ -112,6 +112,8 @@ const envSchema = z.object({
   /** Threads per whisper.cpp clip; 0: the cores shared out among the parallel clips. */
   WHISPER_THREADS: int.min(0).default(0),
   WHISPER_TEMPERATURE_FALLBACK: bool.default(true),
+  /** OpenMP's wait policy for whisper.cpp's decode threads: PASSIVE on cores shared with the other services, ACTIVE (spin) on cores of its own. */
+  WHISPER_OMP_WAIT_POLICY: z.enum(["PASSIVE", "ACTIVE"]).default("PASSIVE"),
   WORKER_OPENAI_REAL_TIME_FACTOR: num.positive().default(0.1),
   WORKER_OPENAI_CONCURRENCY: int.min(1).default(8),
   FALLBACK_REAL_TIME_FACTOR: num.positive().default(0.1),
@@ -262,7 +264,7 @@ function build(env: Env) {
       workerId: env.WORKER_ID,
       pocketsphinx: { processes: env.POCKETSPHINX_PROCESSES, realTimeFactor: env.POCKETSPHINX_REAL_TIME_FACTOR },
       whisperRealTimeFactor: env.WHISPER_REAL_TIME_FACTOR,
-      whisper: { parallel: env.WHISPER_PARALLEL || undefined, threads: env.WHISPER_THREADS || undefined, fallback: env.WHISPER_TEMPERATURE_FALLBACK },
+      whisper: { parallel: env.WHISPER_PARALLEL || undefined, threads: env.WHISPER_THREADS || undefined, fallback: env.WHISPER_TEMPERATURE_FALLBACK, ompWaitPolicy: env.WHISPER_OMP_WAIT_POLICY },
     },
     jobs: {
       fetchMaxBytes: env.JOB_FETCH_MAX_BYTES,

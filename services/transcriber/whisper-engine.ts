@@ -51,6 +51,8 @@ export interface WhisperOptions {
   threads?: number;
   /** whisper's temperature fallback on clips (default true). */
   fallback?: boolean;
+  /** OpenMP's wait policy for the decode threads (default PASSIVE: whisper-process.ts says why). */
+  ompWaitPolicy?: string;
   models?: string[];
   logger?: Logger;
   /** The worker binary (default build/whisper-worker). */
@@ -67,7 +69,7 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
   const cores = Math.max(1, availableParallelism());
   const parallel = Math.max(1, options.parallel ?? Math.floor(cores / 2));
   const threads = Math.max(1, options.threads ?? Math.floor(cores / parallel));
-  const proc = await startWhisperProcess({ modelPath: options.modelPath, states: parallel, threads, binary: options.binary, logger: options.logger });
+  const proc = await startWhisperProcess({ modelPath: options.modelPath, states: parallel, threads, ompWaitPolicy: options.ompWaitPolicy, binary: options.binary, logger: options.logger });
   options.logger?.info("whisper.cpp model loaded", { modelPath: options.modelPath, nVocab: model.nVocab, multilingual: model.multilingual, parallel, threads, cpu: proc.system });
   let closed = false;
 

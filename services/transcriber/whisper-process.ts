@@ -74,7 +74,7 @@ interface Pending {
   reject: (e: unknown) => void;
 }
 
-export async function startWhisperProcess(options: { modelPath: string; states: number; threads: number; binary?: string; logger?: Logger }): Promise<WhisperProcess> {
+export async function startWhisperProcess(options: { modelPath: string; states: number; threads: number; ompWaitPolicy?: string; binary?: string; logger?: Logger }): Promise<WhisperProcess> {
   const binary = options.binary ?? defaultBinary;
   if (!(await stat(binary).catch(() => undefined))) {
     throw new AppError("unavailable", "whisper_worker_missing", `the whisper.cpp worker ${binary} is not built: run scripts/build-native.sh (scripts/setup.sh does)`);
@@ -87,7 +87,14 @@ export async function startWhisperProcess(options: { modelPath: string; states: 
 
   const launch = () =>
     new Promise<void>((ready, failed) => {
-      child = spawn(binary, [options.modelPath, "--states", String(options.states), "--threads", String(options.threads)], { stdio: ["pipe", "pipe", "pipe"] });
+      // OpenMP's threads wait passively between ggml's graph steps: spinning (its default)
+      // is fastest on idle cores, but here the cores are shared with the VAD, the gateway
+      // and other decodes, and a spinning thread holds a core another one needs. Measured
+      // on 2 cores with both busy, jfk.wav on the test model with 2 threads: 15.5–21.8 s
+      // spinning, 0.65–1.4 s passive (whisper-cli, same build); about even when idle.
+      // (WHISPER_OMP_WAIT_POLICY; the binary is static and needs nothing else from the environment)
+      const env = { OMP_WAIT_POLICY: options.ompWaitPolicy ?? "PASSIVE" };
+      child = spawn(binary, [options.modelPath, "--states", String(options.states), "--threads", String(options.threads)], { stdio: ["pipe", "pipe", "pipe"], env });
       killWithUs(child);
       child.stdin.on("error", () => undefined);
       child.stderr.resume();
