@@ -43,6 +43,10 @@ beforeAll(async () => {
     WORKER_ID: "wh",
     // two clips at once over the one model
     WHISPER_PARALLEL: "2",
+    // the router's per-attempt timeout follows the declared factor: room for the test
+    // model's decodes on a machine busy with the rest of the suite (this file checks
+    // shapes and paths, not speed)
+    WHISPER_REAL_TIME_FACTOR: "4",
     // let a session's wait for an engine outlast a busy machine instead of failing items as overloaded
     RT_MAX_TRANSCRIPT_WAIT_MS: "60000",
   });
@@ -99,7 +103,7 @@ describe("the service with whisper.cpp as its engine", () => {
 
   it("POST /v1/audio/transcriptions answers in every response format with the documented shapes", async () => {
     const verbose = await post({ response_format: "verbose_json", language: "en", prompt: "Ask not what your country can do for you." });
-    expect(verbose.status).toBe(200);
+    expect(verbose.status, verbose.status === 200 ? "" : await verbose.clone().text()).toBe(200);
     expect(verbose.headers.get("x-worker-id")).toBe(WORKER);
     expect(verbose.headers.get("x-fallback-used")).toBe("0");
     expect(verbose.headers.get("server-timing")).toMatch(/worker;dur=/);
