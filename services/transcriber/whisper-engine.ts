@@ -70,7 +70,10 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
   const parallel = Math.max(1, options.parallel ?? Math.floor(cores / 2));
   const threads = Math.max(1, options.threads ?? Math.floor(cores / parallel));
   const proc = await startWhisperProcess({ modelPath: options.modelPath, states: parallel, threads, ompWaitPolicy: options.ompWaitPolicy, binary: options.binary, logger: options.logger });
-  options.logger?.info("whisper.cpp model loaded", { modelPath: options.modelPath, nVocab: model.nVocab, multilingual: model.multilingual, parallel, threads, cpu: proc.system });
+  options.logger?.info("whisper.cpp model loaded", { modelPath: options.modelPath, nVocab: model.nVocab, multilingual: model.multilingual, parallel, threads, system: proc.system });
+  if (!/(CUDA|VULKAN|METAL|SYCL) = 1/i.test(proc.system)) {
+    options.logger?.info("whisper.cpp decodes on the CPU: this build has no GPU backend (scripts/build-native.sh builds CUDA where nvcc is installed)", { threads, parallel });
+  }
   let closed = false;
 
   const run = async (request: EngineRequest): Promise<VerboseTranscription> => {

@@ -173,7 +173,9 @@ int main(int argc, char ** argv) {
     }
     whisper_log_set([](enum ggml_log_level, const char *, void *) {}, nullptr);
     whisper_context_params cp = whisper_context_default_params();
-    cp.use_gpu = false;
+    // a GPU where this build has a backend for one (scripts/build-native.sh builds CUDA
+    // when nvcc is present); a CPU-only build ignores it
+    cp.use_gpu = true;
     whisper_context * ctx = whisper_init_from_file_with_params_no_state(argv[1], cp);
     if (!ctx) {
         write_line("{\"error\":\"whisper.cpp could not load the model\"}");
