@@ -9,6 +9,8 @@ import { decodeWorkerRequest, pullPcm, toInt16 } from "../../shared/workers/prot
 import { registerLocalWorker } from "../../shared/workers/local";
 import { announcedCapacity } from "../../shared/workers/registry";
 import type { TranscriptionEngine } from "../../shared/workers/types";
+import type { VerboseTranscription } from "../../schemas/transcription";
+import { holdsSpeech } from "../../shared/audio/speech-gate";
 
 /**
  * Runs one engine as a NATS worker: request/reply on its own subject
@@ -79,6 +81,15 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
     await kv.put(id, JSON.stringify(announcement()));
   };
 
+  /**
+   * whisper.cpp invents words on silence and noise ("Thank you.", a loop of one word):
+   * it does not hear a clip without speech (holdsSpeech), which comes back with empty
+   * text. PocketSphinx answers such clips with nothing itself; an OpenAI-compatible
+   * server hears what it is sent (its own VAD filter, where it has one, is its
+   * operator's to turn on).
+   */
+  const heardNothing = async (pcm: Int16Array) => engine.kind === "whisper-cpp" && !(await holdsSpeech(pcm));
+
   /** One clip: from a NATS request (handle) or, from a router in this process, by a call (shared/workers/local.ts). */
   const serve = async (header: WorkerRequestHeader, readPcm: () => Promise<Int16Array> | Int16Array): Promise<WorkerReply> => {
     inFlight++;
@@ -95,7 +106,10 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
         // pool engine leaves the process that held it out, see pocketsphinx/engine.ts).
         const late = new AbortController();
         const timer = header.deadline === undefined ? undefined : setTimeout(() => late.abort(deadlinePassed()), Math.max(0, header.deadline - Date.now()));
-        const result = await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt, keyterms: header.keyterms, partial: header.partial, signal: late.signal }).finally(() => clearTimeout(timer));
+        const result = (await heardNothing(pcm))
+          ? silentTranscription(pcm, header.language)
+          : await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt, keyterms: header.keyterms, partial: header.partial, signal: late.signal }).finally(() => clearTimeout(timer));
+        clearTimeout(timer);
         const seconds = pcm.length / 16_000;
         if (seconds >= 1) {
           const rtf = (performance.now() - t0) / 1000 / seconds;
@@ -161,4 +175,9 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
       await engine.close();
     },
   };
+}
+
+/** The answer to a clip without speech: its duration, no words. */
+function silentTranscription(pcm: Int16Array, language: string | undefined): VerboseTranscription {
+  return { task: "transcribe", language: language ?? "en", duration: Math.round((pcm.length / 16_000) * 1000) / 1000, text: "", segments: [], words: [] };
 }
