@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 
 /** An "stt is up" line of a supervised `stt serve` child: its pid, the services it runs, the port it holds. */
-export interface Up {
+interface Up {
   services: string[];
   pid: number;
   port?: number;
