@@ -44,3 +44,19 @@ export function cpuMeter(now: () => number = Date.now) {
     },
   };
 }
+
+/** The cores this process used between successive `take()`s (user + system CPU seconds per wall second). */
+export function ownCpuMeter(now: () => number = Date.now) {
+  let last = process.cpuUsage();
+  let lastAt = now();
+  return {
+    take(): number {
+      const at = now();
+      const used = process.cpuUsage(last);
+      last = process.cpuUsage();
+      const cores = at > lastAt ? (used.user + used.system) / 1000 / (at - lastAt) : 0;
+      lastAt = at;
+      return cores;
+    },
+  };
+}

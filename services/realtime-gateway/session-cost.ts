@@ -1,0 +1,57 @@
+import { hostname } from "node:os";
+import { ownCpuMeter } from "../../shared/proc-cpu";
+
+/**
+ * What one open realtime session costs the plane, measured (for the admission's
+ * predicted headroom, domain/sessions/admission.ts): the gateway's process CPU over its
+ * open sessions, and the VAD replicas' process CPU (from their load reports) over the
+ * sessions they read. Sampled with the other signals (every 500 ms).
+ *
+ * A sample counts only while the sessions' count is settled: few admissions within the
+ * settle time and the CPU window before it (an upgrade costs more than a second of
+ * streaming, so a herd's own arrival would otherwise read as the cost of its sessions
+ * and shut the door on the rest of it), and at least MIN_MEASURED_SESSIONS open (under
+ * that, the process's own baseline — timers, HTTP, metrics — would pass for the
+ * sessions' cost). Until then the cost is null and the configured prior stands. A moving
+ * average, so one noisy window does not swing the door.
+ */
+const MIN_MEASURED_SESSIONS = 100;
+/** A sample counts while the admissions of its window are at most this share of the sessions open. */
+const SETTLED_SHARE = 0.05;
+const WEIGHT = 0.3;
+
+export interface VadProcess {
+  cores: number;
+  sessions: number;
+  host: string;
+  pid: number;
+}
+
+export interface SessionCostMeter {
+  /** One sample: the gateway's open sessions, how many were admitted within the window that ends now, and the VADs' fresh process reports. */
+  sample(openSessions: number, admittedInWindow: number, vads: VadProcess[]): void;
+  /** Cores per session as measured so far (null: not yet; the prior stands). */
+  current(): { gateway: number | null; vad: number | null };
+}
+
+export function sessionCostMeter(): SessionCostMeter {
+  const own = ownCpuMeter();
+  const host = hostname();
+  let gateway: number | null = null;
+  let vad: number | null = null;
+  let vadInProcess = false;
+  const average = (prev: number | null, sample: number) => (prev === null ? sample : (1 - WEIGHT) * prev + WEIGHT * sample);
+  return {
+    sample(openSessions, admittedInWindow, vads) {
+      const cores = own.take();
+      if (openSessions < MIN_MEASURED_SESSIONS || admittedInWindow > SETTLED_SHARE * openSessions) return;
+      gateway = average(gateway, cores / openSessions);
+      // a VAD in this very process: its CPU is already in the gateway's figure
+      const elsewhere = vads.filter((v) => !(v.host === host && v.pid === process.pid));
+      vadInProcess ||= elsewhere.length < vads.length;
+      const sessions = elsewhere.reduce((a, v) => a + v.sessions, 0);
+      if (sessions >= MIN_MEASURED_SESSIONS) vad = average(vad, elsewhere.reduce((a, v) => a + v.cores, 0) / sessions);
+    },
+    current: () => ({ gateway, vad: vad ?? (vadInProcess && gateway !== null ? 0 : null) }),
+  };
+}
