@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { availableParallelism } from "node:os";
 import { startStack, type Stack } from "./support/stack";
 import { connectRt, extraGateways, refusal, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
 import { rtAdmissionsRefused, rtSessionCloses, rtSessionsShed } from "../shared/metrics";
@@ -202,18 +203,23 @@ describe("close codes (spec 7.3)", () => {
     older.ws.close(1000);
   });
 
-  it("503 upstream_unavailable with Retry-After, and no session.created, for an upgrade past the admission burst", async () => {
-    const admission = { ...stack.config.realtime.admission, burst: 1, settleMs: 30_000 };
+  it("503 upstream_unavailable with Retry-After, and no session.created, for an upgrade past the plane's predicted headroom", async () => {
+    // one session's predicted cost (the prior, nothing measured yet) takes two thirds of the plane's share: one fits, a second does not
+    const share = 0.01;
+    const admission = { ...stack.config.realtime.admission, maxPlaneShare: share, priorSessionCores: { gateway: (share * availableParallelism()) / 1.5, vad: 0 }, settleMs: 30_000 };
     const base = await gatewayWith({}, { admission });
     const first = await connectRt(wsUrl(base), auth());
     await first.next("session.created");
-    const refusedBefore = await metricValue(rtAdmissionsRefused, { reason: "admission_burst" });
+    const refusedBefore = await metricValue(rtAdmissionsRefused, { reason: "plane_full" });
     const refused = await refusal(wsUrl(base), auth());
     expect(refused.status).toBe(503);
     expect(refused.headers["content-type"]).toMatch(/application\/json/);
     expect(refused.body.error).toMatchObject({ code: "upstream_unavailable", type: expect.any(String) });
+    // the measured cause: one session open, this one, at the prior's cost
+    expect(refused.body.error.message).toMatch(/Measured: 1 session open or opening and this one at .* cores each \(gateway .* prior, voice activity detection 0\.0 prior\)/);
+    // the first has not shown its cost yet: the wait is the settle time
     expect(Number(refused.headers["retry-after"])).toBe(30);
-    expect(await metricValue(rtAdmissionsRefused, { reason: "admission_burst" })).toBe(refusedBefore + 1);
+    expect(await metricValue(rtAdmissionsRefused, { reason: "plane_full" })).toBe(refusedBefore + 1);
     await expectOpenAfterWhatWasSent(first);
     first.ws.close(1000);
   });

@@ -27,6 +27,8 @@ export interface RoundOptions {
 export interface RoundFigures {
   offered: number;
   admitted: number;
+  /** Admitted within the first 2 s of the round (a herd's figure: what the plane takes at once). */
+  admittedWithin2s: number;
   /** Upgrades with no answer within UNANSWERED_AFTER_MS of their batch. */
   unanswered: number;
   /** Upgrades that ended without an HTTP answer (connection errors), by message. */
@@ -117,6 +119,7 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
   const f: RoundFigures = {
     offered: o.n,
     admitted: 0,
+    admittedWithin2s: 0,
     unanswered: 0,
     failed: new Map(),
     refused: new Map(),
@@ -203,6 +206,7 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
       ws.once("open", () => {
         s.openedAt = performance.now();
         f.admitted++;
+        if (s.openedAt - start <= 2000) f.admittedWithin2s++;
         if (attempt > 1) f.admittedOnRetry++;
         streaming.push(s);
         answer();
