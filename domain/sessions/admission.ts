@@ -62,6 +62,12 @@ export interface PlaneSignals {
   sessionCores: { gateway: number | null; vad: number | null };
   /** This machine's cores. */
   machineCores: number;
+  /**
+   * The machine's free cores (idle, or used by niced processes) at the last reading taken
+   * while no admission was settling (null: none yet, or unmeasurable), and the sessions
+   * admitted since it, whose cost it cannot show.
+   */
+  machineFree: { cores: number | null; admittedSince: number };
 }
 
 export interface AdmissionThresholds {
@@ -88,7 +94,7 @@ export interface AdmissionThresholds {
   shedEveryMs: number;
 }
 
-export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "engine_full" | "engine_busy" | "audio_backlog" | "plane_full" | "plane_near_limit";
+export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "engine_full" | "engine_busy" | "audio_backlog" | "plane_full" | "plane_near_limit" | "machine_busy";
 
 /** A refusal names its reason (the metric label) and the measured cause (for the refusal's message and the log). */
 export type AdmissionVerdict = { admit: true } | { admit: false; reason: RefusalReason; retryAfterSeconds: number; cause: string };
@@ -101,6 +107,13 @@ const MAX_QUEUE_RETRY_S = 30;
 const NEAR_LIMIT = 0.6;
 /** … and admits at most this share of the sessions open (at least one) per settle window. */
 const NEAR_LIMIT_STEP = 0.02;
+/**
+ * The share of the machine's free cores the sessions' gateway and VAD cost may be
+ * predicted to take; the rest goes to what grows with them elsewhere (at 1,000 sessions
+ * on this 2-core machine, nats-server 15–39% of a core and the clients 19–26% beside
+ * the gateway's and VAD's 39–96%: those two are 53–60% of the whole).
+ */
+const FREE_USE = 0.6;
 /** A full plane's refused crowd is spread over windows of this share of what it holds (at least one): the rate room is assumed to appear at. */
 const QUEUE_STEP = 0.05;
 
@@ -137,8 +150,11 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
 /**
  * The plane's predicted headroom: the sessions open and opening, and this one, at what
  * one costs the gateway and the VADs (measured, or the prior), within maxPlaneShare of
- * the machine. Whatever fits is admitted at once, a herd included; near a lagging bound
- * only a small step of unmeasured sessions per settle window. Retry-After is the honest
+ * the machine, and those admitted since the machine's free cores were last read within
+ * FREE_USE of them. Whatever fits is admitted at once, a herd included; near a lagging
+ * bound, or past what the free cores take, only a small step of unmeasured sessions per
+ * settle window (the lagging signals then say whether the plane keeps up: a machine busy
+ * with other work still gives the plane a share). Retry-After is the honest
  * wait: for the plane to show what it took (the settle time) or for sessions to end, times
  * the windows the refused crowd ahead needs.
  */
@@ -158,10 +174,15 @@ function predictedHeadroom(s: PlaneSignals, t: AdmissionThresholds, refuse: (rea
     // sessions admitted lately have not shown what they cost yet: the wait is for them to show
     return refuse("plane_full", queue(s.admittedRecently > 0 ? Math.max(1, settleS) : LOAD_RETRY_S, Number.isFinite(fits) ? Math.ceil(QUEUE_STEP * fits) : 1), cause);
   }
-  const near = nearLimit(s, t);
   const step = Math.max(1, Math.floor(NEAR_LIMIT_STEP * s.openSessions));
-  if (near && s.admittedRecently >= step) {
-    return refuse("plane_near_limit", queue(Math.max(1, settleS), step), `${near}, past ${share(NEAR_LIMIT)} of its bound: ${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the step near the limit is ${step} (${share(NEAR_LIMIT_STEP)} of ${s.openSessions} open)`);
+  if (s.admittedRecently < step) return { admit: true };
+  const stepCause = `${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the step is ${step} (${share(NEAR_LIMIT_STEP)} of ${s.openSessions} open)`;
+  const near = nearLimit(s, t);
+  if (near) return refuse("plane_near_limit", queue(Math.max(1, settleS), step), `${near}, past ${share(NEAR_LIMIT)} of its bound: ${stepCause}`);
+  const free = s.machineFree;
+  if (free.cores !== null && (free.admittedSince + 1) * each > FREE_USE * free.cores) {
+    const cause = `the machine had ${cores(free.cores)} cores free (measured), ${free.admittedSince} sessions admitted since and this one at ${cores(each)} cores each: ${cores((free.admittedSince + 1) * each)} cores > ${share(FREE_USE)} of it; ${stepCause}`;
+    return refuse("machine_busy", queue(Math.max(1, settleS), step), cause);
   }
   return { admit: true };
 }

@@ -103,6 +103,7 @@ const REFUSALS: Record<RefusalReason, string> = {
   audio_backlog: "The realtime plane is at capacity (audio is waiting to be stored); retry later.",
   plane_full: "The realtime plane is at capacity (the sessions it holds and those starting use its predicted headroom); retry later.",
   plane_near_limit: "The realtime plane is near capacity and adds sessions in small steps; retry in a moment.",
+  machine_busy: "The realtime plane's machine is busy (too few cores free for the sessions starting); retry in a moment.",
 };
 
 function newSessionId(): string {

@@ -71,8 +71,8 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   /** When recent admissions happened, oldest first (kept for the cost's window: settleMs and two report intervals). */
   const admittedAt: number[] = [];
   const costWindowMs = t.settleMs + 2 * BACKLOG_EVERY_MS;
-  const cost = sessionCostMeter();
   const machineCores = availableParallelism();
+  const cost = sessionCostMeter(machineCores);
   const sampler = setInterval(() => {
     const at = now();
     loopDelayMs = loop.take();
@@ -106,6 +106,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       refusedRecently: costRefusedAt.length,
       sessionCores: cost.current(),
       machineCores,
+      machineFree: cost.free(),
     };
   };
 
@@ -116,7 +117,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     seen.count++;
     lastLogged.set(key, seen);
     if (at - seen.at < LOG_EVERY_MS) return;
-    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently, admitting: s.admitting, gateway_session_cores: s.sessionCores.gateway, vad_session_cores: s.sessionCores.vad, engine_speakers: s.vad?.engine?.speakers ?? null, engine_load: s.vad?.engine ? Number(s.vad.engine.load.toFixed(3)) : null, ...(cause ? { cause } : {}) };
+    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently, admitting: s.admitting, gateway_session_cores: s.sessionCores.gateway, vad_session_cores: s.sessionCores.vad, machine_free_cores: s.machineFree.cores === null ? null : Number(s.machineFree.cores.toFixed(3)), admitted_since_free: s.machineFree.admittedSince, engine_speakers: s.vad?.engine?.speakers ?? null, engine_load: s.vad?.engine ? Number(s.vad.engine.load.toFixed(3)) : null, ...(cause ? { cause } : {}) };
     if (what === "refused") logger.warn("refusing realtime sessions: the plane has no headroom", fields);
     else logger.warn("shedding the newest realtime session: the plane is far behind", fields);
     lastLogged.set(key, { at, count: 0 });
@@ -130,8 +131,9 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       if (verdict.admit) {
         admittedAt.push(at);
         openingAt.push(at);
+        cost.admitted();
       } else {
-        if (verdict.reason === "plane_full" || verdict.reason === "plane_near_limit") costRefusedAt.push(at);
+        if (verdict.reason === "plane_full" || verdict.reason === "plane_near_limit" || verdict.reason === "machine_busy") costRefusedAt.push(at);
         rtAdmissionsRefused.inc({ reason: verdict.reason });
         note("refused", verdict.reason, s, at, verdict.cause);
       }

@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { ownCpuMeter } from "../../shared/proc-cpu";
+import { machineFreeMeter, ownCpuMeter } from "../../shared/proc-cpu";
 
 /**
  * What one open realtime session costs the plane, measured (for the admission's
@@ -14,6 +14,12 @@ import { ownCpuMeter } from "../../shared/proc-cpu";
  * that, the process's own baseline — timers, HTTP, metrics — would pass for the
  * sessions' cost). Until then the cost is null and the configured prior stands. A moving
  * average, so one noisy window does not swing the door.
+ *
+ * And the machine's free cores (idle, and niced processes' time, from /proc/stat), read
+ * at the same settled samples: on a machine busy with other work the plane cannot
+ * take what its share would allow (a herd of 1,000 admitted at once on this 2-core
+ * machine at load 10 fell 8–15 s behind and every session was closed). The sessions
+ * admitted since that reading are counted against it until the next one shows them.
  */
 const MIN_MEASURED_SESSIONS = 100;
 /** A sample counts while the admissions of its window are at most this share of the sessions open. */
@@ -30,12 +36,19 @@ export interface VadProcess {
 export interface SessionCostMeter {
   /** One sample: the gateway's open sessions, how many were admitted within the window that ends now, and the VADs' fresh process reports. */
   sample(openSessions: number, admittedInWindow: number, vads: VadProcess[]): void;
+  /** A session was admitted (it counts against the free cores until a settled reading shows it). */
+  admitted(): void;
   /** Cores per session as measured so far (null: not yet; the prior stands). */
   current(): { gateway: number | null; vad: number | null };
+  /** The machine's free cores at the last settled reading (null: none yet, or no /proc), and the sessions admitted since. */
+  free(): { cores: number | null; admittedSince: number };
 }
 
-export function sessionCostMeter(): SessionCostMeter {
+export function sessionCostMeter(machineCores: number): SessionCostMeter {
   const own = ownCpuMeter();
+  const machine = machineFreeMeter();
+  let freeCores: number | null = null;
+  let admittedSince = 0;
   const host = hostname();
   let gateway: number | null = null;
   let vad: number | null = null;
@@ -44,7 +57,15 @@ export function sessionCostMeter(): SessionCostMeter {
   return {
     sample(openSessions, admittedInWindow, vads) {
       const cores = own.take();
-      if (openSessions < MIN_MEASURED_SESSIONS || admittedInWindow > SETTLED_SHARE * openSessions) return;
+      const free = machine.take(machineCores);
+      if (admittedInWindow > SETTLED_SHARE * openSessions) return;
+      if (free !== null) {
+        // the latest reading as it is: an average would carry a herd's room from before it
+        freeCores = free;
+        // the window's few admissions may not show in it yet
+        admittedSince = admittedInWindow;
+      }
+      if (openSessions < MIN_MEASURED_SESSIONS) return;
       gateway = average(gateway, cores / openSessions);
       // a VAD in this very process: its CPU is already in the gateway's figure
       const elsewhere = vads.filter((v) => !(v.host === host && v.pid === process.pid));
@@ -52,6 +73,8 @@ export function sessionCostMeter(): SessionCostMeter {
       const sessions = elsewhere.reduce((a, v) => a + v.sessions, 0);
       if (sessions >= MIN_MEASURED_SESSIONS) vad = average(vad, elsewhere.reduce((a, v) => a + v.cores, 0) / sessions);
     },
+    admitted: () => void admittedSince++,
+    free: () => ({ cores: freeCores, admittedSince }),
     current: () => ({ gateway, vad: vad ?? (vadInProcess && gateway !== null ? 0 : null) }),
   };
 }
