@@ -124,11 +124,11 @@ describe("admission: a new session only while the plane keeps up", () => {
       admit: false,
       reason: "machine_busy",
       retryAfterSeconds: 1,
-      cause: "the machine had 0.500 cores free (measured), 300 sessions admitted since and this one at 0.0010 cores each: 0.301 cores > 60.0% of it; 300 sessions admitted in the last 1000 ms, the step is 1 (2.0% of 0 open)",
+      cause: "the machine had 0.500 cores free (measured), 300 sessions admitted since and this one at 0.0010 cores each: 0.301 cores > 60.0% of it; 300 sessions admitted in the last 1000 ms, the step is 10 (2.0% of 0 open, at least 10)",
     });
-    // no core free (other work): the step still comes, one a window here, and the lagging signals judge
-    given({ openSessions: 0, admittedRecently: 0, machineFree: { cores: 0, admittedSince: 5 } }).then({ admit: true });
-    given({ openSessions: 0, admittedRecently: 1, machineFree: { cores: 0, admittedSince: 5 } }).then({ admit: false, reason: "machine_busy", retryAfterSeconds: 1 });
+    // no core free (other work): the step still comes, ten a window here, and the lagging signals judge
+    given({ openSessions: 0, admittedRecently: 9, machineFree: { cores: 0, admittedSince: 9 } }).then({ admit: true });
+    given({ openSessions: 0, admittedRecently: 10, machineFree: { cores: 0, admittedSince: 10 } }).then({ admit: false, reason: "machine_busy", retryAfterSeconds: 1 });
     given({ openSessions: 500, admittedRecently: 9, machineFree: { cores: 0, admittedSince: 9 } }).then({ admit: true });
     given({ openSessions: 500, admittedRecently: 10, machineFree: { cores: 0, admittedSince: 10 }, refusedRecently: 20 }).then({ admit: false, reason: "machine_busy", retryAfterSeconds: 3 });
     // not read yet (or no /proc): the plane's share alone
@@ -141,14 +141,14 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ ...full, refusedRecently: 100_000 }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 30 });
     given({ openSessions: 0, admitting: 1000, admittedRecently: 1000, refusedRecently: 949 }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 19 });
   });
-  it("given a plane near a lagging bound (over 60% of it), admits a step of 2% of the sessions open per settle window, refusing plane_near_limit past it", () => {
-    // 300 open: a step of 6
-    given({ admittedRecently: 5, decisionP95Ms: 91 }).then({ admit: true });
-    given({ admittedRecently: 6, decisionP95Ms: 91 }).then({
+  it("given a plane near a lagging bound (over 60% of it), admits a step of 2% of the sessions open (at least 10) per settle window, refusing plane_near_limit past it", () => {
+    // 600 open: a step of 12
+    given({ openSessions: 600, admittedRecently: 11, decisionP95Ms: 91 }).then({ admit: true });
+    given({ openSessions: 600, admittedRecently: 12, decisionP95Ms: 91 }).then({
       admit: false,
       reason: "plane_near_limit",
       retryAfterSeconds: 1,
-      cause: "voice activity decisions p95 91 ms, past 60.0% of its bound: 6 sessions admitted in the last 1000 ms, the step is 6 (2.0% of 300 open)",
+      cause: "voice activity decisions p95 91 ms, past 60.0% of its bound: 12 sessions admitted in the last 1000 ms, the step is 12 (2.0% of 600 open, at least 10)",
     });
     given({ admittedRecently: 10, decisionP95Ms: 90 }).then({ admit: true });
     // at 60% exactly, not yet near
@@ -156,11 +156,11 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ admittedRecently: 10, gatewayLoopDelayMs: 61 }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 1 });
     given({ admittedRecently: 10, vad: { lagMs: 91, loopDelayMs: 0 } }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 1 });
     given({ admittedRecently: 10, vad: { lagMs: 0, loopDelayMs: 61 } }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 1 });
-    // a few sessions open: one at a time
-    given({ openSessions: 10, admittedRecently: 0, decisionP95Ms: 140 }).then({ admit: true });
-    given({ openSessions: 10, admittedRecently: 1, decisionP95Ms: 140 }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 1 });
+    // a few sessions open: ten a window
+    given({ openSessions: 10, admittedRecently: 9, decisionP95Ms: 140 }).then({ admit: true });
+    given({ openSessions: 10, admittedRecently: 10, decisionP95Ms: 140 }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 1 });
     // the crowd refused together waits for the steps ahead of it
-    given({ admittedRecently: 6, refusedRecently: 12, decisionP95Ms: 100 }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 3 });
+    given({ admittedRecently: 10, refusedRecently: 20, decisionP95Ms: 100 }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 3 });
   });
   it("given a session cap, refuses at it and not below; no cap when 0", () => {
     given({ openSessions: 400 }).then({ admit: false, reason: "session_cap", retryAfterSeconds: 5 }, { maxSessions: 400 });

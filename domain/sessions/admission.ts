@@ -105,8 +105,10 @@ const LOAD_RETRY_S = 5;
 const MAX_QUEUE_RETRY_S = 30;
 /** Past this share of a bound the plane is near its limit … */
 const NEAR_LIMIT = 0.6;
-/** … and admits at most this share of the sessions open (at least one) per settle window. */
+/** … and admits at most this share of the sessions open (at least MIN_STEP) per settle window (as past the machine's free cores). */
 const NEAR_LIMIT_STEP = 0.02;
+/** The smallest step: ten a second, as the retired burst allowed near a bound. */
+const MIN_STEP = 10;
 /**
  * The share of the machine's free cores the sessions' gateway and VAD cost may be
  * predicted to take; the rest goes to what grows with them elsewhere (at 1,000 sessions
@@ -174,9 +176,9 @@ function predictedHeadroom(s: PlaneSignals, t: AdmissionThresholds, refuse: (rea
     // sessions admitted lately have not shown what they cost yet: the wait is for them to show
     return refuse("plane_full", queue(s.admittedRecently > 0 ? Math.max(1, settleS) : LOAD_RETRY_S, Number.isFinite(fits) ? Math.ceil(QUEUE_STEP * fits) : 1), cause);
   }
-  const step = Math.max(1, Math.floor(NEAR_LIMIT_STEP * s.openSessions));
+  const step = Math.max(MIN_STEP, Math.floor(NEAR_LIMIT_STEP * s.openSessions));
   if (s.admittedRecently < step) return { admit: true };
-  const stepCause = `${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the step is ${step} (${share(NEAR_LIMIT_STEP)} of ${s.openSessions} open)`;
+  const stepCause = `${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the step is ${step} (${share(NEAR_LIMIT_STEP)} of ${s.openSessions} open, at least ${MIN_STEP})`;
   const near = nearLimit(s, t);
   if (near) return refuse("plane_near_limit", queue(Math.max(1, settleS), step), `${near}, past ${share(NEAR_LIMIT)} of its bound: ${stepCause}`);
   const free = s.machineFree;

@@ -25,6 +25,8 @@ const MIN_MEASURED_SESSIONS = 100;
 /** A sample counts while the admissions of its window are at most this share of the sessions open. */
 const SETTLED_SHARE = 0.05;
 const WEIGHT = 0.3;
+/** Settled readings of the machine's free cores averaged (every 500 ms: two seconds). */
+const FREE_READINGS = 4;
 
 export interface VadProcess {
   cores: number;
@@ -47,7 +49,8 @@ export interface SessionCostMeter {
 export function sessionCostMeter(machineCores: number): SessionCostMeter {
   const own = ownCpuMeter();
   const machine = machineFreeMeter();
-  let freeCores: number | null = null;
+  /** The last few settled readings of free cores (their mean is the figure: another process's load comes and goes within a second). */
+  const freeReadings: number[] = [];
   let admittedSince = 0;
   const host = hostname();
   let gateway: number | null = null;
@@ -60,8 +63,11 @@ export function sessionCostMeter(machineCores: number): SessionCostMeter {
       const free = machine.take(machineCores);
       if (admittedInWindow > SETTLED_SHARE * openSessions) return;
       if (free !== null) {
-        // the latest reading as it is: an average would carry a herd's room from before it
-        freeCores = free;
+        // sessions admitted since the readings kept: those readings predate their cost (a
+        // herd's room from before it must not be counted again)
+        if (admittedSince > admittedInWindow) freeReadings.length = 0;
+        freeReadings.push(free);
+        if (freeReadings.length > FREE_READINGS) freeReadings.shift();
         // the window's few admissions may not show in it yet
         admittedSince = admittedInWindow;
       }
@@ -74,7 +80,7 @@ export function sessionCostMeter(machineCores: number): SessionCostMeter {
       if (sessions >= MIN_MEASURED_SESSIONS) vad = average(vad, elsewhere.reduce((a, v) => a + v.cores, 0) / sessions);
     },
     admitted: () => void admittedSince++,
-    free: () => ({ cores: freeCores, admittedSince }),
+    free: () => ({ cores: freeReadings.length ? freeReadings.reduce((a, b) => a + b, 0) / freeReadings.length : null, admittedSince }),
     current: () => ({ gateway, vad: vad ?? (vadInProcess && gateway !== null ? 0 : null) }),
   };
 }
