@@ -28,14 +28,14 @@ const WEIGHT = 0.3;
 /** Settled readings of the machine's free cores averaged (every 500 ms: two seconds). */
 const FREE_READINGS = 4;
 
-export interface VadProcess {
+interface VadProcess {
   cores: number;
   sessions: number;
   host: string;
   pid: number;
 }
 
-export interface SessionCostMeter {
+interface SessionCostMeter {
   /** One sample: the gateway's open sessions, how many were admitted within the window that ends now, and the VADs' fresh process reports. */
   sample(openSessions: number, admittedInWindow: number, vads: VadProcess[]): void;
   /** A session was admitted (it counts against the free cores until a settled reading shows it). */
