@@ -216,7 +216,7 @@ describe("close codes (spec 7.3)", () => {
     expect(refused.headers["content-type"]).toMatch(/application\/json/);
     expect(refused.body.error).toMatchObject({ code: "upstream_unavailable", type: expect.any(String) });
     // the measured cause: one session open, this one, at the prior's cost
-    expect(refused.body.error.message).toMatch(/Measured: 1 session open or opening and this one at .* cores each \(gateway .* prior, voice activity detection 0\.0 prior\)/);
+    expect(refused.body.error.message).toMatch(/Measured: 1 session open or opening and this one at .* cores each \(gateway .* prior, voice activity detection 0 prior\)/);
     // the first has not shown its cost yet: the wait is the settle time
     expect(Number(refused.headers["retry-after"])).toBe(30);
     expect(await metricValue(rtAdmissionsRefused, { reason: "plane_full" })).toBe(refusedBefore + 1);

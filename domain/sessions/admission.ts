@@ -121,7 +121,7 @@ const QUEUE_STEP = 0.05;
 
 const ms = (v: number) => `${Math.round(v)} ms`;
 const share = (v: number) => `${(v * 100).toFixed(1)}%`;
-const cores = (v: number) => (v >= 0.1 ? v.toFixed(3) : v.toPrecision(2));
+const cores = (v: number) => (v === 0 ? "0" : v >= 0.1 ? v.toFixed(3) : v.toPrecision(2));
 
 export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): AdmissionVerdict {
   const refuse = (reason: RefusalReason, retryAfterSeconds: number, cause: string): AdmissionVerdict => ({ admit: false, reason, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)), cause });
