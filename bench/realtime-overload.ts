@@ -38,6 +38,7 @@
  * `--env` passes variables to the server (a comma starts a new one only before NAME=,
  * so a value may hold commas). The server's log goes to /tmp/stt-overload-<id>.log.
  */
+import { availableParallelism } from "node:os";
 import { BenchDeployment } from "./support/deployment";
 import { speechLoop } from "./support/clips";
 import { pct, startZeroEngine } from "./support/server";
@@ -141,6 +142,7 @@ function printRound(r: RoundFigures, baseline: RoundFigures, restarts: number): 
   const p99 = pct(r.decisions, 99);
   const base50 = pct(baseline.decisions, 50);
   console.log(`\nround: ${r.offered} sessions offered in ${Math.ceil(r.offered / Math.min(batch, r.offered))} batch(es) over ${(r.offerMs / 1000).toFixed(1)} s; upgrade answered p50/p99 ${ms(pct(r.answerMs, 50))}/${ms(pct(r.answerMs, 99))}`);
+  console.log(`  machine before the round: ${r.freeCoresBefore === null ? "–" : r.freeCoresBefore.toFixed(2)} of ${availableParallelism()} cores free (idle, I/O wait, niced)`);
   console.log(`  admitted ${r.admitted}, refused ${r.refusedCount}, no answer ${r.unanswered}${r.failed.size ? `, failed: ${list(r.failed)}` : ""}${retryWithinS ? `; ${r.retries} retries after Retry-After within ${retryWithinS} s, ${r.admittedOnRetry} admitted on one` : ""}`);
   console.log(`  refused: ${r.refused.size ? [...r.refused].map(([k, v]) => `${k} ×${v.count}${v.retryAfter.length ? ` (Retry-After ${Math.min(...v.retryAfter)}–${Math.max(...v.retryAfter)} s)` : " (no Retry-After)"}`).join(", ") : "none"}`);
   console.log(`  closed by the server before the client's end: ${list(r.earlyCloses)}; after session.close: ${list(r.endCloses)}${r.noClose ? `; no close within 60 s of session.close: ${r.noClose}` : ""}`);

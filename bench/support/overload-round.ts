@@ -3,6 +3,8 @@ import { cpuSeconds, natsCpuSeconds, processTree, rssMb } from "./proc";
 import { pct } from "./server";
 import { createSendLog, decisionOffset } from "./vad-decision";
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { machineFreeMeter } from "../../shared/proc-cpu";
 
 export interface RoundOptions {
   /** Sessions offered. */
@@ -26,6 +28,8 @@ export interface RoundOptions {
 
 export interface RoundFigures {
   offered: number;
+  /** The machine's free cores (idle, I/O wait, niced) over the second before the round: how busy other work kept it. */
+  freeCoresBefore: number | null;
   admitted: number;
   /** Admitted within the first 2 s of the round (a herd's figure: what the plane takes at once). */
   admittedWithin2s: number;
@@ -118,6 +122,7 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
   const late = new Uint32Array(1000);
   const f: RoundFigures = {
     offered: o.n,
+    freeCoresBefore: null,
     admitted: 0,
     admittedWithin2s: 0,
     unanswered: 0,
@@ -147,6 +152,9 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
   };
   const count = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
 
+  const freeMeter = machineFreeMeter();
+  await new Promise((r) => setTimeout(r, 1000));
+  f.freeCoresBefore = freeMeter.take(availableParallelism());
   const before = serverSample(o.serverPid);
   const clientBefore = process.cpuUsage();
   const natsBefore = natsCpuSeconds();

@@ -86,8 +86,8 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ acksOverloadedMs: 1 }).then({ admit: false, reason: "audio_backlog", retryAfterSeconds: 5 }));
   it("given a cold plane (no cost measured yet), admits a herd at once up to the priors' headroom, and refuses plane_full past it", () => {
     // the priors, 0.0006 + 0.0004 cores a session, within 0.5 of 2 cores: 1,000 sessions
-    given({ openSessions: 0, admitting: 999, admittedRecently: 999, machineFree: { cores: 1.8, admittedSince: 999 } }).then({ admit: true });
-    given({ openSessions: 400, admitting: 599, admittedRecently: 999, machineFree: { cores: 1.8, admittedSince: 999 } }).then({ admit: true });
+    given({ openSessions: 0, admitting: 999, admittedRecently: 999, machineFree: { cores: 2, admittedSince: 999 } }).then({ admit: true });
+    given({ openSessions: 400, admitting: 599, admittedRecently: 999, machineFree: { cores: 2, admittedSince: 999 } }).then({ admit: true });
     given({ openSessions: 0, admitting: 1000, admittedRecently: 1000 }).then({
       admit: false,
       reason: "plane_full",
@@ -116,15 +116,15 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ openSessions: 3000, admittedRecently: 0 }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 5 });
     given({ openSessions: 3000, admittedRecently: 0, machineCores: 8 }).then({ admit: true });
   });
-  it("given the machine's free cores (last read while settled), admits a herd that fits in 60% of them at once, and past that a step per settle window, refusing machine_busy", () => {
-    // 0.5 cores free: 300 sessions at the priors' 0.001 cores each
-    const busy = { openSessions: 0, machineFree: { cores: 0.5, admittedSince: 299 } };
+  it("given the machine's free cores (last read while settled), admits a herd that fits in half of them at once, and past that a step per settle window, refusing machine_busy", () => {
+    // 0.6 cores free: 300 sessions at the priors' 0.001 cores each
+    const busy = { openSessions: 0, machineFree: { cores: 0.6, admittedSince: 299 } };
     given({ ...busy, admitting: 299, admittedRecently: 299 }).then({ admit: true });
-    given({ ...busy, admitting: 300, admittedRecently: 300, machineFree: { cores: 0.5, admittedSince: 300 } }).then({
+    given({ ...busy, admitting: 300, admittedRecently: 300, machineFree: { cores: 0.6, admittedSince: 300 } }).then({
       admit: false,
       reason: "machine_busy",
       retryAfterSeconds: 1,
-      cause: "the machine had 0.500 cores free (measured), 300 sessions admitted since and this one at 0.0010 cores each: 0.301 cores > 60.0% of it; 300 sessions admitted in the last 1000 ms, the step is 10 (2.0% of 0 open, at least 10)",
+      cause: "the machine had 0.600 cores free (measured), 300 sessions admitted since and this one at 0.0010 cores each: 0.301 cores > 50.0% of it; 300 sessions admitted in the last 1000 ms, the step is 10 (2.0% of 0 open, at least 10)",
     });
     // no core free (other work): the step still comes, ten a window here, and the lagging signals judge
     given({ openSessions: 0, admittedRecently: 9, machineFree: { cores: 0, admittedSince: 9 } }).then({ admit: true });
