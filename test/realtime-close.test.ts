@@ -224,6 +224,28 @@ describe("close codes (spec 7.3)", () => {
     first.ws.close(1000);
   });
 
+  it("the VAD's load reports carry what its process costs and the sessions it reads (the measured cost per session of the predicted headroom)", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), auth());
+    await c.next("session.created");
+    await streamPcm(c, silence(0.5), { speed: Infinity });
+    const sub = stack.nats.nc.subscribe(`${stack.nats.topology.prefix}.rt.load`);
+    let seen: { cores: number; sessions: number; host: string; pid: number } | undefined;
+    const deadline = Date.now() + 10_000;
+    for await (const msg of sub) {
+      const process = (msg.json() as { process?: typeof seen }).process;
+      if (process && process.sessions >= 1) {
+        seen = process;
+        break;
+      }
+      if (Date.now() > deadline) break;
+    }
+    sub.unsubscribe();
+    expect(seen).toMatchObject({ sessions: expect.any(Number), cores: expect.any(Number), host: expect.any(String), pid: expect.any(Number) });
+    expect(seen!.cores).toBeGreaterThanOrEqual(0);
+    c.sendJson({ type: "session.close" });
+    expect(await c.closed).toEqual({ code: 1000, reason: "" });
+  });
+
   it("1013 client_backpressure when the client stops reading its events", async () => {
     const base = await gatewayWith({}, { maxClientBufferBytes: 64 * 1024 });
     const c = await connectRt(wsUrl(base), auth());
