@@ -179,8 +179,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     );
     data.session = session;
     sessions.add(session);
-    // a new session admitted by headroom.claim is no longer opening (a resume never claimed)
-    if (!data.start) headroom.opened();
+    if (!data.start) headroom.opened(); // a new session (claimed) is no longer opening; a resume never claimed
     data.door?.attach(session);
     // revoked between its admission and now: the feed's close already passed it by
     if (keyCache.isRevoked(session.keyId)) setImmediate(() => session.revoke());
