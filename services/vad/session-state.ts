@@ -30,16 +30,27 @@ export interface SessionState {
   ring: AudioRing | null;
   stream: OpenStream | null;
   /**
-   * The open item when no decoder was free at its speech_started: it takes the first
-   * one that frees while its first sample is still in the ring (stream-items.ts).
+   * The open item when no decoder was free at its speech_started: it is queued for the
+   * first one that frees (stream-items.ts).
    */
-  awaiting: { item: string; startSample: number } | null;
+  awaiting: AwaitingItem | null;
   /** CMN estimate the session's last streamed utterance ended with. */
   cmn: number[] | null;
   /** semantic_vad: the pause (its first silent sample) the early signal was given for, if any (turn-taking.ts). */
   turnSignalled: number | null;
   /** semantic_vad: what the pitch before the current pause said (its first silent sample), read once per pause (turn-taking.ts). */
   turnProsody: { at: number; verdict: ProsodyVerdict } | null;
+}
+
+/** An item queued for a free streaming decoder (stream-items.ts openStream). */
+export interface AwaitingItem {
+  item: string;
+  /** Timeline sample of the item's first sample. */
+  startSample: number;
+  /** Leaves the pool's queue. */
+  cancel: () => void;
+  /** Set once the item is committed while still queued: the decoder, when granted, ends it at once. */
+  committed: ((utt: StreamUtterance) => void) | null;
 }
 
 /** The running hypothesis as last read, for the semantic end of turn (turn-taking.ts). */

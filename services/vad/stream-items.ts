@@ -7,9 +7,9 @@ import type { Nats } from "../../shared/nats";
 import { completeStreamedItem, streamedDelta } from "../../domain/transcript/item-transcript";
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import { ITEM_CUTS } from "../../domain/transcript/redact";
-import type { StreamHypothesis } from "./stream-decoders";
+import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
 import { newlyStable, SETTLE_FRAMES } from "./streaming";
-import type { HandleEnv, OpenStream, SessionState } from "./session-state";
+import type { AwaitingItem, HandleEnv, OpenStream, SessionState } from "./session-state";
 
 /**
  * A committed utterance's way to its transcript, and the streaming half of the VAD
@@ -27,11 +27,34 @@ import type { HandleEnv, OpenStream, SessionState } from "./session-state";
 /** The committed utterance to its transcript: through its streamed decoder, or the transcribe command. */
 export function transcribe(env: HandleEnv, state: SessionState, command: UtteranceCommand, pcm: Int16Array): Promise<unknown> {
   const stream = state.stream;
+  const waiting = state.awaiting;
   state.stream = null;
   state.awaiting = null;
   if (stream && stream.item === command.item_id && !stream.utt.lost) return finishStream(env, stream, command, pcm);
   stream?.utt.abort();
+  if (waiting && waiting.item === command.item_id) return whenDecoderFrees(env, waiting, command, pcm);
+  waiting?.cancel();
   return publishUtterance(env.nats, command, pcm);
+}
+
+/**
+ * An item committed while it still waited for a decoder keeps its place in the queue for
+ * up to COMMITTED_WAIT_MS: the decoder it gets is fed the whole utterance and ends it at
+ * once (0.08 CPU-s per audio second, a few hundred ms for a long one); only past that
+ * does it take the commit path, a whole-utterance decode behind the commit engine's queue.
+ */
+const COMMITTED_WAIT_MS = 1000;
+function whenDecoderFrees(env: HandleEnv, waiting: AwaitingItem, command: UtteranceCommand, pcm: Int16Array): Promise<unknown> {
+  return new Promise<StreamUtterance | null>((resolve) => {
+    const timer = setTimeout(() => {
+      waiting.cancel();
+      resolve(null);
+    }, COMMITTED_WAIT_MS);
+    waiting.committed = (utt) => {
+      clearTimeout(timer);
+      resolve(utt);
+    };
+  }).then((utt): Promise<unknown> => (utt ? finishStream(env, openedStream(waiting.item, waiting.startSample, utt), command, pcm) : publishUtterance(env.nats, command, pcm)));
 }
 
 function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array) {
@@ -46,41 +69,45 @@ function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array
 
 
 /**
- * A decoder for the new item if the pool has one free. If none is, the item waits for
- * one (`awaiting`): each audio entry tries again, and the first decoder that frees
- * (another session's item ending) is fed the item from its first sample, which the
- * segmenter holds until the commit, so it catches up in a fraction of the time (0.08
- * CPU-s per audio second). An item committed before a decoder frees takes the commit
- * path. Without the wait, every burst of speech starts that found the
- * decoders all busy for a moment went the commit path: no partials, and a final that
- * waits for a whole-utterance decode (the final p99 and first-partial misses of 14
- * speakers on 2 cores, docs/realtime.md).
+ * A decoder for the new item if the pool has one free. If none is, the item queues for
+ * one (`awaiting`, first come first served across the pool's sessions): the first
+ * decoder that frees (another session's item ending) goes to the item that has waited
+ * longest, at once, and is fed it from its first sample, which the segmenter holds
+ * until the commit, so it catches up in a fraction of the time (0.08 CPU-s per audio
+ * second). Before, a waiting item asked again with each of its audio entries and a new
+ * item took a free decoder whenever it asked first: with as many speakers as decoders,
+ * whichever session's audio came first after a decoder freed got it, and an item could
+ * wait through several frees. Without the wait at all, every burst of speech starts that
+ * found the decoders all busy went the commit path: no partials, and a final that waits
+ * for a whole-utterance decode (docs/realtime.md, "Streaming recognition").
  */
 export function openStream(env: HandleEnv, state: SessionState, item: string, startSample: number) {
   dropStream(state);
-  if (!env.pool || !state.ring) return;
-  if (!attachDecoder(env, state, item, startSample)) state.awaiting = { item, startSample };
+  const pool = env.pool;
+  if (!pool || !state.ring) return;
+  const options = decoderOptions(state);
+  const utt = pool.acquire(options);
+  if (utt) return void (state.stream = openedStream(item, startSample, utt));
+  const waiting: AwaitingItem = { item, startSample, cancel: () => undefined, committed: null };
+  state.awaiting = waiting;
+  waiting.cancel = pool.wait(options, (granted) => {
+    if (waiting.committed) return waiting.committed(granted);
+    if (state.awaiting !== waiting || state.stream) return granted.abort();
+    state.awaiting = null;
+    // the item's audio so far, which the segmenter holds; out of reach: the commit path has it
+    const so = state.seg.openAudio(startSample);
+    if (!so) return granted.abort();
+    const s = openedStream(item, startSample, granted);
+    s.utt.feed(so);
+    s.fed = startSample + so.length;
+    state.stream = s;
+  });
 }
 
-/**
- * Tries once more for the item that found no free decoder (see openStream); a decoder
- * taken now is first fed the item's audio so far, which the segmenter holds whole.
- */
-function attachAwaited(env: HandleEnv, state: SessionState) {
-  const w = state.awaiting;
-  if (!w || state.stream) return;
-  const so = state.seg.openAudio(w.startSample);
-  if (!so) return void (state.awaiting = null); // the item is over or out of reach: the commit path has it
-  if (!attachDecoder(env, state, w.item, w.startSample)) return;
-  state.awaiting = null;
-  state.stream!.utt.feed(so);
-  state.stream!.fed = w.startSample + so.length;
-}
+const decoderOptions = (state: SessionState) => ({ prompt: state.decider.settings.prompt, keyterms: state.decider.settings.keyterms ?? null, cmn: state.cmn });
 
-function attachDecoder(env: HandleEnv, state: SessionState, item: string, startSample: number): boolean {
-  const utt = env.pool?.acquire({ prompt: state.decider.settings.prompt, keyterms: state.decider.settings.keyterms ?? null, cmn: state.cmn });
-  if (!utt) return false;
-  state.stream = {
+function openedStream(item: string, startSample: number, utt: StreamUtterance): OpenStream {
+  return {
     item,
     utt,
     startSample,
@@ -93,11 +120,11 @@ function attachDecoder(env: HandleEnv, state: SessionState, item: string, startS
     lastInterim: "",
     heard: { text: "", words: 0, endOfSentence: null, readAt: -1, changedAt: -1, pendingAt: null },
   };
-  return true;
 }
 
 /** Drops the open stream (clear, session end, handover); its item, if committed later, goes the commit path. */
 export function dropStream(state: SessionState) {
+  state.awaiting?.cancel();
   state.awaiting = null;
   const s = state.stream;
   if (!s) return;
@@ -108,7 +135,6 @@ export function dropStream(state: SessionState) {
 
 /** Feeds what the decoder has not had yet; reads the hypothesis every partial_interval_ms of new speech. */
 export function feedStream(env: HandleEnv, sessionId: string, state: SessionState) {
-  attachAwaited(env, state);
   const s = state.stream;
   if (!s || !state.ring || s.utt.lost) return;
   if (state.ring.end > s.fed) {
