@@ -34,6 +34,8 @@ export interface SessionState {
    * first one that frees (stream-items.ts).
    */
   awaiting: AwaitingItem | null;
+  /** When (ms since epoch) the session's last item began or was committed: a pause shorter than SPEAKER_PAUSE_MS since then still counts it as a speaker (vad-consumer.ts). */
+  spokeAt: number;
   /** CMN estimate the session's last streamed utterance ended with. */
   cmn: number[] | null;
   /** semantic_vad: the pause (its first silent sample) the early signal was given for, if any (turn-taking.ts). */
@@ -115,6 +117,7 @@ export function newState(env: HandleEnv, decider: DeciderState, partition: numbe
     ring: env.pool ? new AudioRing(RING_SAMPLES) : null,
     stream: null,
     awaiting: null,
+    spokeAt: 0,
     cmn: null,
     turnSignalled: null,
     turnProsody: null,

@@ -7,7 +7,7 @@ import { createStreamDecoderPool, type StreamDecoderPool, type StreamUtterance }
 /** The pool's queue, with the real ps-worker: one decoder, three items asking for it. */
 describe("stream decoder pool: items waiting for a decoder", () => {
   let pool: StreamDecoderPool;
-  const speech = pcm16MonoFromWav(readFileSync(fixturePath("ldc93s1.wav")));
+  const speech = pcm16MonoFromWav(readFileSync(fixturePath("ldc93s1.wav")))!;
   const options = { prompt: null, cmn: null };
   beforeAll(async () => {
     pool = await createStreamDecoderPool({ size: 1, warm: 1 });

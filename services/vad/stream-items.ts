@@ -28,6 +28,7 @@ import type { AwaitingItem, HandleEnv, OpenStream, SessionState } from "./sessio
 export function transcribe(env: HandleEnv, state: SessionState, command: UtteranceCommand, pcm: Int16Array): Promise<unknown> {
   const stream = state.stream;
   const waiting = state.awaiting;
+  state.spokeAt = Date.now();
   state.stream = null;
   state.awaiting = null;
   if (stream && stream.item === command.item_id && !stream.utt.lost) return finishStream(env, stream, command, pcm);
@@ -85,6 +86,7 @@ export function openStream(env: HandleEnv, state: SessionState, item: string, st
   dropStream(state);
   const pool = env.pool;
   if (!pool || !state.ring) return;
+  state.spokeAt = Date.now();
   const options = decoderOptions(state);
   const utt = pool.acquire(options);
   if (utt) return void (state.stream = openedStream(item, startSample, utt));
@@ -120,6 +122,26 @@ function openedStream(item: string, startSample: number, utt: StreamUtterance): 
     lastInterim: "",
     heard: { text: "", words: 0, endOfSentence: null, readAt: -1, changedAt: -1, pendingAt: null },
   };
+}
+
+/**
+ * A continuous speaker's pauses: between two utterances (the silence that ends one, the
+ * breath before the next) a session is still a speaker who needs a decoder in a moment;
+ * counted only while talking, 20 continuous speakers looked like 14–16 at any instant,
+ * and admission let in more than the engine holds once they all spoke at once.
+ */
+const SPEAKER_PAUSE_MS = 3000;
+
+/**
+ * The speakers still talking on this replica, for admission: sessions with an item open
+ * (streamed or queued for a decoder), or whose last item began or was committed within
+ * SPEAKER_PAUSE_MS. A closed session is gone from the map: what its last utterance still
+ * costs while decoded is a transient, not a speaker.
+ */
+export function continuousSpeakers(sessions: Iterable<SessionState>, now: number): number {
+  let n = 0;
+  for (const s of sessions) if (s.stream || s.awaiting || (s.ring && now - s.spokeAt < SPEAKER_PAUSE_MS)) n++;
+  return n;
 }
 
 /** Drops the open stream (clear, session end, handover); its item, if committed later, goes the commit path. */
