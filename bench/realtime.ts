@@ -261,7 +261,8 @@ async function main() {
       const pids = [server.proc.pid!, ...extras.map((x) => x.pid!)];
       const baseUrl = `http://127.0.0.1:${port}`;
       const keys: string[] = [];
-      for (let i = 0; i < Math.ceil(n / 10); i++) {
+      // --probe: the extra session has a key of its own (a key holds 10 sessions here)
+      for (let i = 0; i < Math.ceil(n / 10) + (probe ? 1 : 0); i++) {
         keys.push(await deployment.issueKey(baseUrl, `bench-${i}`));
       }
       // the streaming decoders load their models (0.44 CPU-s each) before the sessions start
@@ -273,7 +274,7 @@ async function main() {
       const sessions: SessionRun[] = [];
       const openOne = async (i: number): Promise<SessionRun> => {
         const ws = new WebSocket(`ws://127.0.0.1:${port}${openaiDoor ? "/v1/realtime?intent=transcription" : `/v1/audio/transcriptions/stream${native24 ? "?sample_rate=24000" : ""}`}`, {
-          headers: { authorization: `Bearer ${keys[Math.floor(i / 10) % keys.length]}` },
+          headers: { authorization: `Bearer ${keys[i === n ? keys.length - 1 : Math.floor(i / 10)]}` },
           perMessageDeflate: process.env.BENCH_DEFLATE === "1",
           // A zero masking key (valid: RFC 6455 lets the client pick any key) makes
           // masking a copy-free no-op in ws: masking 25,000 frames a second was a large
