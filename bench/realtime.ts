@@ -68,7 +68,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { BenchDeployment } from "./support/deployment";
 import { pct, serveCommand, startZeroEngine, stopServer, waitForServer } from "./support/server";
-import { cpuSeconds, natsCpuSeconds } from "./support/proc";
+import { cpuSeconds, natsCpuSeconds, processTree } from "./support/proc";
 import { createSendLog, decisionOffset } from "./support/vad-decision";
 import { speechLoop } from "./support/clips";
 import { availableParallelism } from "node:os";
@@ -265,8 +265,17 @@ async function main() {
       for (let i = 0; i < Math.ceil(n / 10) + (probe ? 1 : 0); i++) {
         keys.push(await deployment.issueKey(baseUrl, `bench-${i}`));
       }
-      // the streaming decoders load their models (0.44 CPU-s each) before the sessions start
+      // the streaming decoders load their models (0.44 CPU-s each) before the sessions start:
+      // at least 4 s, and until the server's processes (decoders included) use under a
+      // fifth of a core (36 decoders load for 8 s or more on 2 cores)
       await new Promise((r) => setTimeout(r, 4000));
+      for (let i = 0; i < 30; i++) {
+        const tree = pids.flatMap((p) => processTree(p));
+        const cpu = () => tree.reduce((a, p) => a + (() => { try { return cpuSeconds(p); } catch { return 0; } })(), 0);
+        const c0 = cpu();
+        await new Promise((r) => setTimeout(r, 1000));
+        if (cpu() - c0 < 0.2) break;
+      }
       const before = procStat(pids);
       const clientBefore = process.cpuUsage();
       const natsBefore = natsCpuSeconds();
