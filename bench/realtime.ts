@@ -458,6 +458,8 @@ async function main() {
       let failed = 0;
       let streamed = 0;
       const firstPartial: number[] = [];
+      /** worker_ms of the streamed finals: how long the decoder's `end` took (its backlog of audio, the lattice's best path) */
+      const streamEnd: number[] = [];
       let longUtterances = 0;
       let longWithPartial = 0;
       for (const s of sessions) {
@@ -493,7 +495,8 @@ async function main() {
           const stopped = s.events.find((x) => x.type === "input_audio_buffer.speech_stopped" && x.item_id === e.item_id);
           if (!stopped) continue;
           total.push(e.t - stopped.t);
-          if (process.env.BENCH_DEBUG && e.t - stopped.t > 500) console.log("slow final", Math.round(e.t - stopped.t), "ms", e.worker_id, "worker_ms", e.worker_ms, "queue_ms", e.queue_ms, e.item_id);
+          if (e.worker_id?.startsWith("stream:")) streamEnd.push(e.worker_ms ?? 0);
+          if (process.env.BENCH_DEBUG && e.t - stopped.t > 250) console.log("slow final", Math.round(e.t - stopped.t), "ms", e.worker_id, "worker_ms", e.worker_ms, "queue_ms", e.queue_ms, e.item_id);
           pipeline.push(e.t - stopped.t - (e.worker_ms ?? 0) - (e.queue_ms ?? 0));
           queued.push(e.queue_ms ?? 0);
         }
@@ -536,6 +539,7 @@ async function main() {
       }
       const refusals = sessions.filter((x) => x.refused).map((x) => `${x.refused} Retry-After ${x.retryAfter ?? "(none)"}`);
       if (refusals.length) console.log(`  refused: ${[...new Set(refusals)].map((r) => `${r} ×${refusals.filter((x) => x === r).length}`).join(", ")}`);
+      if (streamEnd.length) console.log(`  streamed finals: the decoder's end (worker_ms) p50/p99 ${pct(streamEnd, 50).toFixed(0)}/${pct(streamEnd, 99).toFixed(0)} ms; ${total.length - streamEnd.length} finals from the commit path`);
       if (probing) console.log(`  one more speaker, 3 s after the last started: ${await probing}`);
       resultRows.push({
         engine: zeroEngine ? "zero" : "pocketsphinx",
