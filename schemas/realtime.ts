@@ -425,6 +425,14 @@ export const utteranceCommand = z.object({
   redact: z.array(z.enum(REDACT_ENTITIES)).optional(),
   /** Wall-clock ms when the VAD decided the utterance ended, for latency measurement. */
   decided_at: z.number(),
+  /**
+   * A re-decoded item (partials from an engine that decodes whole clips): the words its
+   * deltas sent, as recognised and as shown (`entity`: redacted). The final keeps them and
+   * its last delta carries the rest, so the deltas add up to `completed.transcript`.
+   * Absent: nothing was sent, the final is one delta. (The raw words travel as the
+   * command's audio does, on rt.cmd, never to a client.)
+   */
+  emitted: z.array(z.object({ word: z.string(), form: z.string(), entity: z.string().optional() })).optional(),
 });
 export type UtteranceCommand = z.infer<typeof utteranceCommand>;
 

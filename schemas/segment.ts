@@ -153,6 +153,8 @@ export const workerRequestHeader = z.object({
   pullSubject: z.string().optional(),
   /** ms since epoch after which the router no longer waits; the worker may skip the work. */
   deadline: z.number().optional(),
+  /** A partial re-decode of an open realtime item: the engine may decode it cheaper. */
+  partial: z.boolean().optional(),
 });
 export type WorkerRequestHeader = z.infer<typeof workerRequestHeader>;
 

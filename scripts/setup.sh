@@ -11,11 +11,11 @@ log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*" >&2; }
 
 # 1. Debian packages: nats-server, ffmpeg (decoding), PocketSphinx (the embedded
 #    engine, its model, test data and headers for the persistent engine process; flite1-dev
-#    for keyterm pronunciations),
+#    for keyterm pronunciations; g++ and cmake build whisper.cpp for the whisper engine),
 #    chromium (the demo page's browser test), espeak-ng (speech for the formatting tests),
 #    nginx-light and openssl (the TLS proxy test), libjemalloc2 (the C allocator
 #    bin/with-allocator gives the service).
-APT_PACKAGES=(nats-server ffmpeg pocketsphinx pocketsphinx-en-us pocketsphinx-testdata libpocketsphinx-dev libsphinxbase-dev flite1-dev pkg-config gcc chromium espeak-ng nginx-light openssl libjemalloc2)
+APT_PACKAGES=(nats-server ffmpeg pocketsphinx pocketsphinx-en-us pocketsphinx-testdata libpocketsphinx-dev libsphinxbase-dev flite1-dev pkg-config gcc g++ cmake chromium espeak-ng nginx-light openssl libjemalloc2)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

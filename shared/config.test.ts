@@ -24,4 +24,12 @@ describe("config", () => {
       expect(message).toContain("OBJECT_STORE");
     }
   });
+
+  it("chooses how realtime sessions get partials: streaming decoders, re-decodes (whisper.cpp; an upstream only with RT_UPSTREAM_PARTIALS), or none", () => {
+    expect(loadConfig({}).realtime.partials).toBe("decoders");
+    expect(loadConfig({ WHISPER_MODEL_PATH: "/m.bin", WORKER_EMBEDDED: "none" }).realtime.partials).toBe("redecode");
+    expect(loadConfig({ WORKER_OPENAI_URL: "http://127.0.0.1:9/v1" }).realtime).toMatchObject({ partials: null, streaming: false });
+    expect(loadConfig({ WORKER_OPENAI_URL: "http://127.0.0.1:9/v1", RT_UPSTREAM_PARTIALS: "true" }).realtime).toMatchObject({ partials: "redecode", streaming: true });
+    expect(loadConfig({ WHISPER_MODEL_PATH: "/m.bin", RT_STREAM_DECODERS: "0" }).realtime).toMatchObject({ partials: null, streaming: false });
+  });
 });

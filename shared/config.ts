@@ -107,6 +107,13 @@ const envSchema = z.object({
   POCKETSPHINX_PROCESSES: int.min(0).default(0),
   POCKETSPHINX_REAL_TIME_FACTOR: num.positive().default(2),
   WHISPER_REAL_TIME_FACTOR: num.positive().default(1),
+  /** Clips whisper.cpp decodes at once (decoder states over one model); 0: one per two cores. */
+  WHISPER_PARALLEL: int.min(0).default(0),
+  /** Threads per whisper.cpp clip; 0: the cores shared out among the parallel clips. */
+  WHISPER_THREADS: int.min(0).default(0),
+  WHISPER_TEMPERATURE_FALLBACK: bool.default(true),
+  /** OpenMP's wait policy for whisper.cpp's decode threads: PASSIVE on cores shared with the other services, ACTIVE (spin) on cores of its own. */
+  WHISPER_OMP_WAIT_POLICY: z.enum(["PASSIVE", "ACTIVE"]).default("PASSIVE"),
   WORKER_OPENAI_REAL_TIME_FACTOR: num.positive().default(0.1),
   WORKER_OPENAI_CONCURRENCY: int.min(1).default(8),
   FALLBACK_REAL_TIME_FACTOR: num.positive().default(0.1),
@@ -168,6 +175,8 @@ const envSchema = z.object({
   /** Streaming decoders loaded when the VAD starts (the rest load on demand, one spare ahead). */
   /** Decoders loaded at start; unset = all of RT_STREAM_DECODERS (test stacks set 2). */
   RT_STREAM_DECODERS_WARM: int.min(0).max(256).optional(),
+  /** Partials from an OpenAI-compatible upstream (WORKER_OPENAI_URL) by re-decoding the open item: opt-in, they multiply its requests (docs/realtime.md). */
+  RT_UPSTREAM_PARTIALS: bool.default(false),
 
   // telemetry
   OTEL_EXPORTER_OTLP_ENDPOINT: optionalString,
@@ -197,6 +206,17 @@ function deepFreeze<T>(value: T): T {
 function streamDecodersFor(env: Env, cores: number): number {
   const speakers = Math.floor((env.RT_ADMIT_MAX_ENGINE_SHARE * cores) / env.RT_ENGINE_SPEAKER_CORES);
   return Math.min(24 * cores, Math.max(2, speakers + Math.ceil(speakers / 4)));
+}
+
+/**
+ * `decoders`: the embedded PocketSphinx streaming decoders, when it is the only engine;
+ * `redecode`: the open item re-decoded whole through the worker router, for whisper.cpp
+ * and (opt-in, RT_UPSTREAM_PARTIALS) an OpenAI-compatible upstream; null: commit only.
+ */
+function partialsBy(env: Env, streamDecoders: number): "decoders" | "redecode" | null {
+  if (streamDecoders === 0) return null;
+  if (env.WHISPER_MODEL_PATH || env.WORKER_OPENAI_URL) return env.WHISPER_MODEL_PATH || env.RT_UPSTREAM_PARTIALS ? "redecode" : null;
+  return env.WORKER_EMBEDDED === "pocketsphinx" ? "decoders" : null;
 }
 
 function build(env: Env) {
@@ -256,6 +276,7 @@ function build(env: Env) {
       workerId: env.WORKER_ID,
       pocketsphinx: { processes: env.POCKETSPHINX_PROCESSES, realTimeFactor: env.POCKETSPHINX_REAL_TIME_FACTOR },
       whisperRealTimeFactor: env.WHISPER_REAL_TIME_FACTOR,
+      whisper: { parallel: env.WHISPER_PARALLEL || undefined, threads: env.WHISPER_THREADS || undefined, fallback: env.WHISPER_TEMPERATURE_FALLBACK, ompWaitPolicy: env.WHISPER_OMP_WAIT_POLICY },
     },
     jobs: {
       fetchMaxBytes: env.JOB_FETCH_MAX_BYTES,
@@ -311,8 +332,10 @@ function build(env: Env) {
       demoApiKey: env.RT_DEMO_API_KEY,
       streamDecoders,
       streamDecodersWarm: env.RT_STREAM_DECODERS_WARM ?? streamDecoders,
-      /** Sessions stream only when the local engine is PocketSphinx and no other engine would transcribe them (docs/realtime.md). */
-      streaming: streamDecoders > 0 && env.WORKER_EMBEDDED === "pocketsphinx" && !env.WHISPER_MODEL_PATH && !env.WORKER_OPENAI_URL,
+      /** How sessions get text while the speaker talks (docs/realtime.md, "Partials from engines that decode whole clips"). */
+      partials: partialsBy(env, streamDecoders),
+      /** Sessions are decoded while spoken (partials, semantic_vad): `partials` is set. */
+      streaming: partialsBy(env, streamDecoders) !== null,
     },
     telemetry: { otlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT, serviceName: env.OTEL_SERVICE_NAME },
   };

@@ -178,6 +178,9 @@ describe("streaming recognition", () => {
     expect(first.type).toBe(`${T}.completed`);
     expect(first.worker_id).not.toMatch(/^stream:/); // transcribed whole by the commit path
     expectCloseTo(LONG_CLIP_TEXT, first.transcript, MAX_WER.longClip);
+    // the deltas the decoder sent before it died stand: the commit path's final keeps them
+    const deltas = c.events.filter((e) => e.type === `${T}.delta` && e.item_id === started.item_id);
+    expect(deltas.map((d) => d.delta).join("")).toBe(first.transcript);
     // decoders come back: the next utterance streams again
     await streamPcm(c, fixture("ldc93s1.wav"), { speed: 2, chunkBytes: 640 });
     await streamPcm(c, silence(1), { speed: 2, chunkBytes: 640 });

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
@@ -16,6 +16,7 @@ import { freePort } from "./support/ports";
 import { gone } from "./support/process-gone";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { issueKeyAt } from "./support/service-process";
+import { startSupervisor } from "./support/supervisor";
 
 /**
  * `stt supervise` (what scripts/start.sh runs) with STT_LAYOUT=auto on real processes:
@@ -53,12 +54,6 @@ afterAll(async () => {
 });
 
 
-interface Up {
-  services: string[];
-  pid: number;
-  port?: number;
-}
-
 const status = (url: string) =>
   fetch(url, { headers: { connection: "close" } }).then(
     (r) => r.status,
@@ -71,38 +66,21 @@ describe.skipIf(groups.length < 2)("stt supervise, STT_LAYOUT=auto", () => {
   it("runs one stt serve per group, serves through the edge, restarts a killed worker child alone and stops them all on SIGTERM", async () => {
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
-    const proc = spawn(process.execPath, ["--import", "tsx", "services/stt/main.ts", "supervise"], {
-      env: {
-        ...process.env,
-        HOST: "127.0.0.1",
-        PORT: String(port),
-        LOG_LEVEL: "info",
-        STT_LAYOUT: "auto",
-        STT_SERVICES: "all",
-        NATS_URL: natsUrl,
-        NATS_PREFIX: prefix,
-        DATABASE_SCHEMA: schema,
-        DATABASE_POOL_MAX: "3",
-        DATA_DIR: dataDir,
-        GATEWAY_ADMIN_TOKEN: adminToken,
-        GATEWAY_SESSION_TOKEN_SECRET: `secret-${randomBytes(8).toString("hex")}`,
-        POCKETSPHINX_PROCESSES: "1",
-        RT_STREAM_DECODERS_WARM: "2",
-        // a free port each: other tests on this machine may hold 9464
-        METRICS_PORT: "0",
-        SHUTDOWN_TIMEOUT_MS: String(shutdownMs),
-        SUPERVISE_INITIAL_DELAY_MS: "100",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+    const started = startSupervisor({
+      command: [process.execPath, "--import", "tsx", "services/stt/main.ts"],
+      port,
+      natsUrl,
+      prefix,
+      schema,
+      dataDir,
+      adminToken,
+      env: { GATEWAY_SESSION_TOKEN_SECRET: `secret-${randomBytes(8).toString("hex")}`, RT_STREAM_DECODERS_WARM: "2", SHUTDOWN_TIMEOUT_MS: String(shutdownMs), SUPERVISE_INITIAL_DELAY_MS: "100" },
     });
+    const { proc, ups, output } = started;
     supervisor = proc;
-    let output = "";
-    proc.stdout!.on("data", (d) => (output += d));
-    proc.stderr!.on("data", (d) => (output += d));
     const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));
-    const ups = (): Up[] => [...output.matchAll(/[^\n]*"msg":"stt is up"[^\n]*/g)].map((m) => JSON.parse(m[0]) as Up);
     const fail = (err: unknown) => {
-      throw new Error(`${(err as Error).message}\n--- supervisor output:\n${output.slice(-6000)}`);
+      throw new Error(`${(err as Error).message}\n--- supervisor output:\n${output().slice(-6000)}`);
     };
 
     // one child per group, started together, each saying what it runs
@@ -162,7 +140,7 @@ describe.skipIf(groups.length < 2)("stt supervise, STT_LAYOUT=auto", () => {
     expect(health.every((s) => s === 200), `/health while the worker child restarted: ${health.join(",")}`).toBe(true);
     expect(ups().filter((u) => u.port !== undefined), "the edge was not restarted").toHaveLength(1);
     expect(gone(edge[0]!.pid)).toBe(false);
-    expect(output).toContain('"msg":"supervised process exited: restarting"');
+    expect(output()).toContain('"msg":"supervised process exited: restarting"');
     // the edge is ready again, and the new engine serves: the router leaves the dead one out and finds the new one
     await waitFor(async () => (await status(`${base}/readyz`)) === 200, { timeoutMs: 60_000, what: "/readyz 200 after the restart" }).catch(fail);
     const after = await waitFor(async () => {
@@ -177,7 +155,7 @@ describe.skipIf(groups.length < 2)("stt supervise, STT_LAYOUT=auto", () => {
     proc.kill("SIGTERM");
     const code = await exited;
     const tookMs = Date.now() - stoppedAt;
-    expect(code, output.slice(-3000)).toBe(0);
+    expect(code, output().slice(-3000)).toBe(0);
     for (const pid of live) expect(gone(pid), `child ${pid} still running`).toBe(true);
     // the bound is the behaviour: SHUTDOWN_TIMEOUT_MS plus a margin for a busy machine
     expect(tookMs).toBeLessThan(shutdownMs + 15_000);

@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { connect } from "node:net";
@@ -13,6 +12,7 @@ import { serveAudio, waitFor, waitForJobEnd, type LocalHttp } from "./support/jo
 import { freePort } from "./support/ports";
 import { gone } from "./support/process-gone";
 import { issueKeyAt } from "./support/service-process";
+import { startSupervisor, type SupervisorProcess } from "./support/supervisor";
 
 /**
  * `stt supervise` as scripts/start.sh runs it (`bin/stt supervise`, in a process group
@@ -76,48 +76,21 @@ function probe(port: number): Promise<string> {
   });
 }
 
-interface Supervisor {
-  proc: ChildProcess;
-  output(): string;
-  /** The "stt is up" lines of its children so far. */
-  ups(): Array<{ pid: number; port?: number; services: string[] }>;
-}
-
 /** `bin/stt supervise` in a process group of its own (pgid = its pid), on `port`. */
-function startSupervisor(port: number): Supervisor {
-  const proc = spawn("bin/stt", ["supervise"], {
-    env: {
-      ...process.env,
-      HOST: "127.0.0.1",
-      PORT: String(port),
-      LOG_LEVEL: "info",
-      STT_LAYOUT: "auto",
-      STT_SERVICES: "all",
-      NATS_URL: natsUrl,
-      NATS_PREFIX: prefix,
-      DATABASE_SCHEMA: schema,
-      DATABASE_POOL_MAX: "3",
-      DATA_DIR: dataDir,
-      GATEWAY_ADMIN_TOKEN: adminToken,
-      GATEWAY_SESSION_TOKEN_SECRET: "secret-supervisor-killed",
-      JOB_ALLOW_PRIVATE_URLS: "true",
-      POCKETSPHINX_PROCESSES: "1",
-      RT_STREAM_DECODERS_WARM: "1",
-      METRICS_PORT: "0",
-      SHUTDOWN_TIMEOUT_MS: "10000",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
+function start(port: number): SupervisorProcess {
+  const s = startSupervisor({
+    command: ["bin/stt"],
+    port,
+    natsUrl,
+    prefix,
+    schema,
+    dataDir,
+    adminToken,
+    env: { GATEWAY_SESSION_TOKEN_SECRET: "secret-supervisor-killed", JOB_ALLOW_PRIVATE_URLS: "true", RT_STREAM_DECODERS_WARM: "1", SHUTDOWN_TIMEOUT_MS: "10000" },
     detached: true,
   });
-  groups.add(proc.pid!);
-  let output = "";
-  proc.stdout!.on("data", (d) => (output += d));
-  proc.stderr!.on("data", (d) => (output += d));
-  return {
-    proc,
-    output: () => output,
-    ups: () => [...output.matchAll(/[^\n]*"msg":"stt is up"[^\n]*/g)].map((m) => JSON.parse(m[0])),
-  };
+  groups.add(s.proc.pid!);
+  return s;
 }
 
 const status = (url: string) =>
@@ -126,7 +99,7 @@ const status = (url: string) =>
     () => 0,
   );
 
-async function ready(s: Supervisor, base: string): Promise<void> {
+async function ready(s: SupervisorProcess, base: string): Promise<void> {
   const fail = (err: unknown) => {
     throw new Error(`${(err as Error).message}\n--- supervisor output:\n${s.output().slice(-6000)}`);
   };
@@ -137,7 +110,7 @@ describe("a supervisor killed with SIGKILL takes its children with it", () => {
   it("kill -9 of its process group: its children die with it and the port closes at once; a restart at once takes the port and a job submitted at once completes", async () => {
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
-    const first = startSupervisor(port);
+    const first = start(port);
     await ready(first, base);
     const key = await issueKeyAt(base, adminToken, "killed");
     audio = await serveAudio(new Uint8Array(readFileSync(fixturePath("jfk.wav"))));
@@ -156,7 +129,7 @@ describe("a supervisor killed with SIGKILL takes its children with it", () => {
     expect(childrenGoneAfter, "ms from kill -9 of the group until its children were gone").toBeLessThan(250);
 
     // at once, as a second ./scripts/start.sh; every request from now on meets either nothing or the new instance
-    const second = startSupervisor(port);
+    const second = start(port);
     const restartedAt = Date.now();
     const failures: string[] = [];
     const submitted = await waitFor(
@@ -188,7 +161,7 @@ describe("a supervisor killed with SIGKILL takes its children with it", () => {
 
   it("kill -9 of the supervisor's pid alone: every process of its group is gone within a second, the port with them", async () => {
     const port = await freePort();
-    const s = startSupervisor(port);
+    const s = start(port);
     await ready(s, `http://127.0.0.1:${port}`);
     const pgid = s.proc.pid!;
     const before = groupMembers(pgid);

@@ -17,8 +17,9 @@ import { writeTinyWhisperModel } from "./support/workers-whisper-model";
  * The whole service with whisper.cpp as its only engine, configured as an operator
  * does it (WHISPER_MODEL_PATH, WORKER_EMBEDDED=none, no fallback provider), on a
  * multilingual model the test writes (test/support/workers-whisper-model.ts): the
- * segment route in every response format, a batch job, a realtime session (the commit
- * path: WHISPER_MODEL_PATH turns streaming off), and an engine error without a
+ * segment route in every response format, a batch job, realtime sessions (the final on
+ * the commit path; partials from re-decodes of the open item, services/vad/redecode.ts),
+ * and an engine error without a
  * fallback. The words are nonsense; their shape, timings and routing are what is
  * checked. The frozen worker, the fallback and start-up errors are in
  * workers-whisper-process.test.ts.
@@ -40,8 +41,13 @@ beforeAll(async () => {
     WORKER_EMBEDDED: "none",
     WHISPER_MODEL_PATH: written.path,
     WORKER_ID: "wh",
-    // one whisper context takes one utterance at a time: let a session's wait for it
-    // outlast a busy machine instead of failing items as overloaded
+    // two clips at once over the one model
+    WHISPER_PARALLEL: "2",
+    // the router's per-attempt timeout follows the declared factor: room for the test
+    // model's decodes on a machine busy with the rest of the suite (this file checks
+    // shapes and paths, not speed)
+    WHISPER_REAL_TIME_FACTOR: "4",
+    // let a session's wait for an engine outlast a busy machine instead of failing items as overloaded
     RT_MAX_TRANSCRIPT_WAIT_MS: "60000",
   });
   key = (await stack.issueKey("pro", "tenant-whisper")).key;
@@ -84,20 +90,20 @@ function expectCues(body: string, separator: "," | "."): void {
 }
 
 describe("the service with whisper.cpp as its engine", () => {
-  it("starts the engine from WHISPER_MODEL_PATH and announces it: warm, one clip at a time, every language, its own formatting", async () => {
+  it("starts the engine from WHISPER_MODEL_PATH and announces it: warm, two clips at a time (WHISPER_PARALLEL), every language, its own formatting", async () => {
     const router = stack.runtime.ctx.router as RunningRouter;
     await waitFor(async () => router.workers().find((w) => w.id === WORKER && w.warm), { timeoutMs: 10_000, what: "the whisper worker warm" });
-    expect(router.workers().find((w) => w.id === WORKER)).toMatchObject({ kind: "whisper-cpp", warm: true, concurrency: 1, languages: ["*"], formatsText: true, models: ["stt-1", "whisper-1", "stt-large-v3-turbo"] });
+    expect(router.workers().find((w) => w.id === WORKER)).toMatchObject({ kind: "whisper-cpp", warm: true, concurrency: 2, languages: ["*"], formatsText: true, models: ["stt-1", "whisper-1", "stt-large-v3-turbo"] });
     expect(router.workers().map((w) => w.id)).toEqual([WORKER]);
-    // realtime sessions take the commit path: whisper transcribes whole utterances
-    expect(stack.config.realtime.streaming).toBe(false);
+    // realtime sessions stream by re-decoding the open item; whisper transcribes the committed one whole
+    expect(stack.config.realtime).toMatchObject({ streaming: true, partials: "redecode" });
     const ready = await stack.fetch("/readyz");
     expect(ready.status).toBe(200);
   });
 
   it("POST /v1/audio/transcriptions answers in every response format with the documented shapes", async () => {
     const verbose = await post({ response_format: "verbose_json", language: "en", prompt: "Ask not what your country can do for you." });
-    expect(verbose.status).toBe(200);
+    expect(verbose.status, verbose.status === 200 ? "" : await verbose.clone().text()).toBe(200);
     expect(verbose.headers.get("x-worker-id")).toBe(WORKER);
     expect(verbose.headers.get("x-fallback-used")).toBe("0");
     expect(verbose.headers.get("server-timing")).toMatch(/worker;dur=/);
@@ -213,5 +219,46 @@ describe("the service with whisper.cpp as its engine", () => {
       expect(deltas.map((d) => d.delta).join("")).toBe(e.transcript);
     }
     console.log(`realtime: ${completed.length} utterances: ${completed.map((e) => `[${e.audio_start_ms}-${e.audio_end_ms} ms] ${e.transcript}`).join(" | ")}`);
+  });
+
+  it("text while speaking: interim hypotheses before speech_stopped on every utterance of 2 s or more, deltas adding up to the final, semantic_vad accepted", { timeout: 120_000 }, async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
+    const created = await c.next("session.created");
+    expect(created.input_audio_transcription.streaming).toBe(true);
+    expect(created.turn_detection_types).toEqual(["server_vad", "semantic_vad", "manual"]);
+    c.sendJson({ type: "session.update", session: { input_audio_transcription: { interim_results: true } } });
+    expect((await c.next("session.updated")).session.input_audio_transcription).toMatchObject({ interim_results: true });
+    // one turn at real time (jfk.wav's pauses held inside it: 11 s): a decode of this model
+    // costs about 0.6 CPU-s whatever the clip's length, and a second or more on a loaded
+    // machine, so re-decodes come every second or two and the interims with them
+    c.sendJson({ type: "session.update", session: { turn_detection: { type: "server_vad", silence_duration_ms: 1500 } } });
+    await c.next("session.updated");
+    await streamPcm(c, fixture("jfk.wav"), { speed: 1, chunkBytes: 640 });
+    await streamPcm(c, silence(2), { speed: 1, chunkBytes: 640 });
+    await waitFor(
+      async () => {
+        const committed = c.events.filter((e) => e.type === "input_audio_buffer.committed").map((e) => e.item_id);
+        const done = c.events.filter((e) => e.type.endsWith("transcription.completed")).map((e) => e.item_id);
+        return committed.length > 0 && committed.every((i) => done.includes(i));
+      },
+      { timeoutMs: 90_000, what: "a completed item for every committed utterance" },
+    );
+    const T = "conversation.item.input_audio_transcription";
+    const completed = c.events.filter((e) => e.type === `${T}.completed`);
+    const long = completed.filter((e) => e.audio_end_ms - e.audio_start_ms >= 2000);
+    expect(long.length).toBeGreaterThan(0);
+    for (const e of completed) {
+      const stopped = c.events.find((x) => x.type === "input_audio_buffer.speech_stopped" && x.item_id === e.item_id);
+      const interims = c.events.filter((x) => x.type === `${T}.interim` && x.item_id === e.item_id && x.__t < stopped.__t);
+      console.log(`[${e.audio_start_ms}-${e.audio_end_ms} ms] ${interims.length} interims before speech_stopped; final: ${e.transcript}`);
+      if (long.includes(e)) expect(interims.length).toBeGreaterThan(0);
+      const deltas = c.events.filter((x) => x.type === `${T}.delta` && x.item_id === e.item_id);
+      expect(deltas.map((d) => d.delta).join("")).toBe(e.transcript);
+    }
+    c.sendJson({ type: "session.update", event_id: "u1", session: { turn_detection: { type: "semantic_vad" } } });
+    expect((await c.next("session.updated")).session.turn_detection).toMatchObject({ type: "semantic_vad" });
+    expect(c.events.filter((e) => e.type === "error")).toEqual([]);
+    c.sendJson({ type: "session.close" });
+    expect((await c.closed).code).toBe(1000);
   });
 });

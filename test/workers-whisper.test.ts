@@ -13,7 +13,7 @@ import { expectWellFormedTranscript } from "./support/whisper-transcript";
 import { writeTinyWhisperModel, type TinyWhisperModel } from "./support/workers-whisper-model";
 
 /**
- * The whisper.cpp engine through the installed Node binding, on models the test writes
+ * The whisper.cpp engine (its worker process, build/whisper-worker), on models the test writes
  * (test/support/workers-whisper-model.ts: whisper's real vocabulary size and special
  * tokens, one tiny layer each, random weights). The transcripts are nonsense; what is
  * checked is everything around them: the file check, loading, the shape and timings of
@@ -31,7 +31,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "whisper-test-"));
   en = await writeTinyWhisperModel(join(dir, "tiny.en.bin"));
   ml = await writeTinyWhisperModel(join(dir, "tiny.bin"), { multilingual: true });
-  engine = await createWhisperEngine({ modelPath: en.path, threads: 1 });
+  engine = await createWhisperEngine({ modelPath: en.path, threads: 1, parallel: 1 });
   multilingual = await createWhisperEngine({ modelPath: ml.path, threads: 1 });
 });
 afterAll(async () => {
@@ -41,9 +41,9 @@ afterAll(async () => {
 });
 
 describe("whisper.cpp engine on a generated model", () => {
-  it("the generated file is a complete whisper ggml model of a few MB, and the binding loads it", async () => {
+  it("the generated file is a complete whisper ggml model of a few MB, and whisper.cpp loads it", async () => {
     expect(en.bytes).toBeLessThan(5_000_000);
-    expect(await checkWhisperModelFile(en.path)).toEqual({ nVocab: 51864, multilingual: false, languages: ["en"], tensors: 50 });
+    expect(await checkWhisperModelFile(en.path)).toEqual({ nVocab: 51864, nAudioCtx: 1500, multilingual: false, languages: ["en"], tensors: 50 });
     const info = await checkWhisperModelFile(ml.path);
     expect(info).toMatchObject({ nVocab: 51865, multilingual: true, tensors: 50 });
     expect(info.languages).toHaveLength(99);
@@ -90,8 +90,7 @@ describe("whisper.cpp engine on a generated model", () => {
     expectWellFormedTranscript(detected, durationSeconds);
     expect(info.languages).toContain(detected.language);
     expect((await multilingual.transcribe({ pcm, language: "pt-BR" })).language).toBe("pt");
-    // whisper.cpp's binding throws from a native callback on an unknown code, which
-    // would end the process: the engine refuses it before whisper.cpp sees it
+    // whisper.cpp has no id for an unknown code: the engine refuses it before whisper.cpp sees it
     await expect(multilingual.transcribe({ pcm, language: "xx" })).rejects.toMatchObject({ code: "unsupported_language" });
     expectWellFormedTranscript(await multilingual.transcribe({ pcm, language: "de" }), durationSeconds);
   });
@@ -102,16 +101,15 @@ describe("whisper.cpp engine on a generated model", () => {
     const queued = new AbortController();
     const first = engine.transcribe({ pcm, signal: running.signal });
     const second = engine.transcribe({ pcm, signal: queued.signal });
-    // the first clip is in whisper.cpp by now (transcribeData was called); 11 s of audio
-    // (a 30 s window, up to six decoding passes) takes longer than this turn of the event loop
+    // the first clip is on its way to whisper.cpp by now; 11 s of audio (a 30 s window)
+    // takes longer than this turn of the event loop
     await new Promise((r) => setImmediate(r));
     const late = new AppError("unavailable", "deadline_passed", "the caller's deadline passed");
     running.abort(late);
     queued.abort(late);
     await expect(first).rejects.toBe(late);
     await expect(second).rejects.toBe(late);
-    // The binding never settles a stopped transcription (1.1.3): an engine that waited
-    // for it would answer nothing ever again. The next clip is answered.
+    // The aborted decode is stopped inside whisper.cpp (its abort callback): the next clip is answered.
     const { pcm: short, durationSeconds } = await clip("ldc93s1.wav");
     expectWellFormedTranscript(await engine.transcribe({ pcm: short }), durationSeconds);
     expect(engine.warm()).toBe(true);
@@ -157,7 +155,7 @@ describe("whisper.cpp engine on a generated model", () => {
     const small = Buffer.from(full);
     small.writeInt32LE(51000, 4);
     await refused(await write("small-vocab.bin", small), "whisper_model_invalid", /n_vocab is 51000/);
-    // no " " token (byte token 220 made "!"): whisper.cpp throws on every clip, and the binding then never answers
+    // no " " token (byte token 220 made "!"): whisper.cpp throws on every clip
     const noSpace = Buffer.from(full);
     const token220 = 48 + 8 + 4 * 80 * 201 + 4 + 5 * 220 + 4;
     expect(noSpace[token220]).toBe(0x20);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decideEndOfTurn, EAGERNESS_TIMING, judgeWords, timingOf, withProsody, type PauseHypothesis, type TurnInput } from "./end-of-turn";
+import { decideEndOfTurn, EAGERNESS_TIMING, endOfSentenceFromMark, judgeWords, timingOf, withProsody, type PauseHypothesis, type TurnInput } from "./end-of-turn";
 
 /** A hypothesis that heard 90 ms of the pause, its words unchanged for 120 ms. */
 const heard = (endOfSentence: number | null, over: Partial<PauseHypothesis> = {}): PauseHypothesis => ({ words: 6, endOfSentence, stableMs: 120, heardMs: 90, ...over });
@@ -145,5 +145,15 @@ describe("semantic end of turn: the pitch before the pause", () => {
   it("given a pitch held high, the early signal comes where uncertain words would have committed", () => {
     given(COMPLETE, { prosody: "continuing" }).when(239).then({ kind: "wait" });
     given(COMPLETE, { prosody: "continuing" }).when(240).then({ kind: "maybe_over", words: "uncertain" });
+  });
+});
+
+describe("semantic end of turn: punctuated words without a language model (whisper.cpp, an upstream)", () => {
+  it("a sentence mark reads complete, a comma, colon, semicolon or dash mid-sentence, no mark no verdict", () => {
+    const judged = (last: string) => judgeWords({ words: 3, endOfSentence: endOfSentenceFromMark(last), stableMs: 200, heardMs: 200 });
+    for (const w of ["country.", "you?", "now!", 'said."']) expect(judged(w)).toBe("complete");
+    for (const w of ["Americans,", "this:", "so;", "and\u2014"]) expect(judged(w)).toBe("incomplete");
+    for (const w of ["country", "you"]) expect(judged(w)).toBe("uncertain");
+    expect(endOfSentenceFromMark(undefined)).toBeNull();
   });
 });

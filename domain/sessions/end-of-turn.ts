@@ -63,6 +63,19 @@ const MIN_HEARD_MS = 60;
 export const PROSODY_AFTER_MS = MIN_HEARD_MS;
 const MIN_STABLE_MS = 60;
 
+/**
+ * `endOfSentence` for engines with no language model to ask but punctuated words
+ * (whisper.cpp, an OpenAI-compatible upstream, services/vad/redecode.ts): a sentence
+ * mark on the last word reads as complete (log10 P = 0), a comma, colon, semicolon or
+ * dash as mid-sentence (-2), no mark as no verdict (null).
+ */
+export function endOfSentenceFromMark(lastWord: string | undefined): number | null {
+  if (!lastWord) return null;
+  if (/[.?!]["')\]]*$/.test(lastWord)) return 0;
+  if (/[,;:\u2014-]$/.test(lastWord)) return -2;
+  return null;
+}
+
 /** The running hypothesis as last read during this pause. */
 export interface PauseHypothesis {
   /** How many words it has (0: nothing recognised yet). */

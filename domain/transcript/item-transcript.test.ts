@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { alignPrefix, completeCommittedItem, completeStreamedItem, composeFinal, deltaText, streamedDelta, type EmittedWord } from "./item-transcript";
+import { alignPrefix, completeCommittedItem, completeItemAfterDeltas, completeStreamedItem, composeFinal, deltaText, streamedDelta, type EmittedWord } from "./item-transcript";
 import { transcriptPipeline, type TranscriptPipeline } from "./pipeline";
 import { deltaForms, singleWordTerms } from "./smart-format-stage";
 import type { TranscriptStage } from "./stage";
@@ -139,5 +139,42 @@ describe("a realtime item through the pipeline: deltas only append", () => {
     const off = completeCommittedItem(transcriptPipeline({ smartFormat: false }), result, 0);
     expect(off).toMatchObject({ transcript: "do you take jfk", lastDelta: "do you take jfk" });
     expect("punctuated_word" in off.words[0]!).toBe(false);
+  });
+});
+
+describe("an item re-decoded while spoken, transcribed whole at its commit", () => {
+  const result = (words: [string, number, number][]) => ({
+    task: "transcribe" as const,
+    language: "en",
+    duration: 3,
+    text: words.map((x) => x[0]).join(" "),
+    segments: [],
+    words: words.map(([word, start, end]) => ({ word, start, end })),
+  });
+  const pipeline = transcriptPipeline({ engineFormatted: true });
+
+  it("keeps the words its deltas sent and carries the rest in the last delta, timed on the session's timeline", () => {
+    const emitted: EmittedWord[] = [
+      { word: "And", form: "And" },
+      { word: "so", form: "so" },
+    ];
+    const item = completeItemAfterDeltas(pipeline, emitted, result([["And", 0.3, 0.6], ["so", 0.6, 0.9], ["my", 0.9, 1.2], ["fellow", 1.2, 1.6], ["Americans,", 1.6, 2.1]]), 1000);
+    expect(item.transcript).toBe("And so my fellow Americans,");
+    expect(item.lastDelta).toBe(" my fellow Americans,");
+    expect("And so" + item.lastDelta).toBe(item.transcript);
+    expect(item.language).toBe("en");
+    expect(item.words.map((w) => [w.word, w.start_ms, w.end_ms])).toEqual([["And", 1300, 1600], ["so", 1600, 1900], ["my", 1900, 2200], ["fellow", 2200, 2600], ["Americans,", 2600, 3100]]);
+  });
+
+  it("a word the final revised stands as sent (a delta is never taken back)", () => {
+    const item = completeItemAfterDeltas(pipeline, [{ word: "ask", form: "ask" }], result([["Ask", 0, 0.5], ["not.", 0.5, 1]]), 0);
+    expect(item.transcript).toBe("ask not.");
+    expect(item.lastDelta).toBe(" not.");
+  });
+
+  it("nothing sent: the commit path's one delta", () => {
+    const item = completeItemAfterDeltas(pipeline, undefined, result([["Ask", 0, 0.5], ["not.", 0.5, 1]]), 0);
+    expect(item.lastDelta).toBe(item.transcript);
+    expect(item.transcript).toBe("Ask not.");
   });
 });

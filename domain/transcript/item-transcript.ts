@@ -95,6 +95,18 @@ export function completeCommittedItem(pipeline: TranscriptPipeline, result: Verb
 }
 
 /**
+ * A committed item transcribed whole after deltas of its re-decodes went out (services/vad/redecode.ts):
+ * the words sent stand and the engine's result gives the rest, as for a streamed item;
+ * nothing sent: the commit path's one delta.
+ */
+export function completeItemAfterDeltas(pipeline: TranscriptPipeline, emitted: readonly EmittedWord[] | undefined, result: VerboseTranscription, audioStartMs: number): ItemTranscript & { language: string } {
+  if (!emitted?.length) return completeCommittedItem(pipeline, result, audioStartMs);
+  const toMs = (s: number) => audioStartMs + Math.round(s * 1000);
+  const final = result.words.map((w) => ({ word: w.word.trim(), start_ms: toMs(w.start), end_ms: toMs(w.end), probability: w.probability })).filter((w) => w.word !== "");
+  return { ...completeStreamedItem(pipeline, emitted, final, audioStartMs), language: result.language };
+}
+
+/**
  * The completed item from the emitted words and the decoder's final words. The emitted
  * words stand as the deltas showed them (a client may show them); they are aligned to the
  * final's words by edit distance (the final may have split, merged or revised words the

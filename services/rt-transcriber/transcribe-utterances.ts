@@ -1,5 +1,5 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { completeCommittedItem } from "../../domain/transcript/item-transcript";
+import { completeItemAfterDeltas } from "../../domain/transcript/item-transcript";
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import { ITEM_CUTS } from "../../domain/transcript/redact";
 import { randomUUID } from "node:crypto";
@@ -23,7 +23,9 @@ import { createUtteranceSlots } from "./utterance-slots";
  * from the VAD) into transcript events on rt.evt.<sessionId> (appended through the
  * sessions store, domain/sessions/store.ts) through the worker router
  * (warm worker, fallback provider, breaker). A transcript is one `delta` with the whole
- * text followed by `completed` (with word timings moved onto the session timeline);
+ * text followed by `completed` (with word timings moved onto the session timeline); an
+ * item whose re-decodes sent deltas already (`emitted`, services/vad/redecode.ts) keeps
+ * those words and its last delta carries the rest;
  * a router failure becomes `failed`, never a dropped item.
  *
  * Capacity and fairness (docs/realtime.md): commands are pulled from the durable into
@@ -229,7 +231,7 @@ async function transcribeOne(
       const request = { language: c.language ?? undefined, prompt: c.prompt ?? undefined, keyterms: c.keyterms, model: c.model ?? undefined };
       const r = await decodeItem(router, pcm, { request, owner: turn.owner, itemId: c.item_id, fallbackOnly: turn.fallbackOnly });
       // an utterance is a sentence's end at least (the VAD cut it at a pause)
-      const item = completeCommittedItem(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt, keyterms: c.keyterms, redact: c.redact, cuts: ITEM_CUTS }), r.result, c.audio_start_ms);
+      const item = completeItemAfterDeltas(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt, keyterms: c.keyterms, redact: c.redact, cuts: ITEM_CUTS }), c.emitted, r.result, c.audio_start_ms);
       events = [
         { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: item.lastDelta },
         {

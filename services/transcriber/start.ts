@@ -45,7 +45,7 @@ export async function startTranscriber(ctx: ServiceContext): Promise<RunningServ
     }
     if (w.whisperModelPath) {
       const { createWhisperEngine } = await import("./whisper-engine");
-      await start(await createWhisperEngine({ modelPath: w.whisperModelPath, realTimeFactor: w.whisperRealTimeFactor, logger }));
+      await start(await createWhisperEngine({ modelPath: w.whisperModelPath, realTimeFactor: w.whisperRealTimeFactor, ...w.whisper, logger }));
     }
     if (w.openai) await start(await createOpenAIEngine({ ...w.openai, probeMs: w.heartbeatMs }));
   } catch (err) {

@@ -1,6 +1,5 @@
 import { constants } from "node:fs";
 import { access, stat } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import type { TranscriptSegment, TranscriptWord, VerboseTranscription } from "../../schemas/transcription";
 import { AppError } from "../../shared/errors";
@@ -9,63 +8,55 @@ import type { EngineRequest, TranscriptionEngine } from "../../shared/workers/ty
 import { segmentFromWords } from "./segments";
 import { checkWhisperModelFile, type WhisperModelInfo } from "./whisper-model-file";
 import { promptWithKeyterms } from "../../shared/workers/keyterms";
+import { audioCtxFor, startWhisperProcess, type WhisperProcess } from "./whisper-process";
 
 /**
- * whisper.cpp through its Node binding (@fugood/node-whisper-*, a prebuilt N-API
- * module; an optional dependency installed where a build exists for the platform).
- * Enabled when the operator sets WHISPER_MODEL_PATH to a ggml model file; the service
- * never downloads weights. The file is checked (whisper-model-file.ts), then loaded
- * once at start and kept; inference runs on libuv's thread pool (the event loop stays
- * free), one clip at a time per context.
+ * whisper.cpp in a persistent process of its own (whisper-process.ts: whisper.cpp
+ * built from its sources for this machine's CPU). Enabled when the operator sets
+ * WHISPER_MODEL_PATH to a ggml model file; the service never downloads weights. The
+ * file is checked (whisper-model-file.ts), then loaded once at start and kept.
  *
- * Word timings: whisper.cpp is asked for one token per segment with token timestamps
- * (`maxLen: 1, tokenTimestamps: true`, the `-ml 1` mode of its CLI); tokens that do
- * not start with a space continue the previous word. Segments are rebuilt from the
- * words, split after sentence punctuation or a pause of a second or more.
+ * Several clips at once: `parallel` decoder states over the one loaded model
+ * (WHISPER_PARALLEL), each decoding on `threads` threads (WHISPER_THREADS); by default
+ * one state per two cores, with the cores shared out among them. The worker announces
+ * that concurrency to the router.
+ *
+ * Settings, and why:
+ * - greedy decoding at temperature 0 (beam search costs about 5× for a point or two of
+ *   word error rate; the hosted APIs' defaults are greedy too);
+ * - word timings: one token per segment with token timestamps (`max_len 1`, the `-ml 1`
+ *   mode of whisper-cli); tokens that do not start with a space continue the previous
+ *   word; segments are rebuilt from the words, split after sentence punctuation or a
+ *   pause of a second or more;
+ * - the temperature fallback (re-decoding a window that looks like a loop at +0.2 up
+ *   to 1.0) on for clips, WHISPER_TEMPERATURE_FALLBACK=false turns it off: it is what
+ *   keeps a trained model out of loops, and what makes a model with random weights cost
+ *   six passes per window;
+ * - a partial re-decode (request.partial, services/vad/redecode.ts) runs the encoder
+ *   over its own audio only (audioCtxFor): a 2 s buffer does not pay for the 30 s
+ *   window. Clips and finals keep the whole window: whisper was trained on 30 s
+ *   windows, and a shortened one costs trained models some accuracy.
  *
  * Output is bounded by whisper.cpp itself: it decodes 30 s windows, each at most
- * n_text_ctx / 2 − 4 tokens (220 for the released models), and re-decodes a window at
- * higher temperatures when the text repeats or is improbable (its defaults), so a
- * looping or nonsensical decode costs at most six passes per window and never grows
- * without end. A clip with no speech may come back with no words at all.
- *
- * The binding (checked on 1.1.3) never settles a transcription it was asked to stop,
- * and it does not interrupt the decode either: the context finishes that clip and
- * only then takes the next. So a clip whose caller's deadline passes is answered at
- * once with the deadline error here, not by waiting on the binding; a clip still
- * queued behind it is dropped before it starts.
+ * n_text_ctx / 2 − 4 tokens (220 for the released models). A clip with no speech may
+ * come back with no words at all. A clip whose caller's deadline passes is stopped
+ * inside whisper.cpp (its abort callback) and answered with the deadline error.
  */
 export interface WhisperOptions {
   modelPath: string;
   realTimeFactor?: number;
+  /** Clips decoded at once (decoder states over the one model); default: one per two cores. */
+  parallel?: number;
+  /** Threads per clip; default: the cores shared out among the parallel clips. */
   threads?: number;
+  /** whisper's temperature fallback on clips (default true). */
+  fallback?: boolean;
+  /** OpenMP's wait policy for the decode threads (default PASSIVE: whisper-process.ts says why). */
+  ompWaitPolicy?: string;
   models?: string[];
   logger?: Logger;
-}
-
-interface NativeSegment {
-  text: string;
-  /** ms */
-  t0: number;
-  t1: number;
-}
-interface NativeContext {
-  transcribeData(pcm: ArrayBuffer, options: Record<string, unknown>): { stop(): Promise<void>; promise: Promise<{ result: string; language?: string; segments: NativeSegment[] }> };
-  release(): Promise<void>;
-}
-interface NativeModule {
-  WhisperContext: { new (options: { filePath: string; useGpu?: boolean }): NativeContext | Promise<NativeContext>; toggleNativeLog?(enable: boolean): void };
-}
-
-const require = createRequire(import.meta.url);
-
-function loadWhisperBinding(): NativeModule {
-  const pkg = `@fugood/node-whisper-${process.platform}-${process.arch}`;
-  try {
-    return require(`${pkg}/index.node`) as NativeModule;
-  } catch (err) {
-    throw new AppError("unavailable", "whisper_binding_missing", `the whisper.cpp binding ${pkg} is not installed for this platform`, { cause: err });
-  }
+  /** The worker binary (default build/whisper-worker). */
+  binary?: string;
 }
 
 export async function createWhisperEngine(options: WhisperOptions): Promise<TranscriptionEngine> {
@@ -75,41 +66,27 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
   );
   if (unreadable) throw new AppError("validation", "whisper_model_missing", `WHISPER_MODEL_PATH ${options.modelPath} is not a readable file (${unreadable.message})`, { cause: unreadable });
   const model = await checkWhisperModelFile(options.modelPath);
-  const binding = loadWhisperBinding();
-  binding.WhisperContext.toggleNativeLog?.(false);
-  let ctx: NativeContext;
-  try {
-    ctx = await new binding.WhisperContext({ filePath: options.modelPath, useGpu: false });
-  } catch (err) {
-    throw new AppError("validation", "whisper_model_invalid", `whisper.cpp could not load WHISPER_MODEL_PATH ${options.modelPath}: ${(err as Error).message}`, { cause: err });
+  const cores = Math.max(1, availableParallelism());
+  const parallel = Math.max(1, options.parallel ?? Math.floor(cores / 2));
+  const threads = Math.max(1, options.threads ?? Math.floor(cores / parallel));
+  const proc = await startWhisperProcess({ modelPath: options.modelPath, states: parallel, threads, ompWaitPolicy: options.ompWaitPolicy, binary: options.binary, logger: options.logger });
+  options.logger?.info("whisper.cpp model loaded", { modelPath: options.modelPath, nVocab: model.nVocab, multilingual: model.multilingual, parallel, threads, system: proc.system });
+  if (!/(CUDA|VULKAN|METAL|SYCL) = 1/i.test(proc.system)) {
+    options.logger?.info("whisper.cpp decodes on the CPU: this build has no GPU backend (scripts/build-native.sh builds CUDA where nvcc is installed)", { threads, parallel });
   }
-  options.logger?.info("whisper.cpp model loaded", { modelPath: options.modelPath, nVocab: model.nVocab, multilingual: model.multilingual });
-  const threads = options.threads ?? Math.max(1, availableParallelism());
   let closed = false;
-  let chain: Promise<unknown> = Promise.resolve();
 
   const run = async (request: EngineRequest): Promise<VerboseTranscription> => {
-    // dropped while it waited for the clip before it: nobody is waiting for it
-    if (request.signal?.aborted) throw request.signal.reason;
     const duration = request.pcm.length / 16_000;
     const language = whisperLanguage(request.language, model);
     if (request.pcm.length === 0) return assemble([], duration, language === "auto" ? "en" : language);
     const prompt = promptWithKeyterms(request.prompt, request.keyterms);
-    const job = ctx.transcribeData(request.pcm.slice().buffer, {
-      language,
-      ...(prompt ? { prompt } : {}),
-      maxLen: 1,
-      tokenTimestamps: true,
-      maxThreads: threads,
-      temperature: 0,
-    });
-    let out: Awaited<typeof job.promise>;
+    let out: Awaited<ReturnType<WhisperProcess["decode"]>>;
     try {
-      // stop() is a courtesy: the binding neither interrupts the decode nor settles the promise
-      out = await untilAborted(job.promise, request.signal, () => void Promise.resolve().then(() => job.stop()).catch(() => undefined));
+      out = await proc.decode({ pcm: request.pcm, language, prompt: prompt || undefined, audioCtx: request.partial ? audioCtxFor(request.pcm.length) : 0, fallback: options.fallback ?? true, signal: request.signal });
     } catch (err) {
       if (request.signal?.aborted) throw err;
-      throw new AppError("upstream", "whisper_failed", `whisper.cpp: ${(err as Error).message}`, { cause: err });
+      throw err instanceof AppError ? err : new AppError("upstream", "whisper_failed", `whisper.cpp: ${(err as Error).message}`, { cause: err });
     }
     const detected = out.language && out.language !== "auto" ? out.language : language === "auto" ? "en" : language;
     return assemble(out.segments, duration, detected);
@@ -121,20 +98,15 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
     models: options.models ?? ["stt-1", "whisper-1", "stt-large-v3-turbo"],
     languages: model.multilingual ? ["*"] : ["en"],
     realTimeFactor: options.realTimeFactor ?? 1,
-    concurrency: 1,
+    concurrency: parallel,
     warm: () => !closed,
     transcribe(request) {
       if (closed) return Promise.reject(new AppError("unavailable", "engine_closed", "the engine is shutting down"));
-      // One context decodes one clip at a time: queue behind the previous one.
-      const next = chain.then(() => run(request));
-      chain = next.catch(() => undefined);
-      // a clip whose deadline passes while it waits is answered now, and skipped when its turn comes
-      return untilAborted(next, request.signal);
+      return run(request);
     },
     async close() {
       closed = true;
-      await chain;
-      await ctx.release();
+      await proc.close();
     },
   };
 }
@@ -143,7 +115,7 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
  * The language whisper.cpp is given: the hint's base code ("pt-BR" → "pt") when the
  * model knows it, "auto" (detect) without a hint, "en" for an English-only model
  * (whisper.cpp ignores any other there). A multilingual model given a code it does not
- * know would take the process down (the binding throws from a native callback), so
+ * know would fail in whisper.cpp (it has no id for it), so
  * such a hint is refused here.
  */
 function whisperLanguage(hint: string | undefined, model: WhisperModelInfo): string {
@@ -154,22 +126,8 @@ function whisperLanguage(hint: string | undefined, model: WhisperModelInfo): str
   throw new AppError("validation", "unsupported_language", `whisper.cpp does not know the language "${hint}"; this model knows ${model.languages.join(", ")}`);
 }
 
-/** `p`, or the signal's reason as soon as it aborts (then `onAbort`), whichever comes first. */
-function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined, onAbort?: () => void): Promise<T> {
-  if (!signal) return p;
-  return new Promise<T>((resolve, reject) => {
-    const abort = () => {
-      reject(signal.reason);
-      onAbort?.();
-    };
-    if (signal.aborted) return abort();
-    signal.addEventListener("abort", abort, { once: true });
-    p.then(resolve, reject).finally(() => signal.removeEventListener("abort", abort));
-  });
-}
-
 /** Token segments (ms) → words → sentence segments (seconds, clamped to the clip). */
-export function assemble(tokens: NativeSegment[], duration: number, language: string): VerboseTranscription {
+export function assemble(tokens: ReadonlyArray<{ text: string; t0: number; t1: number }>, duration: number, language: string): VerboseTranscription {
   const clamp = (ms: number) => Math.round(Math.min(Math.max(0, ms / 1000), duration) * 100) / 100;
   const words: TranscriptWord[] = [];
   for (const t of tokens) {

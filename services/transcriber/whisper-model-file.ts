@@ -17,6 +17,8 @@ import { AppError } from "../../shared/errors";
  */
 export interface WhisperModelInfo {
   nVocab: number;
+  /** Encoder positions of the full 30 s window (1500 in the released models). */
+  nAudioCtx: number;
   /** 51865 tokens or more: language detection and the language tokens exist. */
   multilingual: boolean;
   /** The language codes the model knows, in whisper.cpp's order (99, or 100 from large-v3). */
@@ -96,14 +98,14 @@ async function walk(r: Reader, path: string): Promise<WhisperModelInfo> {
     const elements = dims.reduce((a, b) => a * b, 1);
     const layout = GGML_TYPES.get(type);
     // A type this check does not know: whisper.cpp checks the rest itself.
-    if (!layout) return { nVocab, multilingual: nVocab >= 51865, languages: languagesOf(nVocab), tensors };
+    if (!layout) return { nVocab, nAudioCtx, multilingual: nVocab >= 51865, languages: languagesOf(nVocab), tensors };
     const dataBytes = (elements / layout[0]) * layout[1];
     if (!(await r.skip(dataBytes))) return refuse(`the file ends at byte ${r.size}, inside tensor '${name}' (${tensors + 1} of ${expected}; ${dataBytes} bytes of data): the file is truncated`);
     tensors++;
   }
   if (tensors === 0) return refuse("it holds no tensors (whisper.cpp would load it as an empty model)");
   if (tensors !== expected) return refuse(`it holds ${tensors} tensors; ${nAudioLayer} encoder and ${nTextLayer} decoder layers need ${expected}`);
-  return { nVocab, multilingual: nVocab >= 51865, languages: languagesOf(nVocab), tensors };
+  return { nVocab, nAudioCtx, multilingual: nVocab >= 51865, languages: languagesOf(nVocab), tensors };
 }
 
 /** whisper.cpp: num_languages = n_vocab − 51765 − (multilingual ? 1 : 0); English-only knows "en". */

@@ -95,7 +95,7 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
         // pool engine leaves the process that held it out, see pocketsphinx/engine.ts).
         const late = new AbortController();
         const timer = header.deadline === undefined ? undefined : setTimeout(() => late.abort(deadlinePassed()), Math.max(0, header.deadline - Date.now()));
-        const result = await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt, keyterms: header.keyterms, signal: late.signal }).finally(() => clearTimeout(timer));
+        const result = await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt, keyterms: header.keyterms, partial: header.partial, signal: late.signal }).finally(() => clearTimeout(timer));
         const seconds = pcm.length / 16_000;
         if (seconds >= 1) {
           const rtf = (performance.now() - t0) / 1000 / seconds;

@@ -6,6 +6,7 @@ import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import { ensurePocketsphinxBinary } from "../../shared/pocketsphinx/build";
 import { pocketsphinxPrompt } from "../../shared/workers/keyterms";
+import { SETTLE_FRAMES } from "./streaming";
 
 /**
  * A bounded local pool of streaming PocketSphinx decoders (ps-worker processes speaking
@@ -62,8 +63,10 @@ export interface StreamHypothesis {
   text: string;
   words: { word: string; endFrame: number }[];
   frames: number;
-  /** log10 P(</s> | the last two words) from the language model; null without words (or a last word it lacks). */
+  /** log10 P(</s> | the last two words) from the language model (re-decoded items: from the last word's mark); null without words (or a last word it lacks). */
   endOfSentence: number | null;
+  /** The engine's words come punctuated and cased (re-decoded items on whisper.cpp or an upstream): no smart formatting. */
+  formatted?: boolean;
 }
 
 interface StreamWord {
@@ -85,6 +88,10 @@ export interface StreamUtterance {
   readonly pid: number;
   /** The decoder died while this utterance held it. */
   readonly lost: boolean;
+  /** How many 10 ms frames before the decoded audio's end a word must end to go out in a delta (streaming.ts `newlyStable`). */
+  readonly settleFrames: number;
+  /** The final is the commit path's (the item decoded whole, keeping the words sent), not `end()`'s (redecode.ts). */
+  readonly finalByCommit: boolean;
   feed(pcm: Int16Array): void;
   /** The running first-pass hypothesis. */
   hypothesis(): Promise<StreamHypothesis>;
@@ -102,6 +109,8 @@ export interface StreamDecoderPool {
    * with it as soon as one does. Returns the cancel (the item ended or was dropped).
    */
   wait(options: AcquireOptions, granted: (utt: StreamUtterance) => void): () => void;
+  /** Its utterances' `end()` gives the item's final (streaming decoders); false: the commit path does (re-decodes, redecode.ts). */
+  readonly endsItems: boolean;
   /**
    * Decoders busy / allowed, and the pids of the live decoder processes (their CPU is the
    * engine's load); `speakers`: the utterances still open (acquired, not yet ended or
@@ -112,10 +121,11 @@ export interface StreamDecoderPool {
   close(): Promise<void>;
 }
 
-interface AcquireOptions {
+export interface AcquireOptions {
   prompt: string | null;
   keyterms?: readonly string[] | null;
   cmn: number[] | null;
+  language?: string | null;
 }
 
 export interface StreamDecoderPoolOptions {
@@ -257,6 +267,8 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
       });
     return {
       pid: p.child.pid ?? -1,
+      settleFrames: SETTLE_FRAMES,
+      finalByCommit: false,
       get lost() {
         return lost;
       },
@@ -296,6 +308,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
 
   return {
     acquire,
+    endsItems: true,
     wait(o, granted) {
       const w = { options: o, granted };
       waiters.push(w);

@@ -8,7 +8,7 @@ import { completeStreamedItem, streamedDelta } from "../../domain/transcript/ite
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import { ITEM_CUTS } from "../../domain/transcript/redact";
 import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
-import { newlyStable, SETTLE_FRAMES } from "./streaming";
+import { newlyStable } from "./streaming";
 import type { AwaitingItem, HandleEnv, OpenStream, SessionState } from "./session-state";
 
 /**
@@ -31,11 +31,15 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
   state.spokeAt = Date.now();
   state.stream = null;
   state.awaiting = null;
-  if (stream && stream.item === command.item_id && !stream.utt.lost) return finishStream(env, stream, command, pcm);
+  if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return finishStream(env, stream, command, pcm);
   stream?.utt.abort();
-  if (waiting && waiting.item === command.item_id) return whenDecoderFrees(env, waiting, command, pcm);
+  if (stream) stream.ended = true;
+  if (waiting && waiting.item === command.item_id && env.pool?.endsItems) return whenDecoderFrees(env, waiting, command, pcm);
   waiting?.cancel();
-  return publishUtterance(env.nats, command, pcm);
+  // the commit path decodes the item whole and keeps the words its deltas sent (a re-decoded
+  // item, redecode.ts; a decoder lost mid-item), so they still add up to its completed
+  const emitted = stream?.item === command.item_id && stream.emitted.length ? stream.emitted : undefined;
+  return publishUtterance(env.nats, emitted ? { ...command, emitted } : command, pcm);
 }
 
 /**
@@ -106,7 +110,10 @@ export function openStream(env: HandleEnv, state: SessionState, item: string, st
   });
 }
 
-const decoderOptions = (state: SessionState) => ({ prompt: state.decider.settings.prompt, keyterms: state.decider.settings.keyterms ?? null, cmn: state.cmn });
+const decoderOptions = (state: SessionState) => {
+  const { prompt, keyterms, language } = state.decider.settings;
+  return { prompt, keyterms: keyterms ?? null, cmn: state.cmn, language };
+};
 
 function openedStream(item: string, startSample: number, utt: StreamUtterance): OpenStream {
   return {
@@ -200,13 +207,13 @@ export function noteHeard(s: OpenStream, hyp: StreamHypothesis, readAt: number) 
 function onHypothesis(env: HandleEnv, sessionId: string, state: SessionState, s: OpenStream, hyp: StreamHypothesis) {
   if (s.ended) return; // committed meanwhile: the final has the last word
   const words = hyp.words.map((w) => w.word);
-  const fresh = newlyStable(s.previous, hyp.words, s.emitted.length, hyp.frames - SETTLE_FRAMES);
+  const fresh = newlyStable(s.previous, hyp.words, s.emitted.length, hyp.frames - s.utt.settleFrames);
   s.previous = words;
   const base = { item_id: s.item, content_index: 0 as const };
   const events: { event: ServerEvent; at: number }[] = [];
   if (fresh.length) {
     const { smart_format: smartFormat, prompt, keyterms, redact } = state.decider.settings;
-    const d = streamedDelta(transcriptPipeline({ smartFormat, prompt, keyterms, redact, cuts: ITEM_CUTS }), s.emitted, fresh);
+    const d = streamedDelta(transcriptPipeline({ smartFormat, engineFormatted: hyp.formatted, prompt, keyterms, redact, cuts: ITEM_CUTS }), s.emitted, fresh);
     const e: ServerEvent = { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: d.delta };
     // a redaction stage may hold the open digit run back: no delta until it is judged
     if (d.delta) events.push({ event: e, at: s.emitted.length });
@@ -240,7 +247,7 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
     result = await s.utt.end();
   } catch (err) {
     env.log.warn("stream decoder lost; transcribing the committed audio whole", { sessionId, itemId: item, error: (err as Error).message });
-    await publishUtterance(env.nats, command, pcm);
+    await publishUtterance(env.nats, s.emitted.length ? { ...command, emitted: s.emitted } : command, pcm);
     return;
   }
   const workerMs = Math.round(performance.now() - t0);

@@ -11,7 +11,7 @@ import { transcribeWithOpenAI, type OpenAIEndpoint } from "./openai-client";
 import { localWorker, type LocalWorker } from "./local";
 import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
 import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
-import type { TranscribeRequest, WorkerRouter } from "./types";
+import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types";
 import { ConnectionLost, describeFailure, isNoResponders, isTimeout, TranscriptionFailed, TRANSIENT_WORKER_CODES, WorkerLost } from "./attempt-failures";
 
 export { isTransientRoutingFailure } from "./attempt-failures";
@@ -66,6 +66,10 @@ export { isTransientRoutingFailure } from "./attempt-failures";
  * A worker whose engine runs in this process is handed the clip by a call, not a NATS
  * request through the server and back (shared/workers/local.ts): the same choice,
  * timeout, deadline and answers, without framing and copying the PCM twice.
+ *
+ * A `partial` request (a realtime item's re-decode, services/vad/redecode.ts) is the
+ * first work dropped: a warm worker with a free slot now, or `engine_busy` at once; no
+ * fallback, no second attempt, no breaker count.
  *
  * Circuit breaker (for realtime admission): `breakerThreshold` consecutive requests
  * that fail outright open it for `breakerOpenMs`; the first request after that
@@ -168,6 +172,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
       language: request.language,
       prompt: request.prompt,
       ...(request.keyterms?.length ? { keyterms: request.keyterms } : {}),
+      ...(request.partial ? { partial: true } : {}),
       samples: request.pcm.length,
       deadline: now() + timeoutMs,
     };
@@ -237,6 +242,17 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     }
   };
 
+  /** A partial re-decode (TranscribeRequest.partial): a free slot of a warm worker now, or nothing. */
+  const transcribePartial = async (request: TranscribeRequest): Promise<TranscribeResult> => {
+    const { worker } = pickPrimary(request, new Set());
+    const busy = (w: WorkerAnnouncement) => Math.max(localInFlight.get(w.id) ?? 0, w.inFlight) >= w.concurrency;
+    if (!worker || busy(worker)) throw new AppError("unavailable", "engine_busy", "no worker has a free slot for a partial re-decode");
+    const started = performance.now();
+    const timeoutMs = request.timeoutMs ?? attemptTimeoutMs(options.budgetMs, request.pcm.length / 16_000, worker.realTimeFactor);
+    const result = await postToWorker(worker, request, timeoutMs);
+    return { result, workerId: worker.id, fallbackUsed: false, formatted: engineFormats(worker), workerMs: performance.now() - started };
+  };
+
   const fail = (message: string, transient: boolean): never => {
     transcriptionOutcomes.inc({ outcome: "failed", code: transient ? "transient" : "engine_error" });
     consecutiveFailures++;
@@ -252,6 +268,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     available: () => now() >= openUntil && (options.fallback !== undefined || registry.list().some((w) => w.warm)),
     retryAfterSeconds: () => Math.max(0, Math.ceil((openUntil - now()) / 1000)),
     async transcribe(request) {
+      if (request.partial) return transcribePartial(request);
       const clipSeconds = request.pcm.length / 16_000;
       const started = performance.now();
       const failures: string[] = [];

@@ -29,6 +29,13 @@ export interface TranscribeRequest {
    * spills utterances there when the local engines are full.
    */
   fallbackOnly?: boolean;
+  /**
+   * A partial re-decode of an open realtime item (services/vad/redecode.ts): the first
+   * work dropped when the engines are busy. It goes only to a warm worker with a free
+   * slot (else it fails `engine_busy` at once), never to the fallback, never twice, and
+   * its failures do not count towards the breaker. Engines may decode it cheaper (whisper.cpp sizes its encoder window to it).
+   */
+  partial?: boolean;
 }
 
 export interface TranscribeResult {
@@ -82,6 +89,8 @@ export interface EngineRequest {
   prompt?: string;
   keyterms?: string[];
   signal?: AbortSignal;
+  /** A partial re-decode of a growing realtime item (TranscribeRequest.partial). */
+  partial?: boolean;
 }
 
 /**

@@ -15,8 +15,8 @@ export interface ProviderServer {
   name: string;
   /** Transcription requests received, with the fields they carried. */
   requests: { model?: string; language?: string; prompt?: string; samples: number; auth?: string }[];
-  /** `transcript`: answer this text (its words spread over the clip) instead of naming itself; `hear`: answer what it gives for the request's audio (16 kHz PCM). */
-  behaviour: { delayMs: number; failStatus?: number; cold: boolean; transcript?: string; hear?: (pcm: Int16Array) => string };
+  /** `transcript`: answer this text (its words spread over the clip) instead of naming itself; `hear`: answer what it gives for the request's audio (16 kHz PCM); `timedWords`: answer these words with their times (seconds in the clip). */
+  behaviour: { delayMs: number; failStatus?: number; cold: boolean; transcript?: string; hear?: (pcm: Int16Array) => string; timedWords?: (pcm: Int16Array) => { word: string; start: number; end: number }[] };
   /** Transcription requests being answered now, and the most there were at once. */
   inFlight: number;
   maxInFlight: number;
@@ -64,14 +64,15 @@ export async function startProviderServer(name: string): Promise<ProviderServer>
       if (state.behaviour.failStatus) return send(state.behaviour.failStatus, { error: { message: `${name} failing` } });
       const duration = samples / 16_000;
       const pcm = wav ? new Int16Array(wav.data.buffer.slice(wav.data.byteOffset, wav.data.byteOffset + wav.data.byteLength)) : new Int16Array(0);
-      const text = state.behaviour.hear?.(pcm) ?? state.behaviour.transcript ?? `${name} heard ${duration.toFixed(2)} seconds`;
+      const timed = state.behaviour.timedWords?.(pcm);
+      const text = timed ? timed.map((w) => w.word).join(" ") : (state.behaviour.hear?.(pcm) ?? state.behaviour.transcript ?? `${name} heard ${duration.toFixed(2)} seconds`);
       return send(200, {
         task: "transcribe",
         language: "english",
         duration,
         text,
         segments: [{ id: 0, seek: 0, start: 0, end: duration, text: ` ${text}`, tokens: [1, 2], temperature: 0, avg_logprob: -0.2, compression_ratio: 1.1, no_speech_prob: 0.01 }],
-        words: text.split(" ").map((w, i, all) => ({ word: w, start: (i * duration) / all.length, end: ((i + 1) * duration) / all.length })),
+        words: timed ?? text.split(" ").map((w, i, all) => ({ word: w, start: (i * duration) / all.length, end: ((i + 1) * duration) / all.length })),
       });
     }
     send(404, { error: { message: "not found" } });

@@ -25,14 +25,40 @@ import { open } from "node:fs/promises";
  * tokens: made-up ASCII syllables (about 70% start a word, a few end a sentence)
  * instead of the BPE merges, so transcripts are nonsense words, but whisper emits
  * words, token timestamps and sentences from them as from a trained model.
- * Every tensor is f32 (ftype 0): 4.1 MB in all, 3.3 MB of it the token embedding.
+ * Matrices are f16 and the rest f32 (ftype 1), as the converter writes them: about 2 MB in all,
+ * most of it the token embedding.
  */
 export interface TinyWhisperModelOptions {
   /** 51865 tokens (language detection runs) instead of the English-only 51864. */
   multilingual?: boolean;
   /** Another seed, other weights and vocabulary (3 gives several words on jfk.wav and ldc93s1.wav). */
   seed?: number;
+  /**
+   * A released model's architecture instead of the toy one (WHISPER_SHAPES), with f16
+   * weights where the converter writes them: what the capacity and cost benches decode
+   * on, since compute depends on the shapes and not on the weights' values.
+   */
+  shape?: WhisperShape;
 }
+
+/** The architecture of a whisper model: what its compute depends on. */
+export interface WhisperShape {
+  width: number;
+  heads: number;
+  audioLayers: number;
+  textLayers: number;
+  /** Text context (448 in every released model): a window decodes at most textCtx / 2 − 4 tokens. */
+  textCtx: number;
+  mels: number;
+}
+
+/** The released models' shapes (OpenAI's whisper/__init__.py model dimensions). */
+export const WHISPER_SHAPES = {
+  tiny: { width: 384, heads: 6, audioLayers: 4, textLayers: 4, textCtx: 448, mels: 80 },
+  base: { width: 512, heads: 8, audioLayers: 6, textLayers: 6, textCtx: 448, mels: 80 },
+  small: { width: 768, heads: 12, audioLayers: 12, textLayers: 12, textCtx: 448, mels: 80 },
+  "large-v3-turbo": { width: 1280, heads: 20, audioLayers: 32, textLayers: 4, textCtx: 448, mels: 128 },
+} satisfies Record<string, WhisperShape>;
 
 export interface TinyWhisperModel {
   path: string;
@@ -58,19 +84,22 @@ const EMBEDDING_SCALE = 30;
 
 export async function writeTinyWhisperModel(path: string, options: TinyWhisperModelOptions = {}): Promise<TinyWhisperModel> {
   const multilingual = options.multilingual ?? false;
+  const shape = options.shape;
   const h = {
-    n_vocab: multilingual ? 51865 : 51864,
+    // large-v3 (and turbo) add a language token: 51866
+    n_vocab: (multilingual ? 51865 : 51864) + (shape?.mels === 128 ? 1 : 0),
     n_audio_ctx: 1500,
-    n_audio_state: WIDTH,
-    n_audio_head: 2,
-    n_audio_layer: 1,
-    n_text_ctx: TEXT_CTX,
+    n_audio_state: shape?.width ?? WIDTH,
+    n_audio_head: shape?.heads ?? 2,
+    n_audio_layer: shape?.audioLayers ?? 1,
+    n_text_ctx: shape?.textCtx ?? TEXT_CTX,
     // whisper.cpp's cross-attention needs the same width on both sides
-    n_text_state: WIDTH,
-    n_text_head: 2,
-    n_text_layer: 1,
-    n_mels: 80,
-    ftype: 0,
+    n_text_state: shape?.width ?? WIDTH,
+    n_text_head: shape?.heads ?? 2,
+    n_text_layer: shape?.textLayers ?? 1,
+    n_mels: shape?.mels ?? 80,
+    // f16, as the released files are (whisper.cpp 1.9's convolution wants f16 kernels)
+    ftype: 1,
   };
   // text tokens before the special ones: end-of-text is 50256 (English) or 50257
   const textTokens = multilingual ? 50257 : 50256;
@@ -88,7 +117,7 @@ export async function writeTinyWhisperModel(path: string, options: TinyWhisperMo
     await write(melFilters(h.n_mels, 201));
     await write(vocabulary(textTokens, next));
     tensorsOffset = bytes;
-    for (const t of tensorList(h)) await write(tensor(t, next));
+    for (const t of tensorList(h)) await write(tensor(t, next, h.ftype === 1 && halfInFile(t)));
   } finally {
     await file.close();
   }
@@ -144,13 +173,40 @@ function tensorList(h: { n_audio_state: number; n_audio_ctx: number; n_mels: num
   return list;
 }
 
-function tensor(t: TensorSpec, next: () => number): Buffer {
+/** What the converter (models/convert-pt-to-ggml.py) writes in f16 in an f16 model: matrices, but not the positional embeddings. */
+function halfInFile(t: TensorSpec): boolean {
+  return t.ne.length >= 2 && !t.name.endsWith("positional_embedding") && !t.name.endsWith(".bias");
+}
+
+/** Random values repeat with this period in a big tensor (compute does not depend on them; generating 800 M would take minutes). */
+const TILE = 1 << 20;
+
+function tensor(t: TensorSpec, next: () => number, half: boolean): Buffer {
   const name = Buffer.from(t.name, "utf8");
   const n = t.ne.reduce((a, b) => a * b, 1);
-  const data = Buffer.alloc(4 * n);
+  const data = Buffer.alloc((half ? 2 : 4) * n);
   const scale = t.fill === "embedding" ? EMBEDDING_SCALE : 1;
-  if (t.fill !== "zeros") for (let i = 0; i < n; i++) data.writeFloatLE(t.fill === "ones" ? 1 : normalish(next) * scale, 4 * i);
-  return Buffer.concat([i32(t.ne.length, name.length, 0, ...t.ne), name, data]);
+  if (t.fill !== "zeros") {
+    const distinct = Math.min(n, TILE);
+    for (let i = 0; i < distinct; i++) {
+      const v = t.fill === "ones" ? 1 : normalish(next) * scale;
+      if (half) data.writeUInt16LE(toHalf(v), 2 * i);
+      else data.writeFloatLE(v, 4 * i);
+    }
+    const bytes = distinct * (half ? 2 : 4);
+    for (let at = bytes; at < data.length; at += bytes) data.copy(data, at, 0, Math.min(bytes, data.length - at));
+  }
+  return Buffer.concat([i32(t.ne.length, name.length, half ? 1 : 0, ...t.ne), name, data]);
+}
+
+/** IEEE 754 half precision of a small value (|v| < 65504; no NaN or infinity here). */
+function toHalf(v: number): number {
+  const f = new Float32Array([v]);
+  const x = new Uint32Array(f.buffer)[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exp = ((x >>> 23) & 0xff) - 127 + 15;
+  if (exp <= 0) return sign; // below half's normal range: zero
+  return sign | (exp << 10) | ((x >>> 13) & 0x3ff);
 }
 
 /** Triangular bands over the 201 FFT bins of whisper's 400-sample window. */
