@@ -5,6 +5,7 @@
  *
  *   npx tsx bench/realtime.ts [--sessions 10,25,50] [--seconds 30] [--frame-ms 40]
  *                             [--ps-processes 1] [--phase spread|aligned] [--ramp 0] [--admit 1]
+ *                             [--start-within 5] [--probe 1]
  *
  * Per round it prints:
  * - held: sessions that streamed to the end and closed 1000 with every byte recorded
@@ -28,6 +29,14 @@
  *   delta or an interim; the bench asks for interims) after speech_started, p50/p99 and
  *   the share of utterances over 2 s with one within 1 s; how many finals came from a
  *   streaming decoder; the share of committed utterances transcribed before close.
+ *
+ * `--start-within S` (speakers who start together, as issue 43 asks): every upgrade is
+ * sent at once, and each session starts speaking at a random moment of the first S
+ * seconds, from its own random point of the recording; `--probe 1` then tries one more
+ * session 3 s after the last one started and prints whether it was admitted or refused
+ * (with its Retry-After). Refusals are printed with their Retry-After, and the VAD's engine
+ * reports over the streaming window (speakers, busy decoders, load, the cost per speaker
+ * admission uses).
  *
  * `--audio librivox` streams the five LibriVox clips of pocketsphinx-testdata, each
  * followed by 0.8 s of silence, looped (continuous read speech); the default loops
@@ -59,7 +68,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { BenchDeployment } from "./support/deployment";
 import { pct, serveCommand, startZeroEngine, stopServer, waitForServer } from "./support/server";
-import { cpuSeconds, natsCpuSeconds } from "./support/proc";
+import { cpuSeconds, natsCpuSeconds, processTree } from "./support/proc";
 import { createSendLog, decisionOffset } from "./support/vad-decision";
 import { speechLoop } from "./support/clips";
 import { availableParallelism } from "node:os";
@@ -84,6 +93,10 @@ const openaiDoor = args.get("door") === "openai";
 const native24 = !openaiDoor && args.get("rate") === "24000";
 // --encode-once 1: the door's clients reuse one encoding of each append (see the header)
 const encodeOnce = args.has("encode-once");
+// --start-within S: the sessions' upgrades all at once, each starting to speak at a random moment of the first S s
+const startWithinMs = Number(args.get("start-within") ?? 0) * 1000;
+// --probe 1: one more session, 3 s after the last one started: admitted, or refused with its Retry-After
+const probe = args.has("probe");
 const provider = zeroEngine ? await startZeroEngine() : null;
 
 const deployment = new BenchDeployment();
@@ -161,6 +174,8 @@ interface SessionRun {
   events: { type: string; t: number; item_id?: string; worker_ms?: number; queue_ms?: number; audio_end_ms?: number; audio_start_ms?: number; text?: number; worker_id?: string }[];
   close?: { code: number; reason: string };
   refused?: string;
+  /** The refusal's Retry-After header. */
+  retryAfter?: string;
   error?: string;
   closedAt?: number;
   closed: Promise<void>;
@@ -203,6 +218,18 @@ async function main() {
   };
 
   const nats = await connectNats({ url: base.nats.url, prefix });
+  // the VAD's engine reports (shared/realtime-backlog.ts): speakers, load, cost per speaker
+  const engineReports: { t: number; speakers: number; busy: number; size: number; load: number; per_speaker: number }[] = [];
+  nats.nc.subscribe(`${prefix}.rt.load`, {
+    callback: (_e, m) => {
+      try {
+        const r = m.json() as { engine?: { speakers?: number; busy: number; size: number; load: number; per_speaker: number } };
+        if (r.engine) engineReports.push({ t: performance.now(), speakers: r.engine.speakers ?? r.engine.busy, ...r.engine });
+      } catch {
+        /* not JSON */
+      }
+    },
+  });
   const closedAudio = new Map<string, number>();
   const serverClose = new Map<string, string>();
   nats.nc.subscribe(`${prefix}.rt.evt.>`, {
@@ -234,19 +261,29 @@ async function main() {
       const pids = [server.proc.pid!, ...extras.map((x) => x.pid!)];
       const baseUrl = `http://127.0.0.1:${port}`;
       const keys: string[] = [];
-      for (let i = 0; i < Math.ceil(n / 10); i++) {
+      // --probe: the extra session has a key of its own (a key holds 10 sessions here)
+      for (let i = 0; i < Math.ceil(n / 10) + (probe ? 1 : 0); i++) {
         keys.push(await deployment.issueKey(baseUrl, `bench-${i}`));
       }
-      // the streaming decoders load their models (0.44 CPU-s each) before the sessions start
+      // the streaming decoders load their models (0.44 CPU-s each) before the sessions start:
+      // at least 4 s, and until the server's processes (decoders included) use under a
+      // fifth of a core (36 decoders load for 8 s or more on 2 cores)
       await new Promise((r) => setTimeout(r, 4000));
+      for (let i = 0; i < 30; i++) {
+        const tree = pids.flatMap((p) => processTree(p));
+        const cpu = () => tree.reduce((a, p) => a + (() => { try { return cpuSeconds(p); } catch { return 0; } })(), 0);
+        const c0 = cpu();
+        await new Promise((r) => setTimeout(r, 1000));
+        if (cpu() - c0 < 0.2) break;
+      }
       const before = procStat(pids);
       const clientBefore = process.cpuUsage();
       const natsBefore = natsCpuSeconds();
       const metricsBefore = await scrapeMetrics(baseUrl);
       const sessions: SessionRun[] = [];
-      for (let i = 0; i < n; i++) {
+      const openOne = async (i: number): Promise<SessionRun> => {
         const ws = new WebSocket(`ws://127.0.0.1:${port}${openaiDoor ? "/v1/realtime?intent=transcription" : `/v1/audio/transcriptions/stream${native24 ? "?sample_rate=24000" : ""}`}`, {
-          headers: { authorization: `Bearer ${keys[Math.floor(i / 10)]}` },
+          headers: { authorization: `Bearer ${keys[i === n ? keys.length - 1 : Math.floor(i / 10)]}` },
           perMessageDeflate: process.env.BENCH_DEFLATE === "1",
           // A zero masking key (valid: RFC 6455 lets the client pick any key) makes
           // masking a copy-free no-op in ws: masking 25,000 frames a second was a large
@@ -296,12 +333,16 @@ async function main() {
             res.on("data", (c: Buffer) => (body += c));
             res.on("end", () => {
               s.refused = `${res.statusCode} ${(() => { try { return JSON.parse(body).error.code; } catch { return ""; } })()}`;
+              s.retryAfter = res.headers["retry-after"];
               resolve();
             });
           });
         });
-        sessions.push(s);
-      }
+        return s;
+      };
+      // --start-within S: every upgrade at once (a crowd does not queue its handshakes)
+      if (startWithinMs) sessions.push(...(await Promise.all(Array.from({ length: n }, (_, i) => openOne(i)))));
+      else for (let i = 0; i < n; i++) sessions.push(await openOne(i));
       const open = sessions.filter((s) => s.ws.readyState === WebSocket.OPEN);
       // stream in real time: one timer for every session, ticking every 5 ms so a frame
       // leaves within a few ms of when its audio would have been captured (a tick of half
@@ -317,14 +358,20 @@ async function main() {
       // climbed to 400 ms in the first seconds after 1,000 sessions started at once, then
       // stayed at tens of ms). Decisions and CPU are also reported over the full-concurrency
       // window alone.
-      const rampMs = Number(args.get("ramp") ?? 0) * 1000;
-      const phaseOf = (i: number) => (i * rampMs) / open.length + (aligned ? 0 : (i * frameMs) / open.length);
+      // --start-within S: session i starts at a random moment of the first S seconds (people
+      // who start talking together are not evenly spaced), each from its own point of the
+      // recording; every session streams until S + seconds.
+      const startAt = open.map(() => Math.random() * startWithinMs);
+      const rampMs = startWithinMs || Number(args.get("ramp") ?? 0) * 1000;
+      const phaseOf = (i: number) => (startWithinMs ? startAt[i]! : (i * rampMs) / open.length) + (aligned ? 0 : (i * frameMs) / open.length);
       const start = performance.now();
       let snapped = false;
       let nextPeak = start + 5000;
       const clientLag: number[] = [];
       let peak = before;
       let atFull: { at: number; stat: ReturnType<typeof procStat>; client: NodeJS.CpuUsage; nats: number } | null = null;
+      let probing: Promise<string> | null = null;
+      engineReports.length = 0;
       await new Promise<void>((resolve) => {
         const timer = setInterval(() => {
           const now = performance.now();
@@ -346,6 +393,12 @@ async function main() {
             }
           }
           if (!atFull && now - start >= rampMs) atFull = { at: now, stat: procStat(pids), client: process.cpuUsage(), nats: natsCpuSeconds() };
+          if (probe && !probing && now - start >= rampMs + 3000) {
+            probing = openOne(n).then((p) => {
+              if (p.ws.readyState === WebSocket.OPEN) p.ws.close(1000);
+              return p.refused ? `refused ${p.refused}, Retry-After ${p.retryAfter ?? "(none)"}` : p.sessionId || p.ws.readyState !== WebSocket.CLOSED ? "admitted" : `failed ${p.error ?? ""}`;
+            });
+          }
           if (now >= nextPeak) {
             peak = procStat(pids);
             nextPeak += 5000;
@@ -405,6 +458,8 @@ async function main() {
       let failed = 0;
       let streamed = 0;
       const firstPartial: number[] = [];
+      /** worker_ms of the streamed finals: how long the decoder's `end` took (its backlog of audio, the lattice's best path) */
+      const streamEnd: number[] = [];
       let longUtterances = 0;
       let longWithPartial = 0;
       for (const s of sessions) {
@@ -440,7 +495,8 @@ async function main() {
           const stopped = s.events.find((x) => x.type === "input_audio_buffer.speech_stopped" && x.item_id === e.item_id);
           if (!stopped) continue;
           total.push(e.t - stopped.t);
-          if (process.env.BENCH_DEBUG && e.t - stopped.t > 500) console.log("slow final", Math.round(e.t - stopped.t), "ms", e.worker_id, "worker_ms", e.worker_ms, "queue_ms", e.queue_ms, e.item_id);
+          if (e.worker_id?.startsWith("stream:")) streamEnd.push(e.worker_ms ?? 0);
+          if (process.env.BENCH_DEBUG && e.t - stopped.t > 250) console.log("slow final", Math.round(e.t - stopped.t), "ms", e.worker_id, "worker_ms", e.worker_ms, "queue_ms", e.queue_ms, e.item_id);
           pipeline.push(e.t - stopped.t - (e.worker_ms ?? 0) - (e.queue_ms ?? 0));
           queued.push(e.queue_ms ?? 0);
         }
@@ -474,6 +530,17 @@ async function main() {
         ].join(" | "),
       );
       console.log(`  CPU of one core besides the server: ${others}`);
+      const streaming = engineReports.filter((r) => r.t >= full.at && r.t <= streamEndAt);
+      if (streaming.length) {
+        const med = (f: (r: (typeof streaming)[number]) => number) => pct(streaming.map(f), 50);
+        console.log(
+          `  engine (VAD reports while streaming): speakers p50 ${med((r) => r.speakers)} max ${Math.max(...streaming.map((r) => r.speakers))}, decoders busy p50 ${med((r) => r.busy)} of ${streaming.at(-1)!.size}, load p50 ${(med((r) => r.load) * 100).toFixed(0)}% of the machine, cost per speaker ${(streaming.at(-1)!.per_speaker * availableParallelism()).toFixed(3)} cores (last)`,
+        );
+      }
+      const refusals = sessions.filter((x) => x.refused).map((x) => `${x.refused} Retry-After ${x.retryAfter ?? "(none)"}`);
+      if (refusals.length) console.log(`  refused: ${[...new Set(refusals)].map((r) => `${r} ×${refusals.filter((x) => x === r).length}`).join(", ")}`);
+      if (streamEnd.length) console.log(`  streamed finals: the decoder's end (worker_ms) p50/p99 ${pct(streamEnd, 50).toFixed(0)}/${pct(streamEnd, 99).toFixed(0)} ms; ${total.length - streamEnd.length} finals from the commit path`);
+      if (probing) console.log(`  one more speaker, 3 s after the last started: ${await probing}`);
       resultRows.push({
         engine: zeroEngine ? "zero" : "pocketsphinx",
         model: zeroEngine ? "none" : "en-us",

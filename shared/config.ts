@@ -184,7 +184,7 @@ const envSchema = z.object({
   RT_SHED_LAG_MS: int.min(1).default(1000),
   RT_SHED_EVERY_MS: int.min(100).default(1000),
   RT_DEMO_API_KEY: optionalString,
-  /** Streaming PocketSphinx decoders per VAD process (0: no streaming, commit → transcribe only); unset = 8 per core. */
+  /** Streaming PocketSphinx decoders per VAD process (0: no streaming, commit → transcribe only); unset = the speakers admission lets in, and a quarter more. */
   RT_STREAM_DECODERS: int.min(0).max(256).optional(),
   /** Streaming decoders loaded when the VAD starts (the rest load on demand, one spare ahead). */
   /** Decoders loaded at start; unset = all of RT_STREAM_DECODERS (test stacks set 2). */
@@ -207,8 +207,20 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** Streaming decoders per VAD process when unset: 8 per core, about 1.3 cores' worth of continuous speakers per 2 cores (docs/realtime.md). */
-const STREAM_DECODERS_PER_CORE = 8;
+/**
+ * Streaming decoders per VAD process when unset: one for each continuous speaker the
+ * engine's share of the machine holds at one speaker's cost (what admission lets in,
+ * RT_ADMIT_MAX_ENGINE_SHARE × cores / RT_ENGINE_SPEAKER_CORES), and a quarter more for
+ * the decoders still ending a committed utterance as their speaker's next one starts.
+ * Sized below the speakers admitted, the rest queue for a decoder at every utterance
+ * (20 speakers on the 16 decoders of 8 per core: no partials for a quarter of the
+ * utterances, the overflow's finals whole-utterance decodes). At most 24 per core (the
+ * settings of a test stack admit without bound). docs/realtime.md, "Admission and shedding".
+ */
+function streamDecodersFor(env: Env, cores: number): number {
+  const speakers = Math.floor((env.RT_ADMIT_MAX_ENGINE_SHARE * cores) / env.RT_ENGINE_SPEAKER_CORES);
+  return Math.min(24 * cores, Math.max(2, speakers + Math.ceil(speakers / 4)));
+}
 
 /**
  * `decoders`: the embedded PocketSphinx streaming decoders, when it is the only engine;
@@ -222,7 +234,7 @@ function partialsBy(env: Env, streamDecoders: number): "decoders" | "redecode" |
 }
 
 function build(env: Env) {
-  const streamDecoders = env.RT_STREAM_DECODERS ?? STREAM_DECODERS_PER_CORE * availableParallelism();
+  const streamDecoders = env.RT_STREAM_DECODERS ?? streamDecodersFor(env, availableParallelism());
   return {
     logLevel: env.LOG_LEVEL,
     services: env.STT_SERVICES.split(",").map((s) => s.trim()).filter(Boolean),

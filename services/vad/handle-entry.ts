@@ -40,9 +40,11 @@ export function handleEntry(meta: MessageMeta, bytes: Uint8Array, partition: num
       const d = decide({ kind: "start", settings: c }, state?.decider ?? null, decideContext(sessionId));
       const fresh = newState(env, d.state!, partition);
       if (state) {
-        // a restart: the old segmenter goes, its open stream is the one the decision drops
+        // a restart: the old segmenter goes, its open stream (or its item queued for a
+        // decoder) is the one the decision drops
         state.seg.close();
         fresh.stream = state.stream;
+        fresh.awaiting = state.awaiting;
       }
       env.sessions.set(sessionId, fresh);
       apply(env, sessionId, fresh, d.effects, out);

@@ -2,7 +2,7 @@ import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
 import type { WorkerRouter } from "../../shared/workers/types";
 import { endOfSentenceFromMark } from "../../domain/sessions/end-of-turn";
-import type { StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./stream-decoders";
+import type { AcquireOptions, StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./stream-decoders";
 
 /**
  * Partials for engines that decode whole clips (whisper.cpp, an OpenAI-compatible
@@ -58,8 +58,17 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
   let busy = 0;
   const live = new Set<AbortController>();
 
-  const acquire: StreamDecoderPool["acquire"] = ({ prompt, keyterms, language }) => {
-    if (open >= options.size) return null;
+  // items waiting for a slot, served in the order they asked as slots free (stream-decoders.ts)
+  const waiters: { options: AcquireOptions; granted: (utt: StreamUtterance) => void }[] = [];
+  const serveWaiters = () => {
+    while (waiters.length && open < options.size) {
+      const w = waiters.shift()!;
+      w.granted(take(w.options));
+    }
+  };
+  const acquire: StreamDecoderPool["acquire"] = (o) => (open >= options.size || waiters.length ? null : take(o));
+
+  const take = ({ prompt, keyterms, language }: AcquireOptions): StreamUtterance => {
     open++;
     const stop = new AbortController();
     live.add(stop);
@@ -79,6 +88,7 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
       open--;
       stop.abort(new AppError("unavailable", "stream_closed", "the item was committed or dropped"));
       live.delete(stop);
+      serveWaiters();
     };
 
     const decode = async (): Promise<StreamHypothesis> => {
@@ -162,6 +172,16 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
 
   return {
     acquire,
+    endsItems: false,
+    wait(o, granted) {
+      const w = { options: o, granted };
+      waiters.push(w);
+      serveWaiters();
+      return () => {
+        const at = waiters.indexOf(w);
+        if (at >= 0) waiters.splice(at, 1);
+      };
+    },
     stats: () => ({ busy, size: options.size, processes: 0, pids: [], speakers: open }),
     async close() {
       for (const c of live) c.abort(new AppError("unavailable", "engine_closed", "the VAD is stopping"));

@@ -30,16 +30,29 @@ export interface SessionState {
   ring: AudioRing | null;
   stream: OpenStream | null;
   /**
-   * The open item when no decoder was free at its speech_started: it takes the first
-   * one that frees while its first sample is still in the ring (stream-items.ts).
+   * The open item when no decoder was free at its speech_started: it is queued for the
+   * first one that frees (stream-items.ts).
    */
-  awaiting: { item: string; startSample: number } | null;
+  awaiting: AwaitingItem | null;
+  /** When (ms since epoch) the session's last item began or was committed: a pause shorter than SPEAKER_PAUSE_MS since then still counts it as a speaker (vad-consumer.ts). */
+  spokeAt: number;
   /** CMN estimate the session's last streamed utterance ended with. */
   cmn: number[] | null;
   /** semantic_vad: the pause (its first silent sample) the early signal was given for, if any (turn-taking.ts). */
   turnSignalled: number | null;
   /** semantic_vad: what the pitch before the current pause said (its first silent sample), read once per pause (turn-taking.ts). */
   turnProsody: { at: number; verdict: ProsodyVerdict } | null;
+}
+
+/** An item queued for a free streaming decoder (stream-items.ts openStream). */
+export interface AwaitingItem {
+  item: string;
+  /** Timeline sample of the item's first sample. */
+  startSample: number;
+  /** Leaves the pool's queue. */
+  cancel: () => void;
+  /** Set once the item is committed while still queued: the decoder, when granted, ends it at once. */
+  committed: ((utt: StreamUtterance) => void) | null;
 }
 
 /** The running hypothesis as last read, for the semantic end of turn (turn-taking.ts). */
@@ -104,6 +117,7 @@ export function newState(env: HandleEnv, decider: DeciderState, partition: numbe
     ring: env.pool ? new AudioRing(RING_SAMPLES) : null,
     stream: null,
     awaiting: null,
+    spokeAt: 0,
     cmn: null,
     turnSignalled: null,
     turnProsody: null,

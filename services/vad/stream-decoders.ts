@@ -14,7 +14,10 @@ import { SETTLE_FRAMES } from "./streaming";
  * partition owner feeds each open utterance's audio as it reads it from JetStream.
  *
  * One process decodes one utterance at a time. `acquire` never waits: with no free
- * decoder it returns null, and the item asks again with its next audio (stream-items.ts). Processes are
+ * decoder (or others already waiting for one) it returns null, and the item queues with
+ * `wait`: decoders that free go to the waiting items in the order they asked, at once
+ * (stream-items.ts), so no item is starved by others that happened to ask at the moment
+ * a decoder freed. Processes are
  * spawned up to `size`: a few at start, then one spare ahead of demand whenever the
  * last idle one is taken (a model load is 0.44 CPU-s), and they stay warm. A process that dies fails its utterance (`lost`, and the pending
  * hypothesis/end promises reject) and is replaced.
@@ -99,8 +102,15 @@ export interface StreamUtterance {
 }
 
 export interface StreamDecoderPool {
-  /** A decoder for a new utterance, or null when every one is busy. */
-  acquire(options: { prompt: string | null; keyterms?: readonly string[] | null; cmn: number[] | null; language?: string | null }): StreamUtterance | null;
+  /** A decoder for a new utterance, or null when every one is busy or items already wait for one. */
+  acquire(options: AcquireOptions): StreamUtterance | null;
+  /**
+   * Queues for the next decoder that frees (first come, first served): `granted` is called
+   * with it as soon as one does. Returns the cancel (the item ended or was dropped).
+   */
+  wait(options: AcquireOptions, granted: (utt: StreamUtterance) => void): () => void;
+  /** Its utterances' `end()` gives the item's final (streaming decoders); false: the commit path does (re-decodes, redecode.ts). */
+  readonly endsItems: boolean;
   /**
    * Decoders busy / allowed, and the pids of the live decoder processes (their CPU is the
    * engine's load); `speakers`: the utterances still open (acquired, not yet ended or
@@ -109,6 +119,13 @@ export interface StreamDecoderPool {
    */
   stats(): { busy: number; size: number; processes: number; pids: number[]; speakers: number };
   close(): Promise<void>;
+}
+
+export interface AcquireOptions {
+  prompt: string | null;
+  keyterms?: readonly string[] | null;
+  cmn: number[] | null;
+  language?: string | null;
 }
 
 export interface StreamDecoderPoolOptions {
@@ -164,6 +181,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
       if (!closed) options.logger?.warn("stream decoder exited; a new one is started on demand", { code, signal });
       // replace the warm ones right away; the rest come back on demand
       if (!closed && procs.length < warmCount) procs.push(spawnProc());
+      if (!closed) serveWaiters();
     });
     return proc;
   };
@@ -186,15 +204,37 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
   const warmCount = Math.min(options.warm ?? 2, options.size);
   for (let i = 0; i < warmCount; i++) procs.push(spawnProc());
 
-  const acquire: StreamDecoderPool["acquire"] = ({ prompt, keyterms, cmn }) => {
-    if (closed) return null;
-    let proc = procs.find((p) => !p.busy && !p.dead);
-    if (!proc) {
-      if (procs.length >= options.size) return null;
-      proc = spawnProc(); // the model loads while the first audio waits in the pipe
-      procs.push(proc);
+  const waiters: { options: AcquireOptions; granted: (utt: StreamUtterance) => void }[] = [];
+  const freeProc = (): Proc | null => {
+    const idle = procs.find((p) => !p.busy && !p.dead);
+    if (idle) return idle;
+    if (procs.length >= options.size) return null;
+    const fresh = spawnProc(); // the model loads while the first audio waits in the pipe
+    procs.push(fresh);
+    return fresh;
+  };
+  /** Hands the free decoders to the waiting items, longest waiting first. */
+  const serveWaiters = () => {
+    while (!closed && waiters.length) {
+      const proc = freeProc();
+      if (!proc) return;
+      const w = waiters.shift()!;
+      const utt = take(proc, w.options);
+      try {
+        w.granted(utt);
+      } catch {
+        utt.abort();
+      }
     }
-    const p = proc;
+  };
+
+  const acquire: StreamDecoderPool["acquire"] = (o) => {
+    if (closed || waiters.length) return null;
+    const proc = freeProc();
+    return proc && take(proc, o);
+  };
+
+  const take = (p: Proc, { prompt, keyterms, cmn }: AcquireOptions): StreamUtterance => {
     p.busy = true;
     speakers++;
     // keep one spare loaded ahead of demand, so the next utterance does not wait for a model load
@@ -223,6 +263,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
       ask(p, OP.end).finally(() => {
         p.onDeath = undefined;
         p.busy = false;
+        serveWaiters();
       });
     return {
       pid: p.child.pid ?? -1,
@@ -267,6 +308,16 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
 
   return {
     acquire,
+    endsItems: true,
+    wait(o, granted) {
+      const w = { options: o, granted };
+      waiters.push(w);
+      serveWaiters();
+      return () => {
+        const at = waiters.indexOf(w);
+        if (at >= 0) waiters.splice(at, 1);
+      };
+    },
     stats: () => ({ busy: procs.filter((p) => p.busy).length, size: options.size, processes: procs.length, pids: procs.flatMap((p) => (p.child.pid && !p.dead ? [p.child.pid] : [])), speakers }),
     async close() {
       closed = true;

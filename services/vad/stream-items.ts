@@ -7,9 +7,9 @@ import type { Nats } from "../../shared/nats";
 import { completeStreamedItem, streamedDelta } from "../../domain/transcript/item-transcript";
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import { ITEM_CUTS } from "../../domain/transcript/redact";
-import type { StreamHypothesis } from "./stream-decoders";
+import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
 import { newlyStable } from "./streaming";
-import type { HandleEnv, OpenStream, SessionState } from "./session-state";
+import type { AwaitingItem, HandleEnv, OpenStream, SessionState } from "./session-state";
 
 /**
  * A committed utterance's way to its transcript, and the streaming half of the VAD
@@ -27,15 +27,39 @@ import type { HandleEnv, OpenStream, SessionState } from "./session-state";
 /** The committed utterance to its transcript: through its streamed decoder, or the transcribe command. */
 export function transcribe(env: HandleEnv, state: SessionState, command: UtteranceCommand, pcm: Int16Array): Promise<unknown> {
   const stream = state.stream;
+  const waiting = state.awaiting;
+  state.spokeAt = Date.now();
   state.stream = null;
   state.awaiting = null;
   if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return finishStream(env, stream, command, pcm);
   stream?.utt.abort();
   if (stream) stream.ended = true;
+  if (waiting && waiting.item === command.item_id && env.pool?.endsItems) return whenDecoderFrees(env, waiting, command, pcm);
+  waiting?.cancel();
   // the commit path decodes the item whole and keeps the words its deltas sent (a re-decoded
   // item, redecode.ts; a decoder lost mid-item), so they still add up to its completed
   const emitted = stream?.item === command.item_id && stream.emitted.length ? stream.emitted : undefined;
   return publishUtterance(env.nats, emitted ? { ...command, emitted } : command, pcm);
+}
+
+/**
+ * An item committed while it still waited for a decoder keeps its place in the queue for
+ * up to COMMITTED_WAIT_MS: the decoder it gets is fed the whole utterance and ends it at
+ * once (0.08 CPU-s per audio second, a few hundred ms for a long one); only past that
+ * does it take the commit path, a whole-utterance decode behind the commit engine's queue.
+ */
+const COMMITTED_WAIT_MS = 1000;
+function whenDecoderFrees(env: HandleEnv, waiting: AwaitingItem, command: UtteranceCommand, pcm: Int16Array): Promise<unknown> {
+  return new Promise<StreamUtterance | null>((resolve) => {
+    const timer = setTimeout(() => {
+      waiting.cancel();
+      resolve(null);
+    }, COMMITTED_WAIT_MS);
+    waiting.committed = (utt) => {
+      clearTimeout(timer);
+      resolve(utt);
+    };
+  }).then((utt): Promise<unknown> => (utt ? finishStream(env, openedStream(waiting.item, waiting.startSample, utt), command, pcm) : publishUtterance(env.nats, command, pcm)));
 }
 
 function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array) {
@@ -50,42 +74,49 @@ function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array
 
 
 /**
- * A decoder for the new item if the pool has one free. If none is, the item waits for
- * one (`awaiting`): each audio entry tries again, and the first decoder that frees
- * (another session's item ending) is fed the item from its first sample, which the
- * segmenter holds until the commit, so it catches up in a fraction of the time (0.08
- * CPU-s per audio second). An item committed before a decoder frees takes the commit
- * path. Without the wait, every burst of speech starts that found the
- * decoders all busy for a moment went the commit path: no partials, and a final that
- * waits for a whole-utterance decode (the final p99 and first-partial misses of 14
- * speakers on 2 cores, docs/realtime.md).
+ * A decoder for the new item if the pool has one free. If none is, the item queues for
+ * one (`awaiting`, first come first served across the pool's sessions): the first
+ * decoder that frees (another session's item ending) goes to the item that has waited
+ * longest, at once, and is fed it from its first sample, which the segmenter holds
+ * until the commit, so it catches up in a fraction of the time (0.08 CPU-s per audio
+ * second). Before, a waiting item asked again with each of its audio entries and a new
+ * item took a free decoder whenever it asked first: with as many speakers as decoders,
+ * whichever session's audio came first after a decoder freed got it, and an item could
+ * wait through several frees. Without the wait at all, every burst of speech starts that
+ * found the decoders all busy went the commit path: no partials, and a final that waits
+ * for a whole-utterance decode (docs/realtime.md, "Streaming recognition").
  */
 export function openStream(env: HandleEnv, state: SessionState, item: string, startSample: number) {
   dropStream(state);
-  if (!env.pool || !state.ring) return;
-  if (!attachDecoder(env, state, item, startSample)) state.awaiting = { item, startSample };
+  const pool = env.pool;
+  if (!pool || !state.ring) return;
+  state.spokeAt = Date.now();
+  const options = decoderOptions(state);
+  const utt = pool.acquire(options);
+  if (utt) return void (state.stream = openedStream(item, startSample, utt));
+  const waiting: AwaitingItem = { item, startSample, cancel: () => undefined, committed: null };
+  state.awaiting = waiting;
+  waiting.cancel = pool.wait(options, (granted) => {
+    if (waiting.committed) return waiting.committed(granted);
+    if (state.awaiting !== waiting || state.stream) return granted.abort();
+    state.awaiting = null;
+    // the item's audio so far, which the segmenter holds; out of reach: the commit path has it
+    const so = state.seg.openAudio(startSample);
+    if (!so) return granted.abort();
+    const s = openedStream(item, startSample, granted);
+    s.utt.feed(so);
+    s.fed = startSample + so.length;
+    state.stream = s;
+  });
 }
 
-/**
- * Tries once more for the item that found no free decoder (see openStream); a decoder
- * taken now is first fed the item's audio so far, which the segmenter holds whole.
- */
-function attachAwaited(env: HandleEnv, state: SessionState) {
-  const w = state.awaiting;
-  if (!w || state.stream) return;
-  const so = state.seg.openAudio(w.startSample);
-  if (!so) return void (state.awaiting = null); // the item is over or out of reach: the commit path has it
-  if (!attachDecoder(env, state, w.item, w.startSample)) return;
-  state.awaiting = null;
-  state.stream!.utt.feed(so);
-  state.stream!.fed = w.startSample + so.length;
-}
-
-function attachDecoder(env: HandleEnv, state: SessionState, item: string, startSample: number): boolean {
+const decoderOptions = (state: SessionState) => {
   const { prompt, keyterms, language } = state.decider.settings;
-  const utt = env.pool?.acquire({ prompt, keyterms: keyterms ?? null, cmn: state.cmn, language });
-  if (!utt) return false;
-  state.stream = {
+  return { prompt, keyterms: keyterms ?? null, cmn: state.cmn, language };
+};
+
+function openedStream(item: string, startSample: number, utt: StreamUtterance): OpenStream {
+  return {
     item,
     utt,
     startSample,
@@ -98,11 +129,31 @@ function attachDecoder(env: HandleEnv, state: SessionState, item: string, startS
     lastInterim: "",
     heard: { text: "", words: 0, endOfSentence: null, readAt: -1, changedAt: -1, pendingAt: null },
   };
-  return true;
+}
+
+/**
+ * A continuous speaker's pauses: between two utterances (the silence that ends one, the
+ * breath before the next) a session is still a speaker who needs a decoder in a moment;
+ * counted only while talking, 20 continuous speakers looked like 14–16 at any instant,
+ * and admission let in more than the engine holds once they all spoke at once.
+ */
+const SPEAKER_PAUSE_MS = 3000;
+
+/**
+ * The speakers still talking on this replica, for admission: sessions with an item open
+ * (streamed or queued for a decoder), or whose last item began or was committed within
+ * SPEAKER_PAUSE_MS. A closed session is gone from the map: what its last utterance still
+ * costs while decoded is a transient, not a speaker.
+ */
+export function continuousSpeakers(sessions: Iterable<SessionState>, now: number): number {
+  let n = 0;
+  for (const s of sessions) if (s.stream || s.awaiting || (s.ring && now - s.spokeAt < SPEAKER_PAUSE_MS)) n++;
+  return n;
 }
 
 /** Drops the open stream (clear, session end, handover); its item, if committed later, goes the commit path. */
 export function dropStream(state: SessionState) {
+  state.awaiting?.cancel();
   state.awaiting = null;
   const s = state.stream;
   if (!s) return;
@@ -113,7 +164,6 @@ export function dropStream(state: SessionState) {
 
 /** Feeds what the decoder has not had yet; reads the hypothesis every partial_interval_ms of new speech. */
 export function feedStream(env: HandleEnv, sessionId: string, state: SessionState) {
-  attachAwaited(env, state);
   const s = state.stream;
   if (!s || !state.ring || s.utt.lost) return;
   if (state.ring.end > s.fed) {

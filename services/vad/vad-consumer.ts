@@ -14,7 +14,7 @@ import { loadVadEngine } from "../../shared/audio/vad";
 import type { StreamDecoderPool } from "./stream-decoders";
 import { handleEntry, type MessageMeta } from "./handle-entry";
 import { restoreSession, saveSettings, type HandleEnv, type SessionState } from "./session-state";
-import { dropStream } from "./stream-items";
+import { continuousSpeakers, dropStream } from "./stream-items";
 import { BACKLOG_EVERY_MS, publishVadLoad } from "../../shared/realtime-backlog";
 import { loopDelayWindow } from "../../shared/loop-delay";
 
@@ -154,14 +154,17 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const loop = loopDelayWindow();
   const engineCpu = cpuMeter();
   const cores = availableParallelism();
-  // what one continuous speaker costs: a moving average of load per busy decoder, from
-  // the configured prior until one has been measured
+  // what one continuous speaker costs, pauses included: a moving average of the
+  // decoders' load per speaker (or per busy decoder, if more), from the configured prior
+  // until one has been measured
   let perSpeaker = (options.speakerCores ?? 0.15) / cores;
   const engineLoad = () => {
     if (!options.decoders) return undefined;
-    const { busy, size, pids, speakers } = options.decoders.stats();
+    const { busy, size, pids } = options.decoders.stats();
+    const speakers = continuousSpeakers(sessions.values(), Date.now());
     const load = engineCpu.take(pids) / cores;
-    if (busy > 0 && load > 0) perSpeaker = 0.8 * perSpeaker + 0.2 * (load / busy);
+    const n = Math.max(busy, speakers);
+    if (n > 0 && load > 0) perSpeaker = 0.8 * perSpeaker + 0.2 * (load / n);
     return { load, busy, size, per_speaker: perSpeaker, speakers };
   };
   // and what its own process costs, per session, for the gateways' predicted headroom
