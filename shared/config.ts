@@ -177,8 +177,8 @@ const envSchema = z.object({
    * core and the VAD's 18–36%; the priors take the top of each, so a cold 2-core plane at
    * RT_ADMIT_MAX_PLANE_SHARE 0.5 admits 1,000 sessions at once.
    */
-  RT_GATEWAY_SESSION_CORES: num.min(0.00001).max(1).default(0.0012),
-  RT_VAD_SESSION_CORES: num.min(0).max(1).default(0.001),
+  RT_GATEWAY_SESSION_CORES: num.min(0.00001).max(1).default(0.0006),
+  RT_VAD_SESSION_CORES: num.min(0).max(1).default(0.0004),
   RT_ADMIT_SETTLE_MS: int.min(0).default(1000),
   RT_MAX_SESSIONS: int.min(0).default(0),
   RT_SHED_LAG_MS: int.min(1).default(1000),
