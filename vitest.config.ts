@@ -30,7 +30,7 @@ export default defineConfig({
           // over the production bound is a matter of chance, so the stacks (and the
           // processes they spawn, which inherit this) admit generously; the tests of
           // admission and shedding set their own bounds.
-          env: { RT_ADMIT_MAX_LOOP_DELAY_MS: "5000", RT_ADMIT_MAX_VAD_LAG_MS: "10000", RT_ADMIT_MAX_DECISION_MS: "10000", RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_SHED_LAG_MS: "60000" },
+          env: { RT_ADMIT_MAX_LOOP_DELAY_MS: "5000", RT_ADMIT_MAX_VAD_LAG_MS: "10000", RT_ADMIT_MAX_DECISION_MS: "10000", RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_ADMIT_BURST: "100000", RT_SHED_LAG_MS: "60000" },
         },
       },
     ],

@@ -129,10 +129,10 @@ function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split
       // every streaming decoder loaded before the sessions start, as in production
       // (RT_STREAM_DECODERS unset: the service's default, 8 per core)
       RT_STREAM_DECODERS_WARM: process.env.RT_STREAM_DECODERS_WARM ?? process.env.RT_STREAM_DECODERS,
-      // this bench measures the plane itself, every session admitted (past the plane's
-      // predicted headroom too); --admit keeps the service's
+      // this bench measures the plane itself, every session admitted (sessions open one
+      // after another, faster than RT_ADMIT_BURST allows); --admit keeps the service's
       // admission by headroom (docs/realtime.md, "Admission and shedding")
-      ...(admit ? {} : { RT_ADMIT_MAX_LOOP_DELAY_MS: "60000", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000", RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_ADMIT_MAX_PLANE_SHARE: "1", RT_GATEWAY_SESSION_CORES: "0.00001", RT_VAD_SESSION_CORES: "0", RT_SHED_LAG_MS: "600000" }),
+      ...(admit ? {} : { RT_ADMIT_MAX_LOOP_DELAY_MS: "60000", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000", RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_ADMIT_BURST: "1000000", RT_SHED_LAG_MS: "600000" }),
       ...(provider ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_OPENAI_CONCURRENCY: "256", WORKER_OPENAI_REAL_TIME_FACTOR: "0.5", RT_TRANSCRIBE_CONCURRENCY: "256", RT_STREAM_DECODERS: "0" } : {}),
     },
     stdio: ["ignore", "pipe", "pipe"],

@@ -482,13 +482,6 @@ export const vadLoad = z.object({
   engine: z
     .object({ load: z.number().nonnegative(), busy: z.number().int().nonnegative(), size: z.number().int().nonnegative(), per_speaker: z.number().nonnegative(), speakers: z.number().int().nonnegative().optional() })
     .optional(),
-  /**
-   * What the replica's own process costs, for the gateways' prediction of what one more
-   * session costs (domain/sessions/admission.ts): the cores it used over the interval,
-   * the sessions it reads, and where it runs (a gateway in the same process counts this
-   * CPU in its own). Absent from an older replica.
-   */
-  process: z.object({ cores: z.number().nonnegative(), sessions: z.number().int().nonnegative(), host: z.string(), pid: z.number().int() }).optional(),
   /** ms since epoch of this report. */
   at: z.number(),
 });

@@ -164,21 +164,7 @@ const envSchema = z.object({
   RT_ADMIT_MAX_DECISION_MS: int.min(1).default(120),
   RT_ADMIT_MAX_ENGINE_SHARE: num.min(0.01).max(1).default(0.6),
   RT_ENGINE_SPEAKER_CORES: num.min(0.001).max(8).default(0.085),
-  /**
-   * The plane's predicted cost of its sessions (gateway + VAD CPU per session, times the
-   * sessions) may take this share of the machine's cores; the rest is nats-server's,
-   * the engine's and the kernel's.
-   */
-  RT_ADMIT_MAX_PLANE_SHARE: num.min(0.01).max(1).default(0.5),
-  /**
-   * What one streaming session costs the gateway and a VAD (cores) until measured: the
-   * priors of a cold plane. Measured on this project's 2-core machine (docs/realtime.md,
-   * "Measured under overload"): at 1,000 sessions held, the edge process used 21–60% of a
-   * core and the VAD's 18–36%; the priors take the top of each, so a cold 2-core plane at
-   * RT_ADMIT_MAX_PLANE_SHARE 0.5 admits 1,000 sessions at once.
-   */
-  RT_GATEWAY_SESSION_CORES: num.min(0.00001).max(1).default(0.0006),
-  RT_VAD_SESSION_CORES: num.min(0).max(1).default(0.0004),
+  RT_ADMIT_BURST: int.min(1).default(50),
   RT_ADMIT_SETTLE_MS: int.min(0).default(1000),
   RT_MAX_SESSIONS: int.min(0).default(0),
   RT_SHED_LAG_MS: int.min(1).default(1000),
@@ -336,8 +322,7 @@ function build(env: Env) {
         maxDecisionMs: env.RT_ADMIT_MAX_DECISION_MS,
         maxEngineShare: env.RT_ADMIT_MAX_ENGINE_SHARE,
         speakerCores: env.RT_ENGINE_SPEAKER_CORES,
-        maxPlaneShare: env.RT_ADMIT_MAX_PLANE_SHARE,
-        priorSessionCores: { gateway: env.RT_GATEWAY_SESSION_CORES, vad: env.RT_VAD_SESSION_CORES },
+        burst: env.RT_ADMIT_BURST,
         settleMs: env.RT_ADMIT_SETTLE_MS,
         maxSessions: env.RT_MAX_SESSIONS,
         shedLagMs: env.RT_SHED_LAG_MS,

@@ -77,8 +77,6 @@ export function watchBacklog(nats: Nats, now: () => number = Date.now): BacklogV
 export interface VadLoadView {
   /** The worst of the VAD reports younger than REFUSES_FOR_MS (lag, loop delay and engine each), or null when none is. */
   worst(): { lagMs: number; loopDelayMs: number; engine: EngineLoad | null } | null;
-  /** What each VAD replica's process used over its last interval, from the reports younger than REFUSES_FOR_MS that say (older replicas do not). */
-  processes(): NonNullable<VadLoad["process"]>[];
   stop(): void;
 }
 
@@ -111,7 +109,6 @@ export function watchVadLoad(nats: Nats, now: () => number = Date.now): VadLoadV
       };
       return { lagMs: Math.max(...reports.map((r) => r.lag_ms)), loopDelayMs: Math.max(...reports.map((r) => r.loop_delay_ms)), engine };
     },
-    processes: () => feed.reports(REFUSES_FOR_MS).flatMap((r) => (r.process ? [r.process] : [])),
     stop: feed.stop,
   };
 }

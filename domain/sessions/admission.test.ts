@@ -6,8 +6,7 @@ const thresholds: AdmissionThresholds = {
   maxVadLagMs: 150,
   maxDecisionMs: 150,
   maxEngineShare: 0.6,
-  maxPlaneShare: 0.5,
-  priorSessionCores: { gateway: 0.0006, vad: 0.0004 },
+  burst: 50,
   settleMs: 1000,
   maxSessions: 0,
   shedLagMs: 2000,
@@ -21,12 +20,8 @@ const calm: PlaneSignals = {
   acksOverloadedMs: 0,
   engineSaturatedRetryAfterS: null,
   openSessions: 300,
-  admitting: 0,
   admittedRecently: 10,
   refusedRecently: 0,
-  sessionCores: { gateway: null, vad: null },
-  machineCores: 2,
-  machineFree: { cores: 1.8, admittedSince: 0 },
 };
 
 /** given(signals).when(thresholds).then(verdict). */
@@ -84,88 +79,35 @@ describe("admission: a new session only while the plane keeps up", () => {
   });
   it("given audio acks over their bound, refuses audio_backlog", () =>
     given({ acksOverloadedMs: 1 }).then({ admit: false, reason: "audio_backlog", retryAfterSeconds: 5 }));
-  it("given a cold plane (no cost measured yet), admits a herd at once up to the priors' headroom, and refuses plane_full past it", () => {
-    // the priors, 0.0006 + 0.0004 cores a session, within 0.5 of 2 cores: 1,000 sessions
-    given({ openSessions: 0, admitting: 999, admittedRecently: 999, machineFree: { cores: 2, admittedSince: 999 } }).then({ admit: true });
-    given({ openSessions: 400, admitting: 599, admittedRecently: 999, machineFree: { cores: 2, admittedSince: 999 } }).then({ admit: true });
-    given({ openSessions: 0, admitting: 1000, admittedRecently: 1000 }).then({
-      admit: false,
-      reason: "plane_full",
-      // the sessions admitted lately have not shown their cost: the wait is the settle time
-      retryAfterSeconds: 1,
-      cause: "1000 sessions open or opening and this one at 0.0010 cores each (gateway 0.00060 prior, voice activity detection 0.00040 prior): 1.001 cores > 1.000 cores (50.0% of 2)",
-    });
-    // the sessions still opening count as much as the open ones
-    given({ openSessions: 900, admitting: 100, admittedRecently: 100 }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 1 });
-    given({ openSessions: 900, admitting: 99, admittedRecently: 100 }).then({ admit: true });
+  it("given a burst of admissions not yet measured, refuses admission_burst for the settle time", () => {
+    given({ admittedRecently: 50 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 49 }).then({ admit: true });
+    given({ admittedRecently: 100 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 3 }, { burst: 100, settleMs: 2500 });
   });
-  it("given the cost per session measured, predicts from the measurement instead of the prior, lower or higher", () => {
-    const measured = { gateway: 0.0003, vad: 0.0002 };
-    given({ openSessions: 1999, admittedRecently: 0, sessionCores: measured }).then({ admit: true });
-    given({ openSessions: 2000, admittedRecently: 0, sessionCores: measured }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 5 });
-    given({ openSessions: 499, admittedRecently: 0, sessionCores: { gateway: 0.0012, vad: 0.0008 } }).then({ admit: true });
-    given({ openSessions: 500, admittedRecently: 0, sessionCores: { gateway: 0.0012, vad: null } }).then({
-      admit: false,
-      reason: "plane_full",
-      retryAfterSeconds: 5,
-      cause: "500 sessions open or opening and this one at 0.0016 cores each (gateway 0.0012 measured, voice activity detection 0.00040 prior): 0.802 cores > 0.800 cores (40.0% of 2)",
-    }, { maxPlaneShare: 0.4 });
-    // a VAD in the gateway's process costs nothing more than the gateway measured
-    given({ openSessions: 1600, admittedRecently: 0, sessionCores: { gateway: 0.0006, vad: 0 } }).then({ admit: true });
-    // a bigger machine holds more at the same cost
-    given({ openSessions: 3000, admittedRecently: 0 }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 5 });
-    given({ openSessions: 3000, admittedRecently: 0, machineCores: 8 }).then({ admit: true });
-  });
-  it("given the machine's free cores (last read while settled), admits a herd that fits in half of them at once, and past that a step per settle window, refusing machine_busy", () => {
-    // 0.6 cores free: 300 sessions at the priors' 0.001 cores each
-    const busy = { openSessions: 0, machineFree: { cores: 0.6, admittedSince: 299 } };
-    given({ ...busy, admitting: 299, admittedRecently: 299 }).then({ admit: true });
-    given({ ...busy, admitting: 300, admittedRecently: 300, machineFree: { cores: 0.6, admittedSince: 300 } }).then({
-      admit: false,
-      reason: "machine_busy",
-      retryAfterSeconds: 1,
-      cause: "the machine had 0.600 cores free (measured), 300 sessions admitted since and this one at 0.0010 cores each: 0.301 cores > 50.0% of it; 300 sessions admitted in the last 1000 ms, the step is 10 (2.0% of 0 open, at least 10)",
-    });
-    // no core free (other work): the step still comes, ten a window here, and the lagging signals judge
-    given({ openSessions: 0, admittedRecently: 9, machineFree: { cores: 0, admittedSince: 9 } }).then({ admit: true });
-    given({ openSessions: 0, admittedRecently: 10, machineFree: { cores: 0, admittedSince: 10 } }).then({ admit: false, reason: "machine_busy", retryAfterSeconds: 1 });
-    given({ openSessions: 500, admittedRecently: 9, machineFree: { cores: 0, admittedSince: 9 } }).then({ admit: true });
-    given({ openSessions: 500, admittedRecently: 10, machineFree: { cores: 0, admittedSince: 10 }, refusedRecently: 20 }).then({ admit: false, reason: "machine_busy", retryAfterSeconds: 3 });
-    // not read yet (or no /proc): the plane's share alone
-    given({ openSessions: 0, admitting: 999, admittedRecently: 999, machineFree: { cores: null, admittedSince: 999 } }).then({ admit: true });
-  });
-  it("given a full plane, Retry-After spreads the crowd refused lately over windows of a twentieth of what it holds (at most 30 s)", () => {
-    const full = { openSessions: 1000, admittedRecently: 0 };
-    given({ ...full, refusedRecently: 49 }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 5 });
-    given({ ...full, refusedRecently: 50 }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 10 });
-    given({ ...full, refusedRecently: 100_000 }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 30 });
-    given({ openSessions: 0, admitting: 1000, admittedRecently: 1000, refusedRecently: 949 }).then({ admit: false, reason: "plane_full", retryAfterSeconds: 19 });
-  });
-  it("given a plane near a lagging bound (over 60% of it), admits a step of 2% of the sessions open (at least 10) per settle window, refusing plane_near_limit past it", () => {
-    // 600 open: a step of 12
-    given({ openSessions: 600, admittedRecently: 11, decisionP95Ms: 91 }).then({ admit: true });
-    given({ openSessions: 600, admittedRecently: 12, decisionP95Ms: 91 }).then({
-      admit: false,
-      reason: "plane_near_limit",
-      retryAfterSeconds: 1,
-      cause: "voice activity decisions p95 91 ms, past 60.0% of its bound: 12 sessions admitted in the last 1000 ms, the step is 12 (2.0% of 600 open, at least 10)",
-    });
+  it("given a plane near a bound (over 60% of it), admits a fifth of the burst per settle window", () => {
+    given({ admittedRecently: 9, decisionP95Ms: 91 }).then({ admit: true });
+    given({ admittedRecently: 10, decisionP95Ms: 91 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
     given({ admittedRecently: 10, decisionP95Ms: 90 }).then({ admit: true });
     // at 60% exactly, not yet near
     given({ admittedRecently: 10, gatewayLoopDelayMs: 60, vad: { lagMs: 90, loopDelayMs: 60 } }).then({ admit: true });
-    given({ admittedRecently: 10, gatewayLoopDelayMs: 61 }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 1 });
-    given({ admittedRecently: 10, vad: { lagMs: 91, loopDelayMs: 0 } }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 1 });
-    given({ admittedRecently: 10, vad: { lagMs: 0, loopDelayMs: 61 } }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 1 });
-    // a few sessions open: ten a window
-    given({ openSessions: 10, admittedRecently: 9, decisionP95Ms: 140 }).then({ admit: true });
-    given({ openSessions: 10, admittedRecently: 10, decisionP95Ms: 140 }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 1 });
-    // the crowd refused together waits for the steps ahead of it
-    given({ admittedRecently: 10, refusedRecently: 20, decisionP95Ms: 100 }).then({ admit: false, reason: "plane_near_limit", retryAfterSeconds: 3 });
+    given({ admittedRecently: 10, gatewayLoopDelayMs: 61 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 10, vad: { lagMs: 91, loopDelayMs: 0 } }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 10, vad: { lagMs: 0, loopDelayMs: 61 } }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 0, decisionP95Ms: 140 }).then({ admit: true }, { burst: 3 });
+    given({ admittedRecently: 1, decisionP95Ms: 140 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 }, { burst: 3 });
+  });
+  it("given many refused for the burst lately, Retry-After spreads them over the windows it takes to admit them (at most 30 s)", () => {
+    given({ admittedRecently: 50, refusedRecently: 49 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ admittedRecently: 50, refusedRecently: 50 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 2 });
+    given({ admittedRecently: 50, refusedRecently: 949 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 19 });
+    given({ admittedRecently: 50, refusedRecently: 100_000 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 30 });
+    // near a bound the burst is a fifth: the same crowd waits longer
+    given({ admittedRecently: 10, refusedRecently: 50, decisionP95Ms: 100 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 6 });
   });
   it("given a session cap, refuses at it and not below; no cap when 0", () => {
     given({ openSessions: 400 }).then({ admit: false, reason: "session_cap", retryAfterSeconds: 5 }, { maxSessions: 400 });
     given({ openSessions: 399 }).then({ admit: true }, { maxSessions: 400 });
-    given({ openSessions: 100_000, sessionCores: { gateway: 0.000001, vad: 0 } }).then({ admit: true });
+    given({ openSessions: 100_000 }).then({ admit: true });
   });
   it("given a saturated engine, refuses engine_saturated with its wait as Retry-After, before any other cause", () =>
     given({ engineSaturatedRetryAfterS: 4.2, gatewayLoopDelayMs: 500 }).then({ admit: false, reason: "engine_saturated", retryAfterSeconds: 5 }));

@@ -6,17 +6,12 @@
  *
  * The rule users of a real-time service expect: sessions already admitted keep their
  * latency, and the ones the plane cannot serve are refused at the door (HTTP 503 with
- * Retry-After, before `session.created`), for a cause the new session would suffer from.
- *
- * Admission is by predicted cost: the plane knows what one more session costs it (the
- * gateway's and the VADs' CPU per open session, measured while no admission is settling;
- * the engine's per speaker), so a herd that arrives at once is admitted at once up to
- * the predicted headroom, however large, and the rest refused. The prediction is then
- * corrected from measurements: the cost per session is measured again once the herd
- * shows in the CPU, and the lagging signals (event-loop delay, the VAD's lag behind the
- * audio, the VAD decision latency the gateway measures for its sessions, audio acks
- * piling up) refuse whatever the prediction says. Near one of those bounds the
- * prediction is evidently optimistic, and the last sessions are added in small steps.
+ * Retry-After, before `session.created`). So admission stops well before the plane is
+ * behind, on leading signals (event-loop delay, the VAD's lag behind the audio, audio
+ * acks piling up) and on the figure users feel (the VAD decision latency the gateway
+ * measures for its sessions), and it admits at most `burst` sessions per `settleMs` whose load
+ * cannot have shown in those signals yet: a client that opens a thousand sessions at
+ * once would otherwise be admitted whole before the first of them is measured.
  *
  * Shedding is the safety net for load that grows after admission (sessions that start
  * talking at once, a replica lost): while the plane is far behind it gives back the
@@ -46,28 +41,10 @@ export interface PlaneSignals {
   engineSaturatedRetryAfterS: number | null;
   /** Sessions open on this gateway. */
   openSessions: number;
-  /** Sessions admitted within the last `settleMs` whose socket has not opened yet (their upgrade is still running). */
-  admitting: number;
-  /** Sessions this gateway admitted within the last `settleMs` (their cost cannot show in the measurements yet). */
+  /** Sessions this gateway admitted within the last `settleMs`. */
   admittedRecently: number;
-  /** Upgrades this gateway refused for the plane's predicted cost within the last `settleMs` (they come back after their Retry-After). */
+  /** Upgrades this gateway refused for the burst within the last `settleMs` (they come back after their Retry-After). */
   refusedRecently: number;
-  /**
-   * What one open session costs (CPU cores) as measured: the gateway (its process's CPU
-   * over its open sessions) and the VADs (theirs over the sessions they read; 0 when the
-   * VAD runs in the gateway's process, whose CPU already counts it). null: not measured
-   * yet (a cold plane, or too few sessions to tell their cost from the process's own),
-   * and the threshold's prior stands for it.
-   */
-  sessionCores: { gateway: number | null; vad: number | null };
-  /** This machine's cores. */
-  machineCores: number;
-  /**
-   * The machine's free cores (idle, or used by niced processes) at the last reading taken
-   * while no admission was settling (null: none yet, or unmeasurable), and the sessions
-   * admitted since it, whose cost it cannot show.
-   */
-  machineFree: { cores: number | null; admittedSince: number };
 }
 
 export interface AdmissionThresholds {
@@ -77,13 +54,10 @@ export interface AdmissionThresholds {
   maxVadLagMs: number;
   /** Refuse while the recent VAD decisions' p95 is over this (ms). */
   maxDecisionMs: number;
-  /** Refuse unless the streaming engine can take one more speaker (and those admitted within settleMs) within this share of its machine's cores. */
+  /** Refuse unless the streaming engine can take one more speaker (and the burst's) within this share of its machine's cores. */
   maxEngineShare: number;
-  /** Refuse unless the sessions open, opening and this one, at their cost each, fit within this share of the machine's cores. */
-  maxPlaneShare: number;
-  /** Cores one session costs the gateway and a VAD until measured (the priors: config RT_GATEWAY_SESSION_CORES, RT_VAD_SESSION_CORES). */
-  priorSessionCores: { gateway: number; vad: number };
-  /** How long an admitted session takes to show in the measurements (ms). */
+  /** At most this many admissions per settleMs. */
+  burst: number;
   settleMs: number;
   /** Hard cap on a gateway's open sessions (0: none). */
   maxSessions: number;
@@ -94,38 +68,18 @@ export interface AdmissionThresholds {
   shedEveryMs: number;
 }
 
-export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "engine_full" | "engine_busy" | "audio_backlog" | "plane_full" | "plane_near_limit" | "machine_busy";
+export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "engine_full" | "engine_busy" | "audio_backlog" | "admission_burst";
 
 /** A refusal names its reason (the metric label) and the measured cause (for the refusal's message and the log). */
 export type AdmissionVerdict = { admit: true } | { admit: false; reason: RefusalReason; retryAfterSeconds: number; cause: string };
 
 /** Retry-After for a refusal on load: long enough for the plane to show the sessions it just took. */
 const LOAD_RETRY_S = 5;
-/** The longest Retry-After a queue of refusals asks for. */
-const MAX_QUEUE_RETRY_S = 30;
-/** Past this share of a bound the plane is near its limit … */
-const NEAR_LIMIT = 0.6;
-/** … and admits at most this share of the sessions open (at least MIN_STEP) per settle window (as past the machine's free cores). */
-const NEAR_LIMIT_STEP = 0.02;
-/** The smallest step: ten a second, as the retired burst allowed near a bound. */
-const MIN_STEP = 10;
-/**
- * The share of the machine's free cores the sessions' gateway and VAD cost may be
- * predicted to take: what grows with them elsewhere takes most of the rest (at 1,000
- * sessions on this 2-core machine, nats-server 15–39% of a core and the clients 19–26%
- * beside the gateway's and VAD's 39–96%, about 0.6 of theirs), and the remainder is the
- * margin that keeps latency (a machine run to its last core queues). On a free 2-core
- * machine, as much as RT_ADMIT_MAX_PLANE_SHARE 0.5 allows. Measured: 1,000 admitted at
- * once beside other work (load 5) held the gateway and VAD at 0.001 cores a session,
- * as the priors say, with nats-server and the client at 0.6 core more, and fell behind.
- */
-const FREE_USE = 0.5;
-/** A full plane's refused crowd is spread over windows of this share of what it holds (at least one): the rate room is assumed to appear at. */
-const QUEUE_STEP = 0.05;
+/** The longest Retry-After a burst refusal asks for. */
+const MAX_BURST_RETRY_S = 30;
 
 const ms = (v: number) => `${Math.round(v)} ms`;
 const share = (v: number) => `${(v * 100).toFixed(1)}%`;
-const cores = (v: number) => (v === 0 ? "0" : v >= 0.1 ? v.toFixed(3) : v.toPrecision(2));
 
 export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): AdmissionVerdict {
   const refuse = (reason: RefusalReason, retryAfterSeconds: number, cause: string): AdmissionVerdict => ({ admit: false, reason, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)), cause });
@@ -150,56 +104,29 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
     }
   }
   if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S, `audio batches over their acks bound for ${ms(s.acksOverloadedMs)}`);
-  return predictedHeadroom(s, t, refuse);
-}
-
-/**
- * The plane's predicted headroom: the sessions open and opening, and this one, at what
- * one costs the gateway and the VADs (measured, or the prior), within maxPlaneShare of
- * the machine, and those admitted since the machine's free cores were last read within
- * FREE_USE of them. Whatever fits is admitted at once, a herd included; near a lagging
- * bound, or past what the free cores take, only a small step of unmeasured sessions per
- * settle window (the lagging signals then say whether the plane keeps up: a machine busy
- * with other work still gives the plane a share). Retry-After is the honest
- * wait: for the plane to show what it took (the settle time) or for sessions to end, times
- * the windows the refused crowd ahead needs.
- */
-function predictedHeadroom(s: PlaneSignals, t: AdmissionThresholds, refuse: (reason: RefusalReason, retryAfterSeconds: number, cause: string) => AdmissionVerdict): AdmissionVerdict {
-  const gateway = s.sessionCores.gateway ?? t.priorSessionCores.gateway;
-  const vad = s.sessionCores.vad ?? t.priorSessionCores.vad;
-  const each = gateway + vad;
-  const budget = t.maxPlaneShare * s.machineCores;
-  // the sessions the budget holds at this cost (the epsilon: 1,000 × 0.001 is 1.0000000000000002)
-  const fits = each > 0 ? Math.floor(budget / each + 1e-9) : Infinity;
-  const counted = s.openSessions + s.admitting;
-  const settleS = t.settleMs / 1000;
-  const queue = (base: number, step: number) => Math.min(MAX_QUEUE_RETRY_S, base * Math.ceil((s.refusedRecently + 1) / Math.max(1, step)));
-  if (counted + 1 > fits) {
-    const how = (v: number | null) => (v === null ? "prior" : "measured");
-    const cause = `${counted} session${counted === 1 ? "" : "s"} open or opening and this one at ${cores(each)} cores each (gateway ${cores(gateway)} ${how(s.sessionCores.gateway)}, voice activity detection ${cores(vad)} ${how(s.sessionCores.vad)}): ${cores((counted + 1) * each)} cores > ${cores(budget)} cores (${share(t.maxPlaneShare)} of ${s.machineCores})`;
-    // sessions admitted lately have not shown what they cost yet: the wait is for them to show
-    return refuse("plane_full", queue(s.admittedRecently > 0 ? Math.max(1, settleS) : LOAD_RETRY_S, Number.isFinite(fits) ? Math.ceil(QUEUE_STEP * fits) : 1), cause);
-  }
-  const step = Math.max(MIN_STEP, Math.floor(NEAR_LIMIT_STEP * s.openSessions));
-  if (s.admittedRecently < step) return { admit: true };
-  const stepCause = `${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the step is ${step} (${share(NEAR_LIMIT_STEP)} of ${s.openSessions} open, at least ${MIN_STEP})`;
-  const near = nearLimit(s, t);
-  if (near) return refuse("plane_near_limit", queue(Math.max(1, settleS), step), `${near}, past ${share(NEAR_LIMIT)} of its bound: ${stepCause}`);
-  const free = s.machineFree;
-  if (free.cores !== null && (free.admittedSince + 1) * each > FREE_USE * free.cores + 1e-9) {
-    const cause = `the machine had ${cores(free.cores)} cores free (measured), ${free.admittedSince} sessions admitted since and this one at ${cores(each)} cores each: ${cores((free.admittedSince + 1) * each)} cores > ${share(FREE_USE)} of it; ${stepCause}`;
-    return refuse("machine_busy", queue(Math.max(1, settleS), step), cause);
-  }
+  const burst = burstNow(s, t);
+  // Retry-After spreads the ones refused together over the windows it takes to admit
+  // them at this burst (a queue's honest wait), not all back in one settle time
+  if (s.admittedRecently >= burst) return refuse("admission_burst", Math.min(MAX_BURST_RETRY_S, (t.settleMs / 1000) * Math.ceil((s.refusedRecently + 1) / burst)), `${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the burst is ${burst}`);
   return { admit: true };
 }
 
-/** The lagging signal past NEAR_LIMIT of its bound, named, or null. */
-function nearLimit(s: PlaneSignals, t: AdmissionThresholds): string | null {
-  if (s.gatewayLoopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs) return `gateway event-loop delay ${ms(s.gatewayLoopDelayMs)}`;
-  if (s.vad && s.vad.lagMs > NEAR_LIMIT * t.maxVadLagMs) return `voice activity detection reads the audio ${ms(s.vad.lagMs)} late`;
-  if (s.vad && s.vad.loopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs) return `voice activity detection's event-loop delay ${ms(s.vad.loopDelayMs)}`;
-  if (s.decisionP95Ms !== null && s.decisionP95Ms > NEAR_LIMIT * t.maxDecisionMs) return `voice activity decisions p95 ${ms(s.decisionP95Ms)}`;
-  return null;
+/** Past this share of a bound the plane is near its limit, and admits a fifth of the burst per settle window. */
+const NEAR_LIMIT = 0.6;
+
+/**
+ * The burst allowed now: the whole of it on a quiet plane; near the limit a fifth, so
+ * the last sessions before it are added slowly enough for the signals to show each step
+ * (they lag a second or two, and latency turns sharply at the knee: measured on 2 cores,
+ * the decisions' p95 stayed 110–125 ms from 250 to 480 sessions and grew without bound
+ * at 650).
+ */
+function burstNow(s: PlaneSignals, t: AdmissionThresholds): number {
+  const near =
+    s.gatewayLoopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs ||
+    (s.vad !== null && (s.vad.lagMs > NEAR_LIMIT * t.maxVadLagMs || s.vad.loopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs)) ||
+    (s.decisionP95Ms !== null && s.decisionP95Ms > NEAR_LIMIT * t.maxDecisionMs);
+  return near ? Math.max(1, Math.floor(t.burst / 5)) : t.burst;
 }
 
 export type ShedReason = "vad_behind" | "gateway_busy" | "decisions_late" | "audio_backlog";

@@ -25,7 +25,7 @@ import { keytermValues } from "../../schemas/keyterms";
 
 /**
  * The upgrade decision (spec 3.3, 5.3, 7.2, 8): gateway switch, authentication, upstream
- * breaker, headroom (a saturated rt-transcriber, a busy gateway or VAD, no predicted room for one more session: headroom.ts), handshake rate and concurrent-connection quota, audio parameters. Returns
+ * breaker, headroom (a saturated rt-transcriber, a busy gateway or VAD, a burst of admissions: headroom.ts), handshake rate and concurrent-connection quota, audio parameters. Returns
  * what the session needs, or throws the AppError the refusal is written from. The
  * concurrency lease is taken last, so nothing else can fail after it (except an abort,
  * which the caller turns into a release).
@@ -101,9 +101,7 @@ const REFUSALS: Record<RefusalReason, string> = {
   engine_full: "Streaming recognition is at capacity (every decoder is taken by a speaker); retry later.",
   engine_busy: "Streaming recognition is at capacity (the engine cannot take another speaker); retry later.",
   audio_backlog: "The realtime plane is at capacity (audio is waiting to be stored); retry later.",
-  plane_full: "The realtime plane is at capacity (the sessions it holds and those starting use its predicted headroom); retry later.",
-  plane_near_limit: "The realtime plane is near capacity and adds sessions in small steps; retry in a moment.",
-  machine_busy: "The realtime plane's machine is busy (too few cores free for the sessions starting); retry in a moment.",
+  admission_burst: "Too many realtime sessions are starting at once; retry in a moment.",
 };
 
 function newSessionId(): string {

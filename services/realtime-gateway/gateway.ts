@@ -136,7 +136,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     now: nowMs,
   });
 
-  const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), openSessions: () => sessions.size, logger: log });
+  const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), logger: log });
   const admitDeps = { ...ctx, flag, leases, keyCache, limitsFor, headroom, openSessions: () => sessions.size, now };
   const resumes = createResumes({ ...admitDeps, kv: leasesKv, gatewayId, open: sessions, audio, partitions: rt.vadPartitions }, leases, log);
 
@@ -179,7 +179,6 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     );
     data.session = session;
     sessions.add(session);
-    if (!data.start) headroom.opened(); // a new session (claimed) is no longer opening; a resume never claimed
     data.door?.attach(session);
     // revoked between its admission and now: the feed's close already passed it by
     if (keyCache.isRevoked(session.keyId)) setImmediate(() => session.revoke());

@@ -4,8 +4,6 @@ import { loopDelayWindow } from "../../shared/loop-delay";
 import { rtAdmissionsRefused, rtSessionsShed } from "../../shared/metrics";
 import type { Nats } from "../../shared/nats";
 import { BACKLOG_EVERY_MS, sharedBacklogView, watchVadLoad } from "../../shared/realtime-backlog";
-import { availableParallelism } from "node:os";
-import { sessionCostMeter } from "./session-cost";
 
 /**
  * A gateway's view of the realtime plane's headroom, for admission and shedding
@@ -13,9 +11,7 @@ import { sessionCostMeter } from "./session-cost";
  * its own event-loop delay (sampled every 500 ms), the VAD decision latency of its
  * sessions (p95 of the last 2 s, sampled with it), the VADs' load reports and the
  * rt-transcribers' backlog reports (core NATS, shared/realtime-backlog.ts), how long its
- * audio batches have been over their acks bound, the sessions it admitted lately (and
- * which of them are still opening), and what one session costs the gateway and the VADs
- * (session-cost.ts).
+ * audio batches have been over their acks bound, and the sessions it admitted lately.
  *
  * Refusals and sheds are counted in metrics (`stt_realtime_admissions_refused_total`,
  * `stt_realtime_sessions_shed_total`, by reason) and logged at most once per reason
@@ -24,8 +20,6 @@ import { sessionCostMeter } from "./session-cost";
 export interface Headroom {
   /** Whether one more session may be admitted now; an admission is counted at once (concurrent upgrades see each other). */
   claim(openSessions: number): AdmissionVerdict;
-  /** An admitted session's socket opened (it is in the gateway's open sessions now, no longer opening). */
-  opened(): void;
   /** A VAD decision's latency as the gateway measured it (session-metrics.ts). */
   decided(latencyMs: number): void;
   /** Called by the gateway's sweep: a reason to give back the newest session now, or null. */
@@ -38,8 +32,6 @@ export interface HeadroomOptions {
   thresholds: AdmissionThresholds;
   /** How long the gateway's audio batches in flight have been over their bound, worst partition (ms; 0: under). */
   acksOverloadedMs(now: number): number;
-  /** Sessions open on this gateway now (for the cost per session, sampled). */
-  openSessions(): number;
   logger: Logger;
   now?: () => number;
 }
@@ -68,31 +60,20 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     recent.sort((a, b) => a - b);
     decisionP95Ms = recent.length >= MIN_DECISIONS ? recent[Math.floor(recent.length * 0.95)]! : null;
   };
-  /** When recent admissions happened, oldest first (kept for the cost's window: settleMs and two report intervals). */
-  const admittedAt: number[] = [];
-  const costWindowMs = t.settleMs + 2 * BACKLOG_EVERY_MS;
-  const machineCores = availableParallelism();
-  const cost = sessionCostMeter(machineCores);
   const sampler = setInterval(() => {
-    const at = now();
     loopDelayMs = loop.take();
-    sampleDecisions(at);
-    while (admittedAt.length > 0 && at - admittedAt[0]! >= costWindowMs) admittedAt.shift();
-    cost.sample(options.openSessions(), admittedAt.length, vad.processes());
+    sampleDecisions(now());
   }, BACKLOG_EVERY_MS);
   sampler.unref();
-  /** Admissions whose socket has not opened yet, and refusals for the plane's predicted cost (pruned past settleMs). */
-  const openingAt: number[] = [];
-  const costRefusedAt: number[] = [];
+  /** When recent admissions and burst refusals happened, oldest first (pruned past settleMs). */
+  const admittedAt: number[] = [];
+  const burstRefusedAt: number[] = [];
   let lastShedAt: number | null = null;
   const lastLogged = new Map<string, { at: number; count: number }>();
 
   const signals = (openSessions: number, at: number): PlaneSignals => {
-    while (admittedAt.length > 0 && at - admittedAt[0]! >= costWindowMs) admittedAt.shift();
-    while (openingAt.length > 0 && at - openingAt[0]! >= t.settleMs) openingAt.shift();
-    while (costRefusedAt.length > 0 && at - costRefusedAt[0]! >= t.settleMs) costRefusedAt.shift();
-    let admittedRecently = 0;
-    for (let i = admittedAt.length - 1; i >= 0 && at - admittedAt[i]! < t.settleMs; i--) admittedRecently++;
+    while (admittedAt.length > 0 && at - admittedAt[0]! >= t.settleMs) admittedAt.shift();
+    while (burstRefusedAt.length > 0 && at - burstRefusedAt[0]! >= t.settleMs) burstRefusedAt.shift();
     const saturated = backlog.saturated();
     return {
       gatewayLoopDelayMs: loopDelayMs,
@@ -101,12 +82,8 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       acksOverloadedMs: options.acksOverloadedMs(at),
       engineSaturatedRetryAfterS: saturated ? saturated.max_wait_ms / 1000 : null,
       openSessions,
-      admitting: openingAt.length,
-      admittedRecently,
-      refusedRecently: costRefusedAt.length,
-      sessionCores: cost.current(),
-      machineCores,
-      machineFree: cost.free(),
+      admittedRecently: admittedAt.length,
+      refusedRecently: burstRefusedAt.length,
     };
   };
 
@@ -117,7 +94,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     seen.count++;
     lastLogged.set(key, seen);
     if (at - seen.at < LOG_EVERY_MS) return;
-    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently, admitting: s.admitting, gateway_session_cores: s.sessionCores.gateway, vad_session_cores: s.sessionCores.vad, machine_free_cores: s.machineFree.cores === null ? null : Number(s.machineFree.cores.toFixed(3)), admitted_since_free: s.machineFree.admittedSince, engine_speakers: s.vad?.engine?.speakers ?? null, engine_load: s.vad?.engine ? Number(s.vad.engine.load.toFixed(3)) : null, ...(cause ? { cause } : {}) };
+    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently, engine_speakers: s.vad?.engine?.speakers ?? null, engine_load: s.vad?.engine ? Number(s.vad.engine.load.toFixed(3)) : null, ...(cause ? { cause } : {}) };
     if (what === "refused") logger.warn("refusing realtime sessions: the plane has no headroom", fields);
     else logger.warn("shedding the newest realtime session: the plane is far behind", fields);
     lastLogged.set(key, { at, count: 0 });
@@ -128,20 +105,13 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       const at = now();
       const s = signals(openSessions, at);
       const verdict = decideAdmission(s, t);
-      if (verdict.admit) {
-        admittedAt.push(at);
-        openingAt.push(at);
-        cost.admitted();
-      } else {
-        if (verdict.reason === "plane_full" || verdict.reason === "plane_near_limit" || verdict.reason === "machine_busy") costRefusedAt.push(at);
+      if (verdict.admit) admittedAt.push(at);
+      else {
+        if (verdict.reason === "admission_burst") burstRefusedAt.push(at);
         rtAdmissionsRefused.inc({ reason: verdict.reason });
         note("refused", verdict.reason, s, at, verdict.cause);
       }
       return verdict;
-    },
-    opened() {
-      // the oldest admission still opening is taken as this one (a failed upgrade's entry ages out)
-      openingAt.shift();
     },
     decided(latencyMs) {
       decidedAt[decisions % MAX_DECISIONS] = now();

@@ -8,7 +8,7 @@ import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";
 import { isNotFound, type Nats } from "../../shared/nats";
 import { releaseMessageData } from "../../shared/nats-parser";
 import { availableParallelism, hostname } from "node:os";
-import { cpuMeter, ownCpuMeter } from "../../shared/proc-cpu";
+import { cpuMeter } from "../../shared/proc-cpu";
 import { joinPartitionAssignment } from "./partition-assignment";
 import { loadVadEngine } from "../../shared/audio/vad";
 import type { StreamDecoderPool } from "./stream-decoders";
@@ -167,11 +167,8 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     if (n > 0 && load > 0) perSpeaker = 0.8 * perSpeaker + 0.2 * (load / n);
     return { load, busy, size, per_speaker: perSpeaker, speakers };
   };
-  // and what its own process costs, per session, for the gateways' predicted headroom
-  const ownCpu = ownCpuMeter();
   const loadTimer = setInterval(() => {
-    const proc = { cores: ownCpu.take(), sessions: sessions.size, host: hostname(), pid: process.pid };
-    publishVadLoad(nats, { replica: memberId, lag_ms: Math.max(0, worstLagMs), loop_delay_ms: loop.take(), engine: engineLoad(), process: proc, at: Date.now() });
+    publishVadLoad(nats, { replica: memberId, lag_ms: Math.max(0, worstLagMs), loop_delay_ms: loop.take(), engine: engineLoad(), at: Date.now() });
     worstLagMs = 0;
   }, BACKLOG_EVERY_MS);
   loadTimer.unref();
