@@ -7,6 +7,7 @@ const thresholds: AdmissionThresholds = {
   maxDecisionMs: 150,
   maxEngineShare: 0.6,
   burst: 50,
+  coldBurst: 400,
   settleMs: 1000,
   maxSessions: 0,
   shedLagMs: 2000,
@@ -84,6 +85,19 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ admittedRecently: 49 }).then({ admit: true });
     given({ admittedRecently: 100 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 3 }, { burst: 100, settleMs: 2500 });
   });
+  it("given an idle plane (every open session admitted in this window), admits a crowd up to the cold burst at once, then the burst per window", () => {
+    given({ openSessions: 0, admittedRecently: 0 }).then({ admit: true });
+    given({ openSessions: 399, admittedRecently: 399 }).then({ admit: true });
+    given({ openSessions: 400, admittedRecently: 400, refusedRecently: 599 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 2 });
+    // sessions that came before this window: not idle, the burst
+    given({ openSessions: 460, admittedRecently: 60 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    given({ openSessions: 50, admittedRecently: 49 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 }, { burst: 49 });
+    // an idle plane near a bound already (something else loads it): a fifth of the burst
+    given({ openSessions: 10, admittedRecently: 10, decisionP95Ms: 100 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    // a cold burst smaller than the burst is the burst
+    given({ openSessions: 45, admittedRecently: 45 }).then({ admit: true }, { coldBurst: 10 });
+  });
+
   it("given a plane near a bound (over 60% of it), admits a fifth of the burst per settle window", () => {
     given({ admittedRecently: 9, decisionP95Ms: 91 }).then({ admit: true });
     given({ admittedRecently: 10, decisionP95Ms: 91 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
