@@ -8,6 +8,7 @@
  *   npx tsx bench/realtime-overload.ts [--sessions 1,1000,2000] [--seconds 60]
  *        [--frame-ms 40] [--batch 50] [--env STT_LAYOUT=auto,LOG_LEVEL=warn]
  *        [--key-limits '{"maxConcurrentConnections": 10}'] [--retry-within 0]
+ *        [--herd] [--one-try]
  *
  * Each round offers its sessions 50 at a time, each batch as soon as every upgrade of
  * the one before has been answered (accepted or refused), no ramp. An admitted session
@@ -29,9 +30,15 @@
  * Retry-After, while the round is younger than S seconds (as clients that honour
  * Retry-After do); 0 (the default): one try each.
  *
+ * `--herd`: every session of a round is offered at once (one batch, no ramp), as a
+ * crowd of independent users arriving together (issue 43). `--one-try`: a herd whose
+ * users try once each (`--retry-within 0`). A herd round also prints how many were
+ * admitted within the first 2 s of the round.
+ *
  * `--env` passes variables to the server (a comma starts a new one only before NAME=,
  * so a value may hold commas). The server's log goes to /tmp/stt-overload-<id>.log.
  */
+import { availableParallelism } from "node:os";
 import { BenchDeployment } from "./support/deployment";
 import { speechLoop } from "./support/clips";
 import { pct, startZeroEngine } from "./support/server";
@@ -39,13 +46,22 @@ import { startSupervised } from "./support/supervised";
 import { measureRound, serverSample, type RoundFigures } from "./support/overload-round";
 
 const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
+for (let i = 2; i < process.argv.length; i++) {
+  const name = process.argv[i]!.replace(/^--/, "");
+  const value = process.argv[i + 1];
+  // a flag without a value (--herd, --one-try) stands for "1"
+  if (value === undefined || value.startsWith("--")) args.set(name, "1");
+  else args.set(name, value), i++;
+}
 const rounds = (args.get("sessions") ?? "1,1000,2000").split(",").map(Number);
 const seconds = Number(args.get("seconds") ?? 60);
 const frameMs = Number(args.get("frame-ms") ?? 40);
-const batch = Number(args.get("batch") ?? 50);
+const oneTry = args.has("one-try");
+// --herd: a round's sessions all offered at once (--one-try: a herd that tries once each)
+const herd = oneTry || args.has("herd");
+const batch = herd ? Infinity : Number(args.get("batch") ?? 50);
 // --retry-within S: a refused user tries again after Retry-After while the round is younger than S seconds
-const retryWithinS = Number(args.get("retry-within") ?? 0);
+const retryWithinS = oneTry ? 0 : Number(args.get("retry-within") ?? 0);
 const extraEnv = Object.fromEntries(
   (args.get("env") ?? "")
     .split(/,(?=[A-Za-z_][A-Za-z0-9_]*=)/)
@@ -90,7 +106,7 @@ async function main() {
     const extra = Object.entries(extraEnv).map(([k, v]) => `${k}=${v}`).join(" ");
     console.log(`realtime overload bench: bin/stt supervise on ${server.baseUrl}${extra ? ` with ${extra}` : ""}, zero-cost engine, log ${logFile}`);
     console.log(`server processes: ${[...serverSample(server.pid).values()].map((p) => p.label).join(", ")}`);
-    console.log(`${seconds} s of jfk.wav (+1.5 s silence, looped) per admitted session in ${frameMs} ms frames, offered ${batch} at a time, rounds ${rounds.join(", ")} on one server`);
+    console.log(`${seconds} s of jfk.wav (+1.5 s silence, looped) per admitted session in ${frameMs} ms frames, offered ${herd ? "all at once (a herd)" : `${batch} at a time`}${retryWithinS ? `, retrying after Retry-After within ${retryWithinS} s` : ", one try each"}, rounds ${rounds.join(", ")} on one server`);
     const frameSamples = (16000 * frameMs) / 1000;
     const loop = speechLoop("jfk", frameSamples);
     // the loop cut into frames once: every send is a view, never a copy
@@ -99,7 +115,7 @@ async function main() {
     const results: RoundFigures[] = [];
     for (const n of rounds) {
       const restartsBefore = server.restarts();
-      const r = await measureRound({ n, seconds, frameMs, batch, frames, url: `ws://127.0.0.1:${server.port}/v1/audio/transcriptions/stream`, authorization: `Bearer ${key}`, serverPid: server.pid, retryWithinS });
+      const r = await measureRound({ n, seconds, frameMs, batch: Math.min(batch, n), frames, url: `ws://127.0.0.1:${server.port}/v1/audio/transcriptions/stream`, authorization: `Bearer ${key}`, serverPid: server.pid, retryWithinS });
       results.push(r);
       printRound(r, results[0]!, server.restarts() - restartsBefore);
       // the closes' after-work (flushes, projections) settles before the next round
@@ -125,7 +141,8 @@ function printRound(r: RoundFigures, baseline: RoundFigures, restarts: number): 
   const p50 = pct(r.decisions, 50);
   const p99 = pct(r.decisions, 99);
   const base50 = pct(baseline.decisions, 50);
-  console.log(`\nround: ${r.offered} sessions offered in ${Math.ceil(r.offered / batch)} batch(es) over ${(r.offerMs / 1000).toFixed(1)} s; upgrade answered p50/p99 ${ms(pct(r.answerMs, 50))}/${ms(pct(r.answerMs, 99))}`);
+  console.log(`\nround: ${r.offered} sessions offered in ${Math.ceil(r.offered / Math.min(batch, r.offered))} batch(es) over ${(r.offerMs / 1000).toFixed(1)} s; upgrade answered p50/p99 ${ms(pct(r.answerMs, 50))}/${ms(pct(r.answerMs, 99))}`);
+  console.log(`  machine before the round: ${r.freeCoresBefore === null ? "–" : r.freeCoresBefore.toFixed(2)} of ${availableParallelism()} cores free (idle, I/O wait, niced)`);
   console.log(`  admitted ${r.admitted}, refused ${r.refusedCount}, no answer ${r.unanswered}${r.failed.size ? `, failed: ${list(r.failed)}` : ""}${retryWithinS ? `; ${r.retries} retries after Retry-After within ${retryWithinS} s, ${r.admittedOnRetry} admitted on one` : ""}`);
   console.log(`  refused: ${r.refused.size ? [...r.refused].map(([k, v]) => `${k} ×${v.count}${v.retryAfter.length ? ` (Retry-After ${Math.min(...v.retryAfter)}–${Math.max(...v.retryAfter)} s)` : " (no Retry-After)"}`).join(", ") : "none"}`);
   console.log(`  closed by the server before the client's end: ${list(r.earlyCloses)}; after session.close: ${list(r.endCloses)}${r.noClose ? `; no close within 60 s of session.close: ${r.noClose}` : ""}`);
@@ -137,19 +154,23 @@ function printRound(r: RoundFigures, baseline: RoundFigures, restarts: number): 
   console.log(
     `  CPU over ${r.windowS.toFixed(1)} s (% of one core): server ${r.serverCpuPct.toFixed(0)}%${procs.length ? ` (${procs.join(" + ")})` : ""}, nats-server ${r.natsCpuPct.toFixed(0)}%, bench client ${r.clientCpuPct.toFixed(0)}% (frames sent late p99 ${ms(r.sendLateP99)})${restarts ? `; the supervisor restarted its child ${restarts}×: CPU and RSS miss the dead process` : ""}`,
   );
+  if (herd) {
+    const closed = [...r.earlyCloses.values()].reduce((a, b) => a + b, 0);
+    console.log(`  herd: admitted in the first 2 s ${r.admittedWithin2s} of ${r.offered}, admitted in all ${r.admitted}, refused ${r.refusedCount}, closed by the server ${closed}; VAD decision p50/p99 ${ms(p50)}/${ms(p99)} (${signed(p50 - base50)}/${signed(p99 - base50)} ms over one session)`);
+  }
   console.log(`  server RSS ${r.rssBeforeMb.toFixed(0)} → peak ${r.rssPeakMb.toFixed(0)} MB: ${r.admitted ? ((r.rssPeakMb - r.rssBeforeMb) / r.admitted).toFixed(3) : "–"} MB per admitted session`);
 }
 
 function printSummary(results: RoundFigures[]): void {
   const base50 = pct(results[0]!.decisions, 50);
-  console.log("\noffered | admitted | refused | closed by server | no decisions | VAD p50/p99 | over baseline p50 | worst session p99 | server CPU | nats-server CPU | client CPU | MB/session");
+  console.log("\noffered | admitted (in the first 2 s) | refused | closed by server | no decisions | VAD p50/p99 | over baseline p50 | worst session p99 | server CPU | nats-server CPU | client CPU | MB/session");
   for (const r of results) {
     const p50 = pct(r.decisions, 50);
     const p99 = pct(r.decisions, 99);
     console.log(
       [
         r.offered,
-        r.admitted,
+        `${r.admitted} (${r.admittedWithin2s})`,
         r.refusedCount,
         [...r.earlyCloses.values()].reduce((a, b) => a + b, 0),
         r.noDecisions,

@@ -3,6 +3,8 @@ import { cpuSeconds, natsCpuSeconds, processTree, rssMb } from "./proc";
 import { pct } from "./server";
 import { createSendLog, decisionOffset } from "./vad-decision";
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { machineFreeMeter } from "./proc";
 
 export interface RoundOptions {
   /** Sessions offered. */
@@ -26,7 +28,11 @@ export interface RoundOptions {
 
 export interface RoundFigures {
   offered: number;
+  /** The machine's free cores (idle, I/O wait, niced) over the second before the round: how busy other work kept it. */
+  freeCoresBefore: number | null;
   admitted: number;
+  /** Admitted within the first 2 s of the round (a herd's figure: what the plane takes at once). */
+  admittedWithin2s: number;
   /** Upgrades with no answer within UNANSWERED_AFTER_MS of their batch. */
   unanswered: number;
   /** Upgrades that ended without an HTTP answer (connection errors), by message. */
@@ -116,7 +122,9 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
   const late = new Uint32Array(1000);
   const f: RoundFigures = {
     offered: o.n,
+    freeCoresBefore: null,
     admitted: 0,
+    admittedWithin2s: 0,
     unanswered: 0,
     failed: new Map(),
     refused: new Map(),
@@ -144,6 +152,9 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
   };
   const count = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
 
+  const freeMeter = machineFreeMeter();
+  await new Promise((r) => setTimeout(r, 1000));
+  f.freeCoresBefore = freeMeter.take(availableParallelism());
   const before = serverSample(o.serverPid);
   const clientBefore = process.cpuUsage();
   const natsBefore = natsCpuSeconds();
@@ -203,6 +214,7 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
       ws.once("open", () => {
         s.openedAt = performance.now();
         f.admitted++;
+        if (s.openedAt - start <= 2000) f.admittedWithin2s++;
         if (attempt > 1) f.admittedOnRetry++;
         streaming.push(s);
         answer();

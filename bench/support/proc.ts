@@ -49,3 +49,31 @@ export function processTree(root: number): number[] {
 export function rssMb(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
 }
+
+/**
+ * The machine's cores left free between successive `take()`s, from /proc/stat's first
+ * line: idle and I/O wait, and the time of niced processes (they yield to ours), over
+ * all time, times the cores; null without /proc (or before a second reading).
+ */
+export function machineFreeMeter() {
+  const read = () => {
+    try {
+      const fields = readFileSync("/proc/stat", "utf8").slice(0, 256).split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+      // user nice system idle iowait irq softirq steal (guest time is already in user)
+      const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+      return { total, free: fields[1]! + fields[3]! + fields[4]! };
+    } catch {
+      return null;
+    }
+  };
+  let last = read();
+  return {
+    take(cores: number): number | null {
+      const next = read();
+      const prev = last;
+      last = next;
+      if (!next || !prev || next.total <= prev.total) return null;
+      return ((next.free - prev.free) / (next.total - prev.total)) * cores;
+    },
+  };
+}

@@ -88,7 +88,8 @@ describe("admission: a new session only while the plane keeps up", () => {
   it("given an idle plane (every open session admitted in this window), admits a crowd up to the cold burst at once, then the burst per window", () => {
     given({ openSessions: 0, admittedRecently: 0 }).then({ admit: true });
     given({ openSessions: 399, admittedRecently: 399 }).then({ admit: true });
-    given({ openSessions: 400, admittedRecently: 400, refusedRecently: 599 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 2 });
+    // the crowd refused after it waits its turn at the steady burst: 600 at 50 a window
+    given({ openSessions: 400, admittedRecently: 400, refusedRecently: 599 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 12 });
     // sessions that came before this window: not idle, the burst
     given({ openSessions: 460, admittedRecently: 60 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
     given({ openSessions: 50, admittedRecently: 49 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 }, { burst: 49 });

@@ -113,8 +113,11 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
   if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S, `audio batches over their acks bound for ${ms(s.acksOverloadedMs)}`);
   const burst = burstNow(s, t);
   // Retry-After spreads the ones refused together over the windows it takes to admit
-  // them at this burst (a queue's honest wait), not all back in one settle time
-  if (s.admittedRecently >= burst) return refuse("admission_burst", Math.min(MAX_BURST_RETRY_S, (t.settleMs / 1000) * Math.ceil((s.refusedRecently + 1) / burst)), `${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the burst is ${burst}`);
+  // them at the steady burst (a queue's honest wait), not all back in one settle time;
+  // after a cold burst too, whose crowd would otherwise return while the plane still
+  // takes in what it admitted
+  const steady = Math.min(burst, t.burst);
+  if (s.admittedRecently >= burst) return refuse("admission_burst", Math.min(MAX_BURST_RETRY_S, (t.settleMs / 1000) * Math.ceil((s.refusedRecently + 1) / steady)), `${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the burst is ${burst}`);
   return { admit: true };
 }
 
@@ -123,9 +126,8 @@ const NEAR_LIMIT = 0.6;
 
 /**
  * The burst allowed now: on an idle plane (nothing open but what this window admitted)
- * the cold burst, measured to hold at the targets (a herd of 1,000 clients with one try
- * each on 2 cores: 437 admitted at once kept the decisions' p99 195 ms over one
- * session's; 883 put it 1.4 s over); otherwise the whole burst; near the limit a fifth, so
+ * the cold burst (RT_ADMIT_COLD_BURST; docs/configuration.md has what 400 did to a herd);
+ * otherwise the whole burst; near the limit a fifth, so
  * the last sessions before it are added slowly enough for the signals to show each step
  * (they lag a second or two, and latency turns sharply at the knee: measured on 2 cores,
  * the decisions' p95 stayed 110–125 ms from 250 to 480 sessions and grew without bound
