@@ -223,13 +223,14 @@ export function scheduleEnd(pieces: readonly PiecePlan[], slots: number): number
 }
 
 /**
- * How a runner of pieces (shared/workers/pieces-run.ts) cuts a clip for `slots` engines
+ * How a runner of pieces (shared/workers/pieces-run.ts) cuts a clip for `slots()` engines
  * under `policy`: the plan, handed to the engines costliest first, or in clip order
  * (`inOrder`: a streamed answer's text comes in that order).
  */
 export function pieceCutter(policy: PiecePolicy, inOrder = false) {
-  return (pcm: Int16Array, slots: number) => {
-    const plan = planPieces(pcm, slots, policy);
+  return (pcm: Int16Array, slots: () => number) => {
+    // a clip shorter than splitMinSeconds is one piece on any number of engines: they are not counted
+    const plan = planPieces(pcm, pcm.length < policy.splitMinSeconds * SAMPLE_RATE ? 1 : slots(), policy);
     return { plan, order: inOrder ? plan : dispatchOrder(plan) };
   };
 }

@@ -31,13 +31,17 @@ export function assertChannelCount(channels: number): void {
 }
 
 export function startChannels(options: Omit<PiecesOptions, "pcm" | "channel">, channels: readonly Int16Array[], multichannel: boolean): ChannelRuns {
+  if (!multichannel) {
+    // one run under the request's own signal: no sibling channel to stop
+    const run = startPieces({ ...options, pcm: channels[0]! });
+    return { runs: [run], count: run.count, all: () => run.all().then((pieces) => [pieces]) };
+  }
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal.reason);
   if (options.signal.aborted) onAbort();
   else options.signal.addEventListener("abort", onAbort, { once: true });
   // one channel failing stops its siblings too
-  const signal = multichannel ? controller.signal : options.signal;
-  const runs = channels.map((pcm, channel) => startPieces({ ...options, signal, pcm, ...(multichannel ? { channel } : {}) }));
+  const runs = channels.map((pcm, channel) => startPieces({ ...options, signal: controller.signal, pcm, channel }));
   return {
     runs,
     count: runs.reduce((n, r) => n + r.count, 0),

@@ -1,6 +1,8 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
 import { encodeWav } from "../audio/wav";
-import { modelsUrl, multipartBody, normaliseVerbose, transcriptionsUrl } from "./openai-client";
+import { modelsUrl, multipartBody, normaliseVerbose, transcribeWithOpenAI, transcriptionsUrl } from "./openai-client";
 import { attemptTimeoutMs } from "./router";
 
 describe("OpenAI-compatible client helpers", () => {
@@ -38,6 +40,36 @@ describe("the upstream multipart body", () => {
     expect(file.name).toBe("audio.wav");
     expect(file.type).toBe("audio/wav");
     expect(Buffer.from(await file.arrayBuffer()).equals(wav)).toBe(true);
+  });
+});
+
+describe("the upstream request and its signal", () => {
+  it("an abort while the server holds the request rejects with the signal's reason and closes the connection; an aborted signal posts nothing", async () => {
+    let requests = 0;
+    let closed!: () => void;
+    const connectionClosed = new Promise<void>((r) => (closed = r));
+    // a server that reads the clip and never answers
+    const server = createServer((req) => {
+      requests++;
+      req.resume();
+      req.socket.once("close", () => closed());
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const controller = new AbortController();
+      const reason = new Error("the caller stopped waiting");
+      const pending = transcribeWithOpenAI({ url }, { pcm: new Int16Array(16_000), signal: controller.signal });
+      while (requests === 0) await new Promise((r) => setTimeout(r, 5));
+      controller.abort(reason);
+      await expect(pending).rejects.toBe(reason);
+      await connectionClosed;
+      await expect(transcribeWithOpenAI({ url }, { pcm: new Int16Array(160), signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+      expect(requests).toBe(1);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
 

@@ -98,20 +98,32 @@ const agents: Record<string, http.Agent> = { "http:": new http.Agent({ keepAlive
  * is an error answer) and no compressed answer is asked for. Rejects when `signal`
  * aborts or the connection fails. The body's parts are written one after another
  * (the clip's PCM as a view, not copied into one buffer: 461 MB for a 4-hour clip).
+ * `signal` is listened to here rather than handed to http.request, whose own hook-up
+ * (an abort listener plus a stream-finished watcher on the request) cost 30-40 µs of
+ * CPU per request against 10-20 for one listener (measured on a loopback POST of a
+ * 1 s clip), and every segment request passes a signal.
  */
 function post(url: string, parts: Uint8Array[], headers: Record<string, string>, signal?: AbortSignal): Promise<{ status: number; text: string }> {
   const length = parts.reduce((n, p) => n + p.byteLength, 0);
   return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
     const u = new URL(url);
     const client = u.protocol === "https:" ? https : u.protocol === "http:" ? http : undefined;
     if (!client) return reject(new Error(`unsupported protocol ${u.protocol}`));
-    const req = client.request(u, { method: "POST", agent: agents[u.protocol], signal, headers: { ...headers, "content-length": String(length) } }, (res) => {
+    const settle = <T>(fn: (v: T) => void) => (v: T) => {
+      signal?.removeEventListener("abort", onAbort);
+      fn(v);
+    };
+    const req = client.request(u, { method: "POST", agent: agents[u.protocol], headers: { ...headers, "content-length": String(length) } }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
+      res.on("end", () => settle(resolve)({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", settle(reject));
     });
-    req.on("error", reject);
+    // destroyed with the signal's reason: the request and its answer fail with it
+    const onAbort = () => req.destroy(signal!.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    req.on("error", settle(reject));
     for (const part of parts) req.write(part);
     req.end();
   });

@@ -19,7 +19,8 @@ import type { TranscribeRequest, WorkerRouter } from "./types";
  * all requests together at most what the warm workers announce they take at once. A
  * request hands the scheduler its next piece only when one of its own finishes, so a
  * piece's wait there is other requests' turns, never its own request's queue.
- * Single-piece clips (the single-request path) go straight to the router as before.
+ * Single-piece clips (the single-request path) go straight to the router as before,
+ * under the request's own signal (`singlePiece`).
  *
  * One failure ends the request: the other pieces are no longer waited for, and those
  * not yet started never start.
@@ -51,8 +52,12 @@ interface PieceSlice {
   endSample: number;
 }
 
-/** Where a clip is cut for `slots` engines (domain/transcript/pieces.ts `pieceCutter`): the pieces in clip order, and in the order they go to the engines. */
-type PieceCutter = (pcm: Int16Array, slots: number) => { plan: readonly PieceSlice[]; order: readonly PieceSlice[] };
+/**
+ * Where a clip is cut for `slots()` engines (domain/transcript/pieces.ts `pieceCutter`):
+ * the pieces in clip order, and in the order they go to the engines. `slots` is asked
+ * only for a clip long enough to be cut.
+ */
+type PieceCutter = (pcm: Int16Array, slots: () => number) => { plan: readonly PieceSlice[]; order: readonly PieceSlice[] };
 
 export interface PiecesOptions {
   router: WorkerRouter;
@@ -106,7 +111,8 @@ function pieceSlots(router: WorkerRouter, workerId: string | undefined, inFlight
 
 export function startPieces(options: PiecesOptions): PiecesRun {
   const { router, scheduler, pcm } = options;
-  const { plan, order } = options.cut(pcm, pieceSlots(router, options.request.workerId, options.inFlight));
+  const { plan, order } = options.cut(pcm, () => pieceSlots(router, options.request.workerId, options.inFlight));
+  if (plan.length === 1 && options.channel === undefined) return singlePiece(options, plan[0]!);
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal.reason);
   if (options.signal.aborted) onAbort();
@@ -146,7 +152,7 @@ export function startPieces(options: PiecesOptions): PiecesRun {
   const startNext = () => {
     if (failure !== undefined || started >= plan.length) return;
     const slice = order[started++]!;
-    (plan.length === 1 && options.channel === undefined ? transcribe(slice, false) : scheduled(slice)).then((outcome) => {
+    scheduled(slice).then((outcome) => {
       settled[slice.index]!.resolve(outcome);
       if (++finished === plan.length) options.signal.removeEventListener("abort", onAbort);
       startNext();
@@ -159,6 +165,20 @@ export function startPieces(options: PiecesOptions): PiecesRun {
     piece: (i) => settled[i]!.promise,
     all: () => Promise.all(settled.map((d) => d.promise)),
   };
+}
+
+/**
+ * A clip that is one piece (every short clip): one router request under the HTTP
+ * request's own signal, with none of the machinery that stops sibling pieces or waits
+ * for them (a controller, listeners, a promise per piece).
+ */
+function singlePiece(options: PiecesOptions, slice: PieceSlice): PiecesRun {
+  const outcome = options.router
+    .transcribe({ ...options.request, pcm: options.pcm.subarray(slice.startSample, slice.endSample), signal: options.signal, fallbackOnly: false })
+    .then((out): PieceOutcome => ({ index: slice.index, startSample: slice.startSample, endSample: slice.endSample, result: out.result, workerId: out.workerId, fallbackUsed: out.fallbackUsed, formatted: out.formatted, workerMs: out.workerMs }));
+  // nobody may be waiting for the piece when it fails: that is not an unhandled rejection
+  outcome.catch(() => undefined);
+  return { count: 1, piece: () => outcome, all: () => outcome.then((o) => [o]) };
 }
 
 const busy = (message: string) => new AppError("unavailable", "server_busy", message, { headers: { "Retry-After": "5" } });
