@@ -1,7 +1,7 @@
 /**
  * The whisper.cpp engine against whisper.cpp's own command-line tool, side by side in
  * one run: `./scripts/bench.sh whisper-cost [--shape base] [--runs 3] [--threads 2]
- * [--tokens 90] [--clip jfk.wav]` (no services needed; quiet machine: the figures are
+ * [--tokens 90] [--clip jfk.wav] [--omp-wait-policy PASSIVE|ACTIVE]` (no services needed; quiet machine: the figures are
  * wall times).
  *
  * Both decode the same generated model (test/support/workers-whisper-model.ts: the
@@ -39,6 +39,8 @@ const runs = Number(args.get("runs") ?? 3);
 const threads = Number(args.get("threads") ?? availableParallelism());
 const tokens = Number(args.get("tokens") ?? 90);
 const clipName = args.get("clip") ?? "jfk.wav";
+// OpenMP's wait policy, the same on both sides (the engine's default is PASSIVE: whisper-process.ts says why)
+const ompWaitPolicy = args.get("omp-wait-policy") ?? "PASSIVE";
 const root = resolve(import.meta.dirname, "..");
 
 /** whisper-cli from the engine's own whisper.cpp sources (built once into build/whisper-cli). */
@@ -59,8 +61,8 @@ async function main() {
   const pcm = (await decodeAudio(readFileSync(clipPath))).pcm;
   const seconds = pcm.length / 16_000;
   const audioCtx = 0; // a clip's decode: the whole window, as the engine runs clips
-  console.log(`${shapeName}-shaped model (random weights, ≤ ${tokens} tokens per window), ${clipName} (${seconds.toFixed(1)} s), ${threads} threads, audio_ctx ${audioCtx || 1500}, greedy, no fallback; ${cpus()[0]?.model} × ${availableParallelism()}`);
-  const engine = await createWhisperEngine({ modelPath: model, parallel: 1, threads, fallback: false });
+  console.log(`${shapeName}-shaped model (random weights, ≤ ${tokens} tokens per window), ${clipName} (${seconds.toFixed(1)} s), ${threads} threads, audio_ctx ${audioCtx || 1500}, greedy, no fallback, OMP_WAIT_POLICY ${ompWaitPolicy}; ${cpus()[0]?.model} × ${availableParallelism()}`);
+  const engine = await createWhisperEngine({ modelPath: model, parallel: 1, threads, fallback: false, ompWaitPolicy });
   const cliMs: number[] = [];
   const engineMs: number[] = [];
   try {
@@ -82,7 +84,7 @@ async function main() {
 /** whisper-cli's own timings (ms, from its stderr): its total, and the model load inside it. */
 function cliTimings(cli: string, model: string, clip: string, audioCtx: number): { total: number; load: number } {
   const argv = ["-m", model, "-f", clip, "-t", String(threads), "-ml", "1", "-nf", "-bs", "1", "-bo", "1", "-l", "en", "-ac", String(audioCtx)];
-  const stderr = execFileSync("sh", ["-c", '"$@" 2>&1 >/dev/null', "sh", cli, ...argv], { encoding: "utf8" });
+  const stderr = execFileSync("sh", ["-c", '"$@" 2>&1 >/dev/null', "sh", cli, ...argv], { encoding: "utf8", env: { ...process.env, OMP_WAIT_POLICY: ompWaitPolicy } });
   const ms = (label: string) => Number(new RegExp(`${label}\\s*=\\s*([\\d.]+) ms`).exec(stderr)?.[1] ?? NaN);
   return { total: ms("total time"), load: ms("load time") };
 }
