@@ -165,8 +165,7 @@ const envSchema = z.object({
   RT_ADMIT_MAX_ENGINE_SHARE: num.min(0.01).max(1).default(0.6),
   RT_ENGINE_SPEAKER_CORES: num.min(0.001).max(8).default(0.085),
   RT_ADMIT_BURST: int.min(1).default(50),
-  /** Admissions an idle plane takes in its first settle window (domain/sessions/admission.ts). */
-  RT_ADMIT_COLD_BURST: int.min(1).default(50),
+  RT_ADMIT_COLD_BURST: int.min(1).default(50), // an idle plane's first settle window (domain/sessions/admission.ts)
   RT_ADMIT_SETTLE_MS: int.min(0).default(1000),
   RT_MAX_SESSIONS: int.min(0).default(0),
   RT_SHED_LAG_MS: int.min(1).default(1000),
