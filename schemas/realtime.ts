@@ -475,12 +475,21 @@ export const vadLoad = z.object({
    * used over the interval, how many were decoding an utterance at the report, the
    * pool's size, the share one continuous speaker costs (measured, or the configured
    * prior until a speaker has been measured), and how many speakers are still talking
-   * (utterances open; absent from an older replica: `busy` stands for them). Admission
-   * counts the speakers, not `busy` or `load`: a decoder finishing a committed utterance
-   * (a closed session's last words) is a transient, not a speaker.
+   * (utterances open and sessions in a pause between two; absent from an older replica:
+   * `busy` stands for them), and how many decoders are held by an open utterance now
+   * (`held`; the pool is full when every decoder is). Admission counts the speakers, not
+   * `busy` or `load`: a decoder finishing a committed utterance (a closed session's last
+   * words) is a transient, not a speaker.
    */
   engine: z
-    .object({ load: z.number().nonnegative(), busy: z.number().int().nonnegative(), size: z.number().int().nonnegative(), per_speaker: z.number().nonnegative(), speakers: z.number().int().nonnegative().optional() })
+    .object({
+      load: z.number().nonnegative(),
+      busy: z.number().int().nonnegative(),
+      size: z.number().int().nonnegative(),
+      per_speaker: z.number().nonnegative(),
+      speakers: z.number().int().nonnegative().optional(),
+      held: z.number().int().nonnegative().optional(),
+    })
     .optional(),
   /** ms since epoch of this report. */
   at: z.number(),

@@ -105,7 +105,8 @@ export function watchVadLoad(nats: Nats, now: () => number = Date.now): VadLoadV
         speakers: busiest.speakers,
         perSpeaker: busiest.per_speaker,
         load: busiest.load,
-        full: engines.some((e) => e.size > 0 && e.speakers >= e.size),
+        // a speaker in a pause holds no decoder: full is every decoder held by an open utterance
+        full: engines.some((e) => e.size > 0 && (e.held ?? e.speakers) >= e.size),
       };
       return { lagMs: Math.max(...reports.map((r) => r.lag_ms)), loopDelayMs: Math.max(...reports.map((r) => r.loop_delay_ms)), engine };
     },

@@ -203,7 +203,7 @@ describe("close codes (spec 7.3)", () => {
   });
 
   it("503 upstream_unavailable with Retry-After, and no session.created, for an upgrade past the admission burst", async () => {
-    const admission = { ...stack.config.realtime.admission, burst: 1, settleMs: 30_000 };
+    const admission = { ...stack.config.realtime.admission, burst: 1, coldBurst: 1, settleMs: 30_000 };
     const base = await gatewayWith({}, { admission });
     const first = await connectRt(wsUrl(base), auth());
     await first.next("session.created");

@@ -160,12 +160,12 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   let perSpeaker = (options.speakerCores ?? 0.15) / cores;
   const engineLoad = () => {
     if (!options.decoders) return undefined;
-    const { busy, size, pids } = options.decoders.stats();
+    const { busy, size, pids, speakers: held } = options.decoders.stats();
     const speakers = continuousSpeakers(sessions.values(), Date.now());
     const load = engineCpu.take(pids) / cores;
     const n = Math.max(busy, speakers);
     if (n > 0 && load > 0) perSpeaker = 0.8 * perSpeaker + 0.2 * (load / n);
-    return { load, busy, size, per_speaker: perSpeaker, speakers };
+    return { load, busy, size, per_speaker: perSpeaker, speakers, held };
   };
   const loadTimer = setInterval(() => {
     publishVadLoad(nats, { replica: memberId, lag_ms: Math.max(0, worstLagMs), loop_delay_ms: loop.take(), engine: engineLoad(), at: Date.now() });
