@@ -3,6 +3,7 @@ import type { Logger } from "../../shared/logger";
 import type { WorkerRouter } from "../../shared/workers/types";
 import { endOfSentenceFromMark } from "../../domain/sessions/end-of-turn";
 import type { AcquireOptions, StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./stream-decoders";
+import { waitQueue } from "./wait-queue";
 
 /**
  * Partials for engines that decode whole clips (whisper.cpp, an OpenAI-compatible
@@ -59,7 +60,7 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
   const live = new Set<AbortController>();
 
   // items waiting for a slot, served in the order they asked as slots free (stream-decoders.ts)
-  const waiters: { options: AcquireOptions; granted: (utt: StreamUtterance) => void }[] = [];
+  const waiters = waitQueue<{ options: AcquireOptions; granted: (utt: StreamUtterance) => void }>(() => serveWaiters());
   const serveWaiters = () => {
     while (waiters.length && open < options.size) {
       const w = waiters.shift()!;
@@ -173,15 +174,7 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
   return {
     acquire,
     endsItems: false,
-    wait(o, granted) {
-      const w = { options: o, granted };
-      waiters.push(w);
-      serveWaiters();
-      return () => {
-        const at = waiters.indexOf(w);
-        if (at >= 0) waiters.splice(at, 1);
-      };
-    },
+    wait: (o, granted) => waiters.add({ options: o, granted }),
     stats: () => ({ busy, size: options.size, processes: 0, pids: [], speakers: open }),
     async close() {
       for (const c of live) c.abort(new AppError("unavailable", "engine_closed", "the VAD is stopping"));

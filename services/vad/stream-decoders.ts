@@ -7,6 +7,7 @@ import type { Logger } from "../../shared/logger";
 import { ensurePocketsphinxBinary } from "../../shared/pocketsphinx/build";
 import { pocketsphinxPrompt } from "../../shared/workers/keyterms";
 import { SETTLE_FRAMES } from "./streaming";
+import { waitQueue } from "./wait-queue";
 
 /**
  * A bounded local pool of streaming PocketSphinx decoders (ps-worker processes speaking
@@ -204,7 +205,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
   const warmCount = Math.min(options.warm ?? 2, options.size);
   for (let i = 0; i < warmCount; i++) procs.push(spawnProc());
 
-  const waiters: { options: AcquireOptions; granted: (utt: StreamUtterance) => void }[] = [];
+  const waiters = waitQueue<{ options: AcquireOptions; granted: (utt: StreamUtterance) => void }>(() => serveWaiters());
   const freeProc = (): Proc | null => {
     const idle = procs.find((p) => !p.busy && !p.dead);
     if (idle) return idle;
@@ -309,15 +310,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
   return {
     acquire,
     endsItems: true,
-    wait(o, granted) {
-      const w = { options: o, granted };
-      waiters.push(w);
-      serveWaiters();
-      return () => {
-        const at = waiters.indexOf(w);
-        if (at >= 0) waiters.splice(at, 1);
-      };
-    },
+    wait: (o, granted) => waiters.add({ options: o, granted }),
     stats: () => ({ busy: procs.filter((p) => p.busy).length, size: options.size, processes: procs.length, pids: procs.flatMap((p) => (p.child.pid && !p.dead ? [p.child.pid] : [])), speakers }),
     async close() {
       closed = true;
