@@ -74,6 +74,31 @@ describe("partials from an upstream that decodes whole clips (RT_UPSTREAM_PARTIA
     await c.closed;
   });
 
+  it("the final is decoded during the pause that ends the item: it comes sooner after speech_stopped than one upstream decode takes, and a pause that speech resumes after does not end the item early", async () => {
+    // one decode takes 600 ms: a final decoded after the commit cannot come within 600 ms
+    // of speech_stopped; decoded from 200 ms into the 500 ms pause it comes about 300 ms after.
+    // "your country, | ask what" holds a pause of about 0.45 s: a final prepared there is discarded.
+    provider.behaviour.delayMs = 600;
+    try {
+      const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
+      await c.next("session.created");
+      const before = provider.requests.length;
+      await speak(c, concatPcm(jfk, silence(2)));
+      const completed: any[] = [];
+      while (completed.map((e) => e.transcript).join(" ").split(" ").length < reference.words.length) completed.push(await c.next(`${T}.completed`, 15_000));
+      const got = itemsOf(c);
+      const finals = got.map((i) => i.completed.__t - i.stopped.__t);
+      console.log(`decode 600 ms: finals ${finals.join(", ")} ms after speech_stopped; ${provider.requests.length - before} upstream requests for ${got.length} items`);
+      expect(got.map((i) => i.completed.transcript).join(" ")).toBe(reference.transcript);
+      for (const i of got) expect(i.deltas.map((d) => d.delta).join("")).toBe(i.completed.transcript);
+      for (const f of finals) expect(f).toBeLessThan(600);
+      c.ws.close();
+      await c.closed;
+    } finally {
+      provider.behaviour.delayMs = DECODE_DELAY_MS;
+    }
+  });
+
   it("accepts semantic_vad: turns end from the running hypothesis, and the deltas still add up to the final", async () => {
     const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
     await c.next("session.created");

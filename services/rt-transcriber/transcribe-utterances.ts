@@ -1,7 +1,5 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { completeItemAfterDeltas } from "../../domain/transcript/item-transcript";
-import { transcriptPipeline } from "../../domain/transcript/pipeline";
-import { ITEM_CUTS } from "../../domain/transcript/redact";
+import { decodedItemEvents } from "../../domain/transcript/item-outcome";
 import { randomUUID } from "node:crypto";
 import { UTTERANCE_HEADER, utteranceCommand, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
 import type { SessionStore } from "../../domain/sessions/store";
@@ -230,25 +228,7 @@ async function transcribeOne(
     try {
       const request = { language: c.language ?? undefined, prompt: c.prompt ?? undefined, keyterms: c.keyterms, model: c.model ?? undefined };
       const r = await decodeItem(router, pcm, { request, owner: turn.owner, itemId: c.item_id, fallbackOnly: turn.fallbackOnly });
-      // an utterance is a sentence's end at least (the VAD cut it at a pause)
-      const item = completeItemAfterDeltas(transcriptPipeline({ smartFormat: c.smart_format, engineFormatted: r.formatted, prompt: c.prompt, keyterms: c.keyterms, redact: c.redact, cuts: ITEM_CUTS }), c.emitted, r.result, c.audio_start_ms);
-      events = [
-        { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: item.lastDelta },
-        {
-          type: "conversation.item.input_audio_transcription.completed",
-          event_id: `evt_${randomUUID()}`,
-          ...base,
-          transcript: item.transcript,
-          language: item.language,
-          audio_start_ms: c.audio_start_ms,
-          audio_end_ms: c.audio_end_ms,
-          words: item.words,
-          worker_id: r.workerId,
-          fallback_used: r.fallbackUsed,
-          worker_ms: Math.round(r.workerMs),
-          queue_ms: queueMs,
-        },
-      ];
+      events = decodedItemEvents(c, r, queueMs);
     } catch (err) {
       const e = toAppError(err);
       options.logger.warn("utterance transcription failed", { sessionId: c.session_id, itemId: c.item_id, code: e.code, error: e.message });

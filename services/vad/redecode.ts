@@ -1,8 +1,8 @@
 import { AppError } from "../../shared/errors";
 import type { Logger } from "../../shared/logger";
-import type { WorkerRouter } from "../../shared/workers/types";
+import type { TranscribeResult, WorkerRouter } from "../../shared/workers/types";
 import { endOfSentenceFromMark } from "../../domain/sessions/end-of-turn";
-import type { AcquireOptions, StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./stream-decoders";
+import type { AcquireOptions, AheadFinal, StreamDecoderPool, StreamHypothesis, StreamUtterance } from "./stream-decoders";
 import { waitQueue } from "./wait-queue";
 
 /**
@@ -25,6 +25,13 @@ import { waitQueue } from "./wait-queue";
  * - The final is not decoded here (`finalByCommit`): at the commit the item goes the
  *   commit path whole (rt-transcriber, with its scheduler, fallback and slots), carrying
  *   the words the deltas sent, which the final keeps (item-transcript.ts).
+ * - Unless it was decoded ahead (`ahead`): once a pause in the item is long enough that
+ *   the commit is likely (stream-items.ts `watchAhead`), the whole item is decoded as a
+ *   final is (not `partial`: whisper.cpp's whole window), dropped like a partial when no
+ *   engine is free. Speech after it discards it; at the commit it is the final, so the
+ *   final comes an engine's decode time sooner (a whole decode after the commit made a
+ *   300 ms upstream answer 370 ms after speech_stopped). Items long enough to be cut into
+ *   pieces (`wholeUnderSamples`) and items with no engine free take the commit path.
  *
  * Word times are reported in 10 ms frames from the item's first sample, as PocketSphinx
  * reports them, so `newlyStable` (streaming.ts) is one rule for both.
@@ -51,6 +58,8 @@ export interface RedecodePoolOptions {
   router: () => WorkerRouter | undefined;
   /** Items re-decoded at once per VAD process (RT_STREAM_DECODERS); more wait as for a decoder. */
   size: number;
+  /** Items shorter than this are decoded whole ahead of their commit; longer ones are cut into pieces by the commit path (SEGMENT_SPLIT_MIN_SECONDS). */
+  wholeUnderSamples: number;
   logger?: Logger;
 }
 
@@ -69,7 +78,7 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
   };
   const acquire: StreamDecoderPool["acquire"] = (o) => (open >= options.size || waiters.length ? null : take(o));
 
-  const take = ({ prompt, keyterms, language }: AcquireOptions): StreamUtterance => {
+  const take = ({ prompt, keyterms, language, model }: AcquireOptions): StreamUtterance => {
     open++;
     const stop = new AbortController();
     live.add(stop);
@@ -87,6 +96,7 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
       if (!isOpen) return;
       isOpen = false;
       open--;
+      aheadFinal.discard();
       stop.abort(new AppError("unavailable", "stream_closed", "the item was committed or dropped"));
       live.delete(stop);
       serveWaiters();
@@ -146,6 +156,35 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
       return queued;
     };
 
+    // the item decoded whole during the pause starting at `pauseFrom` (see above)
+    let prepared: { pauseFrom: number; samples: number; stop: AbortController; result: Promise<TranscribeResult> } | null = null;
+    const aheadFinal: AheadFinal = {
+      prepare(pauseFrom, samples) {
+        if (!isOpen || prepared?.pauseFrom === pauseFrom) return;
+        aheadFinal.discard();
+        const router = options.router();
+        if (!router || samples > fed || samples >= options.wholeUnderSamples) return;
+        const stopAhead = new AbortController();
+        const request = { pcm: pcm.subarray(0, samples), prompt: prompt ?? undefined, keyterms: keyterms?.length ? [...keyterms] : undefined, language: language ?? undefined, model: model ?? undefined };
+        const result = router.transcribe({ ...request, ahead: true, signal: stopAhead.signal });
+        result.catch(() => undefined); // taken or discarded; a failure means the commit path
+        prepared = { pauseFrom, samples, stop: stopAhead, result };
+      },
+      discard() {
+        prepared?.stop.abort(new AppError("unavailable", "speech_resumed", "the item goes on past the pause"));
+        prepared = null;
+      },
+      take(samples) {
+        const p = prepared;
+        if (p?.samples !== samples) {
+          aheadFinal.discard();
+          return null;
+        }
+        prepared = null;
+        return p.result;
+      },
+    };
+
     const utterance: StreamUtterance = {
       pid: -1,
       lost: false,
@@ -167,6 +206,7 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
         return Promise.reject(new AppError("internal", "stream_closed", "a re-decoded item's final comes from the commit path"));
       },
       abort: close,
+      ahead: aheadFinal,
     };
     return utterance;
   };

@@ -18,7 +18,7 @@ export async function startVadService(ctx: ServiceContext): Promise<RunningServi
     rt.partials === "decoders"
       ? await createStreamDecoderPool({ size: rt.streamDecoders, warm: rt.streamDecodersWarm, logger: logger.child({ component: "stream-decoders" }) })
       : rt.partials === "redecode"
-        ? createRedecodePool({ router: () => ctx.router, size: rt.streamDecoders, logger: logger.child({ component: "redecode" }) })
+        ? createRedecodePool({ router: () => ctx.router, size: rt.streamDecoders, wholeUnderSamples: ctx.config.workers.pieces.splitMinSeconds * 16_000, logger: logger.child({ component: "redecode" }) })
         : null;
   const vad = await startVadConsumers({
     nats: ctx.nats,

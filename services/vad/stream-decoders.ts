@@ -8,6 +8,7 @@ import { ensurePocketsphinxBinary } from "../../shared/pocketsphinx/build";
 import { pocketsphinxPrompt } from "../../shared/workers/keyterms";
 import { SETTLE_FRAMES } from "./streaming";
 import { waitQueue } from "./wait-queue";
+import type { TranscribeResult } from "../../shared/workers/types";
 
 /**
  * A bounded local pool of streaming PocketSphinx decoders (ps-worker processes speaking
@@ -100,6 +101,21 @@ export interface StreamUtterance {
   end(): Promise<StreamResult>;
   /** Drops the utterance (clear, handover, session end); frees the decoder. */
   abort(): void;
+  /** A final decoded ahead of the commit, during the pause that will likely end the item (redecode.ts); absent: streaming decoders, whose end is the final. */
+  readonly ahead?: AheadFinal;
+}
+
+/**
+ * The item's final decoded during the pause that will likely end it, so the final is
+ * ready when the VAD commits instead of a whole decode after it (redecode.ts).
+ */
+export interface AheadFinal {
+  /** The pause starting at timeline sample `pauseFrom` fixes where the item will end: decode its first `samples` whole now (once per pause). */
+  prepare(pauseFrom: number, samples: number): void;
+  /** Speech resumed: the decode no longer holds the whole item. */
+  discard(): void;
+  /** At the commit of an item of `samples`: the decode prepared for exactly that audio, or null (the commit path decodes it). */
+  take(samples: number): Promise<TranscribeResult> | null;
 }
 
 export interface StreamDecoderPool {
@@ -127,6 +143,8 @@ export interface AcquireOptions {
   keyterms?: readonly string[] | null;
   cmn: number[] | null;
   language?: string | null;
+  /** The session's model preference (the router's choice of worker). */
+  model?: string | null;
 }
 
 export interface StreamDecoderPoolOptions {

@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { DEFAULT_PARTIAL_INTERVAL_MS, UTTERANCE_HEADER, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
+import { DEFAULT_PARTIAL_INTERVAL_MS, UTTERANCE_HEADER, VAD_TRAILING_MS, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
 import { traceHeaders } from "../../shared/telemetry";
 import { msToSamples } from "../../shared/audio/vad";
 import type { Nats } from "../../shared/nats";
 import { completeStreamedItem, streamedDelta } from "../../domain/transcript/item-transcript";
+import { decodedItemEvents, itemOutcomeEvents } from "../../domain/transcript/item-outcome";
+import type { TranscribeResult } from "../../shared/workers/types";
 import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import { ITEM_CUTS } from "../../domain/transcript/redact";
 import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
@@ -32,6 +34,7 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
   state.stream = null;
   state.awaiting = null;
   if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return finishStream(env, stream, command, pcm);
+  const ahead = stream?.item === command.item_id ? stream.utt.ahead?.take(pcm.length) : null;
   stream?.utt.abort();
   if (stream) stream.ended = true;
   if (waiting && waiting.item === command.item_id && env.pool?.endsItems) return whenDecoderFrees(env, waiting, command, pcm);
@@ -39,7 +42,38 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
   // the commit path decodes the item whole and keeps the words its deltas sent (a re-decoded
   // item, redecode.ts; a decoder lost mid-item), so they still add up to its completed
   const emitted = stream?.item === command.item_id && stream.emitted.length ? stream.emitted : undefined;
-  return publishUtterance(env.nats, emitted ? { ...command, emitted } : command, pcm);
+  const withEmitted = emitted ? { ...command, emitted } : command;
+  if (ahead) return finishAhead(env, withEmitted, pcm, ahead);
+  return publishUtterance(env.nats, withEmitted, pcm);
+}
+
+/**
+ * The item's final decoded ahead of the commit (redecode.ts `ahead`), appended with the
+ * transcriber's msg ids like a streamed final; dropped (no engine was free) or failed:
+ * the commit path decodes the item whole.
+ */
+async function finishAhead(env: HandleEnv, command: UtteranceCommand, pcm: Int16Array, ahead: Promise<TranscribeResult>): Promise<unknown> {
+  const r = await ahead.catch(() => null);
+  if (!r) return publishUtterance(env.nats, command, pcm);
+  return env.store.appendOutcome(command.session_id, command.item_id, decodedItemEvents(command, r, 0));
+}
+
+/**
+ * A re-decoded item's final ahead of its commit (redecode.ts): prepared once a pause has
+ * lasted VAD_TRAILING_MS, discarded when speech resumes. From then on whatever ends the
+ * item in this pause (server_vad's silence, semantic_vad, a commit) ends it VAD_TRAILING_MS
+ * after its last voiced frame (shared/audio/vad.ts), so the decode holds exactly the
+ * committed audio; server_vad's default silence (500 ms) leaves it 300 ms before
+ * speech_stopped. A commit of other audio (an earlier semantic end, a client commit, a
+ * max_utterance_ms cut) takes the commit path.
+ */
+function watchAhead(state: SessionState, s: OpenStream) {
+  const ahead = s.utt.ahead;
+  if (!ahead) return;
+  const pause = state.seg.pause;
+  if (!pause) return ahead.discard();
+  const trailing = msToSamples(VAD_TRAILING_MS);
+  if (pause.samples >= trailing) ahead.prepare(pause.fromSample, pause.fromSample + trailing - s.startSample);
 }
 
 /**
@@ -111,8 +145,8 @@ export function openStream(env: HandleEnv, state: SessionState, item: string, st
 }
 
 const decoderOptions = (state: SessionState) => {
-  const { prompt, keyterms, language } = state.decider.settings;
-  return { prompt, keyterms: keyterms ?? null, cmn: state.cmn, language };
+  const { prompt, keyterms, language, model } = state.decider.settings;
+  return { prompt, keyterms: keyterms ?? null, cmn: state.cmn, language, model };
 };
 
 function openedStream(item: string, startSample: number, utt: StreamUtterance): OpenStream {
@@ -170,6 +204,7 @@ export function feedStream(env: HandleEnv, sessionId: string, state: SessionStat
     s.utt.feed(state.ring.slice(s.fed));
     s.fed = state.ring.end;
   }
+  watchAhead(state, s);
   const every = msToSamples(state.decider.settings.partial_interval_ms ?? DEFAULT_PARTIAL_INTERVAL_MS);
   if (s.hypBusy || s.fed - s.hypAt < every) return;
   s.hypAt = s.fed;
@@ -256,23 +291,6 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
   const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
   const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
   const final = completeStreamedItem(transcriptPipeline({ smartFormat: command.smart_format, prompt: command.prompt, keyterms: command.keyterms, redact: command.redact, cuts: ITEM_CUTS }), s.emitted, timed, startMs);
-  const base = { item_id: item, content_index: 0 as const };
-  const events: ServerEvent[] = [
-    { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: final.lastDelta },
-    {
-      type: "conversation.item.input_audio_transcription.completed",
-      event_id: `evt_${randomUUID()}`,
-      ...base,
-      transcript: final.transcript,
-      language: "en",
-      audio_start_ms: startMs,
-      audio_end_ms: endMs,
-      words: final.words,
-      worker_id: `stream:${hostname()}`,
-      fallback_used: false,
-      worker_ms: workerMs,
-      queue_ms: 0,
-    },
-  ];
+  const events = itemOutcomeEvents(command, { ...final, language: "en" }, { workerId: `stream:${hostname()}`, fallbackUsed: false, workerMs, queueMs: 0 });
   await env.store.appendOutcome(sessionId, item, events);
 }

@@ -69,7 +69,8 @@ export { isTransientRoutingFailure } from "./attempt-failures";
  *
  * A `partial` request (a realtime item's re-decode, services/vad/redecode.ts) is the
  * first work dropped: a warm worker with a free slot now, or `engine_busy` at once; no
- * fallback, no second attempt, no breaker count.
+ * fallback, no second attempt, no breaker count. An `ahead` request (an item's final
+ * decoded before its commit) is dropped alike; the commit path decodes the item then.
  *
  * Circuit breaker (for realtime admission): `breakerThreshold` consecutive requests
  * that fail outright open it for `breakerOpenMs`; the first request after that
@@ -242,7 +243,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     }
   };
 
-  /** A partial re-decode (TranscribeRequest.partial): a free slot of a warm worker now, or nothing. */
+  /** A partial re-decode or a final ahead of its commit (TranscribeRequest.partial, .ahead): a free slot of a warm worker now, or nothing. */
   const transcribePartial = async (request: TranscribeRequest): Promise<TranscribeResult> => {
     const { worker } = pickPrimary(request, new Set());
     const busy = (w: WorkerAnnouncement) => Math.max(localInFlight.get(w.id) ?? 0, w.inFlight) >= w.concurrency;
@@ -268,7 +269,7 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     available: () => now() >= openUntil && (options.fallback !== undefined || registry.list().some((w) => w.warm)),
     retryAfterSeconds: () => Math.max(0, Math.ceil((openUntil - now()) / 1000)),
     async transcribe(request) {
-      if (request.partial) return transcribePartial(request);
+      if (request.partial || request.ahead) return transcribePartial(request);
       const clipSeconds = request.pcm.length / 16_000;
       const started = performance.now();
       const failures: string[] = [];

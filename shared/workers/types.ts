@@ -36,6 +36,12 @@ export interface TranscribeRequest {
    * its failures do not count towards the breaker. Engines may decode it cheaper (whisper.cpp sizes its encoder window to it).
    */
   partial?: boolean;
+  /**
+   * A realtime item's final decoded ahead of its commit, during the pause that likely
+   * ends it (services/vad/redecode.ts): dropped as a partial is (a free slot now or
+   * `engine_busy`), decoded as a final is (whisper.cpp's whole window).
+   */
+  ahead?: boolean;
 }
 
 export interface TranscribeResult {
