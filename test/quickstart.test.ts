@@ -12,7 +12,8 @@ import { fixture, RELAXED_ADMISSION } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
 
 /**
- * Every example in docs/quickstart.md and README.md, copied out of the page and run
+ * Every example in docs/quickstart.md, README.md and the planes' guides (docs/segment.md,
+ * docs/jobs.md, docs/realtime.md), copied out of the page and run
  * against a started stack as a reader would run it: shell blocks with bash, JavaScript
  * blocks as an .mjs file with node (resolving `openai` and `ws` from the repository's
  * node_modules), the browser app (`js browser`) served by node and opened in Debian's
@@ -22,11 +23,15 @@ import { startStack, type Stack } from "./support/stack";
  * the service itself or needs another machine; `setup` blocks must only succeed, every
  * other block must print jfk.wav's transcript.
  */
-const PAGES = ["docs/quickstart.md", "README.md"];
+const PAGES = ["docs/quickstart.md", "README.md", "docs/segment.md", "docs/jobs.md", "docs/realtime.md"];
 const RUNNABLE = new Set(["bash", "sh", "js", "mjs", "javascript"]);
 const JFK = "and so my fellow americans ask not what your country can do for you ask what you can do for your country";
-/** The embedded engine's word error rate on jfk.wav is 0.2–0.5 by path (streamed, committed, sliced). */
-const MAX_WER = 0.6;
+/**
+ * The embedded engine's word error rate on jfk.wav: 0.2–0.5 uploaded or committed, 0.55–0.65
+ * streamed at a microphone's pace (partials, then the final of each utterance); an example
+ * that prints nothing, an error or another field prints a rate of 1 or more.
+ */
+const MAX_WER = 0.8;
 
 interface Block {
   page: string;
