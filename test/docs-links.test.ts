@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { REPO_ROOT } from "./support/fixtures";
@@ -10,7 +11,8 @@ import { REPO_ROOT } from "./support/fixtures";
  * file and, with `#anchor`, a heading of it, and every citation of a page's section in the
  * repository (`docs/<page>.md, "Section"` in a comment or a page) names a
  * page that exists and a heading that page has. Moving a section without its citations
- * fails here.
+ * fails here. And docs/benchmarks.md with its charts is what `./scripts/bench.sh plots`
+ * draws from the committed results files, not a page edited by hand.
  */
 const MAX_USER_PAGE_LINES = 600;
 
@@ -104,5 +106,22 @@ describe("the docs", () => {
     }
     expect(sections).toBeGreaterThan(20);
     expect(broken).toEqual([]);
+  });
+
+  it("has docs/benchmarks.md and its charts as bench/plot.ts draws them from the committed bench/results/", () => {
+    const dir = mkdtempSync(join(tmpdir(), "plots-"));
+    try {
+      // the committed results only: a bench run since writes files the page may not show yet
+      const committed = execFileSync("git", ["ls-files", "bench/results"], { cwd: REPO_ROOT, encoding: "utf8" }).split("\n").filter((f) => f.endsWith(".json"));
+      mkdirSync(join(dir, "results"));
+      for (const f of committed) copyFileSync(join(REPO_ROOT, f), join(dir, "results", f.split("/").pop()!));
+      execFileSync(join(REPO_ROOT, "node_modules/.bin/tsx"), ["bench/plot.ts", "--results", join(dir, "results"), "--docs", dir], { cwd: REPO_ROOT, stdio: "pipe" });
+      const drawn = readdirSync(join(dir, "benchmarks")).filter((f) => f.endsWith(".svg"));
+      expect(drawn.length).toBeGreaterThanOrEqual(5);
+      const stale = ["benchmarks.md", ...drawn.map((f) => `benchmarks/${f}`)].filter((f) => readFileSync(join(dir, f), "utf8") !== read(`docs/${f}`));
+      expect(stale, "run ./scripts/bench.sh plots and commit what it writes").toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
