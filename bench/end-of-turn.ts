@@ -2,7 +2,7 @@
  * End of turn: how soon the final transcript arrives after the speaker stops, and how
  * often a turn is cut where its sentence had not ended, for silence-only turn detection
  * (server_vad at 500 ms and 200 ms) and for semantic_vad at each eagerness
- * (docs/realtime.md, "Semantic end of turn").
+ * (docs/realtime-reference.md, "Semantic end of turn").
  *
  *   nice -n 19 npx tsx bench/end-of-turn.ts [--rounds 3] [--only "500,medium"] [--group reading|commands]
  *

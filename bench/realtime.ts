@@ -25,7 +25,7 @@
  *   and of nats-server (all share the machine's cores); further lines give each of them
  *   over the streaming window alone (the round's figures also cover the closes), the
  *   events a second the clients received and the CPU per 100 sessions;
- * - streaming (docs/realtime.md, "Streaming recognition"): first partial (a non-empty
+ * - streaming (docs/design/realtime.md, "Streaming recognition"): first partial (a non-empty
  *   delta or an interim; the bench asks for interims) after speech_started, p50/p99 and
  *   the share of utterances over 2 s with one within 1 s; how many finals came from a
  *   streaming decoder; the share of committed utterances transcribed before close.
@@ -131,7 +131,7 @@ function startServer(services = split.length ? ALL_SERVICES.filter((x) => !split
       RT_STREAM_DECODERS_WARM: process.env.RT_STREAM_DECODERS_WARM ?? process.env.RT_STREAM_DECODERS,
       // this bench measures the plane itself, every session admitted (sessions open one
       // after another, faster than RT_ADMIT_BURST allows); --admit keeps the service's
-      // admission by headroom (docs/realtime.md, "Admission and shedding")
+      // admission by headroom (docs/realtime-reference.md, "Admission and shedding")
       ...(admit ? {} : { RT_ADMIT_MAX_LOOP_DELAY_MS: "60000", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000", RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_ADMIT_BURST: "1000000", RT_SHED_LAG_MS: "600000" }),
       ...(provider ? { WORKER_EMBEDDED: "none", WORKER_OPENAI_URL: provider.url, WORKER_OPENAI_CONCURRENCY: "256", WORKER_OPENAI_REAL_TIME_FACTOR: "0.5", RT_TRANSCRIBE_CONCURRENCY: "256", RT_STREAM_DECODERS: "0" } : {}),
     },

@@ -10,7 +10,7 @@ import type { ServerEvent } from "../schemas/realtime";
 import { pct } from "./support/server";
 
 /**
- * Resuming realtime sessions (issue 30, docs/realtime.md "Resuming a session"):
+ * Resuming realtime sessions (issue 30, docs/realtime-resume.md):
  * `scripts/bench.sh resume` (needs NATS and Postgres, as the tests do). In-process on
  * the real stack:
  *

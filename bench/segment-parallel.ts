@@ -1,5 +1,5 @@
 /**
- * Long segment clips in parallel (docs/segment.md, "Long clips in parallel"):
+ * Long segment clips in parallel (docs/design/segment.md, "Long clips in parallel"):
  * `nice -n 19 npx tsx bench/segment-parallel.ts` (NATS and Postgres as for the tests).
  *
  * For real speech of 3 s (ldc93s1.wav), 11 s (jfk.wav), ~60 s and ~300 s (the labelled

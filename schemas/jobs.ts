@@ -68,7 +68,7 @@ export const submitJobBody = z.object({
   speakers: speakerCount("speakers").optional(),
   min_speakers: speakerCount("min_speakers").optional(),
   max_speakers: speakerCount("max_speakers").optional(),
-  /** Each audio channel transcribed on its own, billed per channel (docs/jobs.md "Multichannel"). */
+  /** Each audio channel transcribed on its own, billed per channel (docs/jobs-reference.md "Multichannel"). */
   multichannel: z.boolean({ error: "multichannel must be a boolean" }).optional(),
 });
 

@@ -3,7 +3,7 @@ import { unstorableReason } from "./safe-string";
 
 /**
  * `keyterms` (OpenAI's door: `keywords`): words and phrases recognition should favour,
- * such as names, products and jargon (docs/segment.md "Keyterms"). At most MAX_KEYTERMS
+ * such as names, products and jargon (docs/segment-reference.md "Keyterms"). At most MAX_KEYTERMS
  * terms of at most MAX_KEYTERM_CHARS characters each; they bias every engine as the
  * prompt does (shared/workers/keyterms.ts) and are the caller's vocabulary for smart
  * formatting and redaction (domain/transcript/terms.ts).

@@ -219,7 +219,7 @@ const errorBody = z.object({ type: z.string(), code: z.string().nullable(), mess
 export type OpenAiErrorBody = z.infer<typeof errorBody>;
 
 export const openAiServerEvent = z.discriminatedUnion("type", [
-  /** `resume`: an addition (docs/realtime.md "Resuming a session"), the native session.created's resume offer. */
+  /** `resume`: an addition (docs/realtime-resume.md), the native session.created's resume offer. */
   z.object({ type: z.literal("session.created"), ...withId, session: openAiSessionView, resume: resumeOffer.optional() }),
   z.object({ type: z.literal("session.updated"), ...withId, session: openAiSessionView }),
   z.object({ type: z.literal("transcription_session.created"), ...withId, session: betaSessionView, resume: resumeOffer.optional() }),

@@ -31,7 +31,7 @@ const TURN_DETECTION_TYPES = ["server_vad", "semantic_vad", "manual"] as const;
  * window that must be voiced to start speech; `prefix_padding_ms` of audio before the
  * start is kept in the utterance. `server_vad`: `silence_duration_ms` of unvoiced audio
  * ends it. `semantic_vad` (streaming sessions only): the silence that ends it depends
- * on whether the words so far look finished, by `eagerness` (docs/realtime.md,
+ * on whether the words so far look finished, by `eagerness` (docs/realtime-reference.md,
  * "Semantic end of turn"); `silence_duration_ms` is kept for a switch back. `manual`: no
  * voice detection, every frame counts as speech, so the audio since the last commit (or
  * clear) is one open item that only `input_audio_buffer.commit` ends (OpenAI's
@@ -91,7 +91,7 @@ const streamingSettings = z.object({
   streaming: z.boolean(),
   partial_interval_ms: partialIntervalMs,
   interim_results: z.boolean(),
-  /** Punctuation, capitals and numerals in deltas and `completed` (default true; docs/realtime.md "Formatting"). */
+  /** Punctuation, capitals and numerals in deltas and `completed` (default true; docs/design/realtime.md "Streaming recognition"). */
   smart_format: z.boolean(),
   /** Entities redacted in deltas and `completed` (docs/formatting.md "Redaction"); empty: none. */
   redact: z.array(z.enum(REDACT_ENTITIES)).optional(),
@@ -137,8 +137,8 @@ export type SessionUpdate = z.infer<typeof sessionUpdate>;
 // ---------------------------------------------------------------- server events
 
 /**
- * A resume credential and how long the session waits for it (docs/realtime.md,
- * "Resuming a session"): `credential` is single use; each session.resumed hands out
+ * A resume credential and how long the session waits for it (docs/realtime-resume.md):
+ * `credential` is single use; each session.resumed hands out
  * the next one.
  */
 export const resumeOffer = z.object({
@@ -190,7 +190,7 @@ const sessionResumed = z.object({
 });
 
 /**
- * `channel`: a multichannel session's (`?channels=2&multichannel=true`, docs/realtime.md
+ * `channel`: a multichannel session's (`?channels=2&multichannel=true`, docs/realtime-reference.md
  * "Multichannel") item events say which channel the item was spoken on; absent otherwise.
  * So do the `cleared` and `error` events a channel's lane sends (not the gateway's own).
  */
@@ -349,7 +349,7 @@ export const CLOSE = {
   upstreamBackpressure: { code: 1013, reason: "upstream_backpressure" },
   clientBackpressure: { code: 1013, reason: "client_backpressure" },
   idleTimeout: { code: 4408, reason: "idle_timeout" },
-  /** A resume took the session over (docs/realtime.md, "Resuming a session"): this connection no longer drives it. */
+  /** A resume took the session over (docs/realtime-resume.md): this connection no longer drives it. */
   sessionTakenOver: { code: 4409, reason: "session_taken_over" },
   /** The gateway is restarting and held the session: resume it (on any gateway). */
   gatewayRestarting: { code: 1012, reason: "gateway_restarting" },

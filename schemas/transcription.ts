@@ -21,7 +21,7 @@ export const transcriptWord = z.object({
   entity: z.string().optional(),
   /** Diarization (`diarize`): who said it, 0, 1, … in order of first turn (docs/diarization.md). */
   speaker: z.number().int().nonnegative().optional(),
-  /** `multichannel=true`: the audio channel (0-based) the word was spoken on (docs/segment.md "Multichannel"). */
+  /** `multichannel=true`: the audio channel (0-based) the word was spoken on (docs/segment-reference.md "Multichannel"). */
   channel: z.number().int().nonnegative().optional(),
 });
 export type TranscriptWord = z.infer<typeof transcriptWord>;

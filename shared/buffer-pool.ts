@@ -3,7 +3,7 @@
  * whole NATS messages, utterances). V8 starts a full collection for every 64 MB of
  * ArrayBuffers allocated, and the VAD allocated about 90 MB a second at 1,000 sessions,
  * each a fresh set of pages to fault in; handing buffers back for the next use is what
- * keeps that down (docs/realtime.md, "1,000 sessions").
+ * keeps that down (docs/benchmarks/realtime.md, "1,000 sessions").
  *
  * Buffers come in sizes of whole `step`s. `take` hands out a spare one of the size asked
  * or up to `slack` times it, else a new one; `give` takes back only buffers this pool

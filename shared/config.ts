@@ -96,7 +96,7 @@ const envSchema = z.object({
   FALLBACK_OPENAI_API_KEY: optionalString,
   FALLBACK_OPENAI_MODEL: optionalString,
   SEGMENT_MAX_UPLOAD_BYTES: int.min(1).default(25 * 1024 * 1024),
-  // long segment clips cut at pauses and decoded in parallel (docs/segment.md, "Long clips in parallel")
+  // long segment clips cut at pauses and decoded in parallel (docs/design/segment.md, "Long clips in parallel")
   SEGMENT_SPLIT_MIN_SECONDS: num.min(1).default(8),
   SEGMENT_PIECE_MAX_SECONDS: num.min(1).default(30),
   SEGMENT_PIECE_MIN_SECONDS: num.min(0.5).default(1),
@@ -158,7 +158,7 @@ const envSchema = z.object({
   RT_VAD_LEASE_TTL_MS: int.min(600).default(6000),
   RT_TRANSCRIBE_CONCURRENCY: int.min(1).default(16),
   RT_MAX_TRANSCRIPT_WAIT_MS: int.min(100).default(5000),
-  /** Admission by headroom (domain/sessions/admission.ts, docs/realtime.md "Admission and shedding"). */
+  /** Admission by headroom (domain/sessions/admission.ts, docs/realtime-reference.md "Admission and shedding"). */
   RT_ADMIT_MAX_LOOP_DELAY_MS: int.min(1).default(100),
   RT_ADMIT_MAX_VAD_LAG_MS: int.min(1).default(150),
   RT_ADMIT_MAX_DECISION_MS: int.min(1).default(120),
@@ -202,7 +202,7 @@ function deepFreeze<T>(value: T): T {
  * Sized below the speakers admitted, the rest queue for a decoder at every utterance
  * (20 speakers on the 16 decoders of 8 per core: no partials for a quarter of the
  * utterances, the overflow's finals whole-utterance decodes). At most 24 per core (the
- * settings of a test stack admit without bound). docs/realtime.md, "Admission and shedding".
+ * settings of a test stack admit without bound). docs/realtime-reference.md, "Admission and shedding".
  */
 function streamDecodersFor(env: Env, cores: number): number {
   const speakers = Math.floor((env.RT_ADMIT_MAX_ENGINE_SHARE * cores) / env.RT_ENGINE_SPEAKER_CORES);
@@ -334,7 +334,7 @@ function build(env: Env) {
       demoApiKey: env.RT_DEMO_API_KEY,
       streamDecoders,
       streamDecodersWarm: env.RT_STREAM_DECODERS_WARM ?? streamDecoders,
-      /** How sessions get text while the speaker talks (docs/realtime.md, "Partials from engines that decode whole clips"). */
+      /** How sessions get text while the speaker talks (docs/design/realtime.md, "Partials from engines that decode whole clips"). */
       partials: partialsBy(env, streamDecoders),
       /** Sessions are decoded while spoken (partials, semantic_vad): `partials` is set. */
       streaming: partialsBy(env, streamDecoders) !== null,

@@ -10,7 +10,7 @@ const PATCHED = Symbol.for("stt.nats.preallocateSpanningMessages");
  * that doubles as the rest arrives. A 200 KB audio batch cost about three times its
  * size in new buffers, fresh pages for each, and a copy per doubling: `perf` of the
  * gateway process at 600 realtime sessions put 13% of its CPU in page faults and 15% in
- * copies, most of them there (docs/realtime.md, "Capacity of the plane").
+ * copies, most of them there (docs/benchmarks/realtime.md, "Capacity of the plane").
  *
  * Once installed, a message still being read after a socket read gets one buffer of its
  * whole size (the size is in its MSG/HMSG line), so every later read is copied once into

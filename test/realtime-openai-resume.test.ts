@@ -10,7 +10,7 @@ import { startStack, type Stack } from "./support/stack";
 
 /**
  * Resuming a session through the OpenAI Realtime door (`WS /v1/realtime`, issue 30;
- * docs/realtime.md "Resuming a session", "Through the OpenAI door") on the real stack,
+ * docs/realtime-resume.md, "Through the OpenAI door") on the real stack,
  * with a raw WebSocket client speaking OpenAI's events: the TCP connection cut
  * mid-utterance and between utterances, the door's config restored, a gateway stopped
  * (SIGTERM) or killed (SIGKILL), and the resumes that must be refused.

@@ -7,8 +7,8 @@ import { readSessionRecords } from "../services/realtime-gateway/session-records
 import { startServiceProcess, type ServiceProcess } from "./support/service-process";
 
 /**
- * Resuming a multichannel session (issue 30 with issue 29's lanes; docs/realtime.md
- * "Resuming a session", "Multichannel") on the real stack: two different recordings
+ * Resuming a multichannel session (issue 30 with issue 29's lanes; docs/realtime-resume.md,
+ * "Multichannel") on the real stack: two different recordings
  * interleaved as a stereo stream, the TCP connection cut mid-utterance and again while
  * one channel pauses and the other speaks, resumed with one position per channel; a
  * gateway killed (SIGKILL) or stopped (SIGTERM) under a stereo call; and positions that

@@ -7,7 +7,7 @@ import { issueResumeCredential } from "../domain/sessions/resume";
 import { readSessionRecords } from "../services/realtime-gateway/session-records";
 
 /**
- * Resuming a realtime session (issue 30, docs/realtime.md "Resuming a session") on the
+ * Resuming a realtime session (issue 30, docs/realtime-resume.md) on the
  * real stack: the client's TCP connection cut mid-utterance and between utterances, a
  * gateway process killed with SIGKILL mid-stream, and the resumes that must be refused.
  */

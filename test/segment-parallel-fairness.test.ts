@@ -8,7 +8,7 @@ import { startStack, type Stack } from "./support/stack";
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 
 /**
- * docs/segment.md, "Long clips in parallel", with an OpenAI-compatible worker (a real
+ * docs/design/segment.md, "Long clips in parallel", with an OpenAI-compatible worker (a real
  * local HTTP server standing in for the provider, WORKER_OPENAI_URL): each piece is an
  * ordinary request to it, the pieces of two tenants' long clips take turns on the
  * engines (the fair scheduler, owners round-robin), one request never has more than

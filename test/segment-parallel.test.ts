@@ -11,7 +11,7 @@ import { startServiceProcess, type ServiceProcess } from "./support/service-proc
 import { startStack, type Stack } from "./support/stack";
 
 /**
- * docs/segment.md, "Long clips in parallel", on the real stack with the embedded engine
+ * docs/design/segment.md, "Long clips in parallel", on the real stack with the embedded engine
  * (two ps-worker processes): a long clip is cut at pauses, its pieces decoded at once and
  * stitched; the stitched timings are monotonic and match the single-request path's; with
  * `stream=true` the pieces' text comes in order; a ps-worker process killed under a piece

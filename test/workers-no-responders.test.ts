@@ -9,7 +9,7 @@ import { createWorkerRouter, isTransientRoutingFailure, type RunningRouter } fro
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 
 /**
- * docs/workers.md, "no responders": a registered worker nobody answers for (it died,
+ * docs/workers.md, "Routing rules" (no responders): a registered worker nobody answers for (it died,
  * or stopped before its entry went) is not an attempt. The router marks it dead until
  * a newer heartbeat and moves to the next warm worker; with none left the failure is
  * transient (the batch plane retries it later).

@@ -265,7 +265,7 @@ function advance(job: ActiveJob, now: string, reviewAvailable: boolean, stalledB
     if (!job.steps.review) return [start("review")];
     if (!isDone(job, "review")) return [];
   }
-  // billed per channel, as the segment plane (docs/jobs.md "Multichannel")
+  // billed per channel, as the segment plane (docs/jobs-reference.md "Multichannel")
   const completed: JobEvent = { type: "JobCompleted", data: { audioSeconds: (job.audio?.durationSeconds ?? 0) * (job.audio?.channels ?? 1), at: now } };
   return job.spec.webhookUrl && !job.steps.webhook ? [completed, start("webhook")] : [completed];
 }

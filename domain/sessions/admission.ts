@@ -1,7 +1,7 @@
 /**
  * Whether a gateway takes one more realtime session, and when it must give one back:
  * pure decisions on the plane's measured load (services/realtime-gateway/headroom.ts
- * gathers the signals; docs/realtime.md, "Admission and shedding"). No clock, no
+ * gathers the signals; docs/realtime-reference.md, "Admission and shedding"). No clock, no
  * socket, no NATS in here.
  *
  * The rule users of a real-time service expect: sessions already admitted keep their

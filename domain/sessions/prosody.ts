@@ -2,7 +2,7 @@ import { semitones, type PitchFrame } from "../../shared/audio/pitch";
 
 /**
  * Prosody of the last voiced audio before a pause, as evidence for semantic end of turn
- * (docs/realtime.md, "Semantic end of turn"). At the end of a turn the pitch tends to
+ * (docs/realtime-reference.md, "Semantic end of turn"). At the end of a turn the pitch tends to
  * fall to the speaker's low baseline; at a pause that continues (a comma, a clause) it
  * tends to stay up or rise (Ferrer, Shriberg & Stolcke 2002; Gravano & Hirschberg 2011).
  *

@@ -4,8 +4,8 @@ import { readSignedToken, signToken } from "../keys/signed-token";
 import { AppError, unauthorized, validationError } from "../../shared/errors";
 
 /**
- * Resuming a realtime session after its connection was lost (docs/realtime.md,
- * "Resuming a session"): the credential, who owns a session now, and whether a resume
+ * Resuming a realtime session after its connection was lost (docs/realtime-resume.md): the
+ * credential, who owns a session now, and whether a resume
  * may take it. Pure rules; the gateway's services/realtime-gateway/resume.ts does the
  * I/O (the ownership entry in KV, the replay from rt.evt).
  *

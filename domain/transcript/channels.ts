@@ -2,7 +2,7 @@ import type { TranscriptSegment, TranscriptWord, VerboseTranscription } from "..
 import type { TranscriptStage } from "./stage";
 
 /**
- * Multichannel transcripts (issue 29; docs/segment.md "Multichannel"): each channel of a
+ * Multichannel transcripts (issue 29; docs/segment-reference.md "Multichannel"): each channel of a
  * recording is transcribed on its own (a stereo call: agent on one channel, customer on
  * the other), and the channel it came from is a label every word and segment carries.
  *

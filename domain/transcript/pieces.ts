@@ -3,7 +3,7 @@ import { MAX_CHUNKS, quietestPoint, slicesFromCuts, type SlicePlan } from "../jo
 
 /**
  * A long segment-plane clip cut into pieces that free engines decode at once, and the
- * pieces' results put back together (docs/segment.md, "Long clips in parallel").
+ * pieces' results put back together (docs/design/segment.md, "Long clips in parallel").
  *
  * Which clips: one shorter than `splitMinSeconds`, or with fewer than two engine slots
  * free to take pieces, is one piece: the single-request path, unchanged.

@@ -79,7 +79,7 @@ const textRun = (text: string): ShapedWord[] =>
     .map((word) => ({ word, form: word }));
 
 /**
- * An engine's verbose_json as delivered (issue 16; docs/segment.md "Formatting"): each
+ * An engine's verbose_json as delivered (issue 16; docs/segment-reference.md "Formatting"): each
  * segment is one run of its own words (their pauses end sentences; the segment's end ends
  * one, as an utterance or slice end does), every word gains `punctuated_word`, and `text`
  * is the shaped segments joined. A segment without words is shaped from its text. Word
@@ -187,7 +187,7 @@ function splitAtSpeakers(
 }
 
 /**
- * A segment's text as a reviewer corrected it (docs/jobs.md "Review"), under the same
+ * A segment's text as a reviewer corrected it (docs/jobs-reference.md "Review"), under the same
  * pipeline's redaction: a correction that drops a label the text had is refused (the
  * reviewer never un-redacts: `undefined`), and what it adds is redacted like the rest.
  * Without a redaction stage the correction stands as given.

@@ -34,7 +34,7 @@ export interface RedactRules {
  * with pauses is cut there, and a finished item or a stored slice cannot be taken back
  * when the next one shows the rest. So under `pci` a run of `CUT_DIGITS` or more digits
  * touching a cut is redacted as a card number: the safe side (docs/formatting.md,
- * "Numbers cut by a pause"). No run in clear at a cut holds more than `CUT_DIGITS` − 1
+ * "Redaction"). No run in clear at a cut holds more than `CUT_DIGITS` − 1
  * digits, so no stored record holds more than 4 digits of a number in clear.
  */
 export interface AudioCuts {

@@ -2,8 +2,8 @@ import { smartFormat } from "./smart-format";
 import type { ShapedWord, TranscriptStage } from "./stage";
 
 /**
- * Smart format as a pipeline stage (docs/segment.md "Formatting", docs/realtime.md
- * "Formatting"): a whole run gets punctuation, capitals and numerals with the caller's
+ * Smart format as a pipeline stage (docs/segment-reference.md "Formatting", docs/design/realtime.md
+ * "Streaming recognition"): a whole run gets punctuation, capitals and numerals with the caller's
  * `terms`; streamed words get casing only (`deltaForms`).
  */
 export function smartFormatStage(terms: readonly string[]): TranscriptStage {

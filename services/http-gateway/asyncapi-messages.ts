@@ -108,7 +108,7 @@ export const OPENAI_SERVER_TEXT: Record<OpenAiServerEvent["type"], MessageText> 
   "session.resumed": { summary: "Not OpenAI's: the first event of a resumed connection (send audio from `audio_ms` on, at the session's format)" },
 };
 
-/** Why each close of spec 7.3 happens (docs/realtime.md "Close codes"). */
+/** Why each close of spec 7.3 happens (docs/realtime-reference.md "Close codes"). */
 export const CLOSE_TEXT: Record<keyof typeof CLOSE, string> = {
   normal: "after `session.close` (every transcript delivered), or the client closed",
   sessionAudioLimit: "audio received passed the plan's `maxAudioSecondsPerSession`",

@@ -156,7 +156,7 @@ function doorSpecs(): DoorSpec[] {
       door: "openai",
       address: OPENAI_REALTIME_PATH,
       title: "OpenAI Realtime door (transcription sessions)",
-      description: `OpenAI's Realtime API for transcription sessions, GA and beta shapes, so unmodified OpenAI clients work with the base URL and key changed. JSON text frames only (up to ${OPENAI_MAX_TEXT_FRAME_BYTES / 1024 / 1024} MiB; a binary frame is answered with \`error\` \`invalid_event\`). The same sessions as the native stream; additions: \`resume\` in \`session.created\` and the \`session.resumed\` event. Guide: docs/realtime.md, "The OpenAI Realtime door".`,
+      description: `OpenAI's Realtime API for transcription sessions, GA and beta shapes, so unmodified OpenAI clients work with the base URL and key changed. JSON text frames only (up to ${OPENAI_MAX_TEXT_FRAME_BYTES / 1024 / 1024} MiB; a binary frame is answered with \`error\` \`invalid_event\`). The same sessions as the native stream; additions: \`resume\` in \`session.created\` and the \`session.resumed\` event. Guide: docs/realtime-openai.md.`,
       query: jsonSchemaOf(openAiDoorQuery, "input"),
       client: messagesOf(openAiClientEvent, OPENAI_CLIENT_TEXT, "input"),
       server: messagesOf(openAiServerEvent, OPENAI_SERVER_TEXT, "output"),

@@ -6,7 +6,7 @@ import { validationError } from "../../shared/errors";
 import { startPieces, type PieceOutcome, type PiecesOptions, type PiecesRun } from "../../shared/workers/pieces-run";
 
 /**
- * `multichannel=true` on the segment route (docs/segment.md "Multichannel"): every
+ * `multichannel=true` on the segment route (docs/segment-reference.md "Multichannel"): every
  * channel of the clip is its own pieces run (shared/workers/pieces-run.ts), all of them through the
  * process's fair scheduler under the request's id, so the channels are decoded at once
  * where engines are free and within the request's and the owner's share where not.

@@ -8,7 +8,7 @@ import { readBounded } from "./body-limit";
 import type { ResponseFormat } from "./segment-formats";
 
 /**
- * The segment route's multipart form (docs/segment.md, "Request"): read within the upload
+ * The segment route's multipart form (docs/segment-reference.md, "Request"): read within the upload
  * limit, then its fields parsed and checked (400 naming the field on a bad value).
  */
 const FORM_FIELDS_ALLOWANCE = 64 * 1024;
@@ -33,7 +33,7 @@ export interface SegmentFields {
   redact?: RedactEntity[];
   /** `diarize=true` (or response_format=diarized_json) with its count hint: speaker labels (docs/diarization.md). */
   diarize?: DiarizeOptions;
-  /** `multichannel` (default false): each channel transcribed on its own, results per channel and merged (docs/segment.md "Multichannel"). */
+  /** `multichannel` (default false): each channel transcribed on its own, results per channel and merged (docs/segment-reference.md "Multichannel"). */
   multichannel: boolean;
 }
 

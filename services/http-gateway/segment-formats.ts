@@ -55,7 +55,7 @@ type Segment = VerboseTranscription["segments"][number];
 const speakerLetter = (speaker: number | undefined) => String.fromCharCode(65 + ((speaker ?? 0) % 26));
 
 /**
- * Who a cue is: its channel in a multichannel transcript (docs/segment.md "Multichannel"),
+ * Who a cue is: its channel in a multichannel transcript (docs/segment-reference.md "Multichannel"),
  * its speaker with `diarize` (its role where `speaker_role` names it, else `Speaker A`;
  * docs/diarization.md). SRT has no speaker markup, so its text starts `[Channel 0] `;
  * WebVTT has the voice tag, which players show as the cue's speaker: `<v Channel 0>`.

@@ -10,7 +10,7 @@ import { writeRedactedAudio } from "./redact-audio";
  * (spec 2.5/2.6) and writes `result.json`. Segment times are already absolute; the
  * merge orders them, renumbers ids from 0 and keeps starts monotonic.
  *
- * Multichannel (docs/jobs.md "Multichannel"): the channels' segments are merged in order
+ * Multichannel (docs/jobs-reference.md "Multichannel"): the channels' segments are merged in order
  * of start (a tie goes to the lower channel) and each keeps its `channel`; starts are kept
  * monotonic within a channel only (two channels speak at once), and `channels` holds each
  * channel's text and segments, with the merged ids.

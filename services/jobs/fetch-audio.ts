@@ -25,7 +25,7 @@ import { MAX_TRANSCRIBED_CHANNELS } from "../../domain/transcript/channels";
  * in the job's artifact folder (`artifactPrefix`) for the slicer and the transcribers.
  * With `multichannel` the channels are kept, interleaved (at most
  * MAX_TRANSCRIBED_CHANNELS, else `too_many_channels`, permanent): the slicer and the
- * transcribers read each channel out of it (docs/jobs.md "Multichannel").
+ * transcribers read each channel out of it (docs/jobs-reference.md "Multichannel").
  *
  * The file is probed before it is decoded (RIFF header, else ffprobe): a sample rate
  * outside 8–384 kHz fails the job with `unsupported_audio`, a stated length over the

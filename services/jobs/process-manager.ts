@@ -39,7 +39,7 @@ import type { JobStore } from "../../domain/jobs/store";
  *
  * A second, quicker sweep (every idleAfter/3) takes running jobs with no step in flight
  * and no event for `idleAfterMs`: their next decision was lost (seen once after a
- * stream leader's SIGKILL, cause not found: docs/jobs.md "Lost decisions"). Each is read
+ * stream leader's SIGKILL, cause not found: docs/design/jobs.md "How a job runs"). Each is read
  * afresh from the stream leader, its cached state dropped, and advanced. A job that is
  * only waiting for its steps is never touched by it; one it advanced to no effect waits
  * twice as long before the next look each time (sweep-backoff.ts).

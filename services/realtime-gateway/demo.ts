@@ -102,7 +102,7 @@ const DEMO_HTML = `<!doctype html>
     li.append(small, document.createTextNode(text));
     $("transcripts").append(li);
   }
-  // Resuming (docs/realtime.md, "Resuming a session"): the page keeps the session's
+  // Resuming (docs/realtime-resume.md): the page keeps the session's
   // credential, the id of the last event it processed, and the last 30 s of microphone
   // audio; a connection lost without a close frame (1006), or closed 1012 by a gateway
   // that restarts, is reopened with a new token

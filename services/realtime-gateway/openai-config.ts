@@ -7,7 +7,7 @@ import { DEFAULT_PARTIAL_INTERVAL_MS, type SessionUpdate, type TurnDetection } f
  * updates GA and beta clients send (pure: a rejected update changes nothing), its two
  * views (GA `session`, beta flat fields), and the native settings it comes down to.
  *
- * How OpenAI's turn detection maps onto our VAD (docs/realtime.md, "The OpenAI Realtime door"):
+ * How OpenAI's turn detection maps onto our VAD (docs/realtime-openai.md):
  * - `server_vad.threshold` (OpenAI: activation level 0..1, default 0.5) becomes our start
  *   threshold, the fraction of voiced 30 ms frames in the last 300 ms (WebRTC VAD), at
  *   least 0.1; `prefix_padding_ms` is ours (at most 2000); `silence_duration_ms` is ours

@@ -135,7 +135,7 @@ export function translateServerEvent(s: DoorState, event: ServerEvent, ctx: Tran
   const transcribing = s.config.transcription !== null;
   switch (event.type) {
     case "session.created": {
-      // the resume offer: an addition OpenAI's clients ignore (docs/realtime.md "Resuming a session")
+      // the resume offer: an addition OpenAI's clients ignore (docs/realtime-resume.md)
       const resume = event.resume ? { resume: event.resume } : {};
       return [
         s.beta

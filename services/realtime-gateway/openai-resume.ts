@@ -4,7 +4,7 @@ import { REALTIME_PATH } from "../../schemas/realtime";
 import { AppError, validationError } from "../../shared/errors";
 
 /**
- * Resuming a session opened on the OpenAI door (docs/realtime.md "Resuming a session",
+ * Resuming a session opened on the OpenAI door (docs/realtime-resume.md,
  * "Through the OpenAI door"): the door's event ids, the replay position a client's
  * `last_event_id` names, and the door state a resume restores.
  *

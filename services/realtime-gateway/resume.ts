@@ -29,7 +29,7 @@ import { holdsEvent, readVadSettings, sessionIdIn, type ResumeRequest } from "./
 import { doorPosition, restoredDoor, type DoorPosition } from "./openai-resume";
 
 /**
- * Resuming realtime sessions on this gateway (docs/realtime.md, "Resuming a session";
+ * Resuming realtime sessions on this gateway (docs/realtime-resume.md;
  * the rules are domain/sessions/resume.ts):
  *
  * - every session has an ownership entry `rt.own.<sessionId>` (bucket `leases`): its

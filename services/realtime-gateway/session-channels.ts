@@ -7,7 +7,7 @@ import { forwardSessionEvents, type FeedProgress, type ReplayRequest, type Sessi
 
 /**
  * A session's audio on its way to the VAD, as one lane or one lane per channel
- * (docs/realtime.md "Multichannel").
+ * (docs/realtime-reference.md "Multichannel").
  *
  * Without `multichannel` (the default) the session is one lane under its own id: its
  * audio mixed down to 16 kHz mono, as always. With `multichannel=true` (and `channels=2`:
@@ -122,7 +122,7 @@ export type LanesReplay = Omit<ReplayRequest, "afterEventId"> & { afterEventIds:
  * the overlap the client resends) and the largest floor, the replays counted together;
  * then every lane's replay is sent, then live events. The gateway's own events
  * (session.updated, session.resumed, errors about frames) take their ids from channel 0's
- * lane: they stand at channel 0's position (docs/realtime.md "Resuming a session").
+ * lane: they stand at channel 0's position (docs/realtime-resume.md).
  */
 export function forwardLaneEvents(
   nats: Nats,

@@ -16,7 +16,7 @@ export interface ItemDecode {
 
 /**
  * A committed realtime item decoded the way the segment plane decodes a clip of the same
- * length (docs/realtime.md "Committed items"): a long item (SEGMENT_SPLIT_MIN_SECONDS or
+ * length (docs/design/realtime.md "Committed items"): a long item (SEGMENT_SPLIT_MIN_SECONDS or
  * more; a push-to-talk turn, an OpenAI client with `turn_detection: null`) is cut at its
  * pauses into pieces decoded at once by free engines and stitched, with the same cutter,
  * runner and settings (domain/transcript/pieces.ts, shared/workers/pieces-run.ts). A

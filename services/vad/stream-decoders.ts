@@ -26,7 +26,7 @@ import type { TranscribeResult } from "../../shared/workers/types";
  *
  * The flat-lexicon second pass is off (-fwdflat no; the lattice best path stays on):
  * ending an utterance then costs 10–60 ms instead of 200 ms–2 s on the labelled clips.
- * Figures: docs/realtime.md, "Streaming recognition".
+ * Figures: docs/design/realtime.md, "Streaming recognition".
  */
 const MAGIC_STREAM = 0x32535350;
 const OP = { start: 1, audio: 2, hyp: 3, end: 4 } as const;
@@ -38,7 +38,7 @@ const OP = { start: 1, audio: 2, hyp: 3, end: 4 } as const;
  * about a third less CPU than the -maxhmmpf 3000 used before (0.05 against 0.07–0.09
  * CPU-s per audio second) at the same word error rate on the labelled clips, whole
  * (34.6%) and cut into utterances as the plane cuts them (42/104 words). The table:
- * docs/realtime.md, "Streaming recognition" (`bench/engine-cost.ts`).
+ * docs/design/realtime.md, "Streaming recognition" (`bench/engine-cost.ts`).
  */
 /**
  * Audio goes to a decoder in pieces of at least this many samples (120 ms), and before

@@ -118,7 +118,7 @@ function publishUtterance(nats: Nats, command: UtteranceCommand, pcm: Int16Array
  * whichever session's audio came first after a decoder freed got it, and an item could
  * wait through several frees. Without the wait at all, every burst of speech starts that
  * found the decoders all busy went the commit path: no partials, and a final that waits
- * for a whole-utterance decode (docs/realtime.md, "Streaming recognition").
+ * for a whole-utterance decode (docs/design/realtime.md, "Streaming recognition").
  */
 export function openStream(env: HandleEnv, state: SessionState, item: string, startSample: number) {
   dropStream(state);

@@ -2,7 +2,7 @@
  * Interleaved PCM16 (frame after frame, one sample per channel in each) as one array per
  * channel: the decoders keep a multichannel upload's channels interleaved
  * (`decodeAudio({ channels })`, the batch fetch step's `audio.pcm`), and each channel is
- * transcribed on its own (docs/segment.md "Multichannel").
+ * transcribed on its own (docs/segment-reference.md "Multichannel").
  */
 export function splitChannels(interleaved: Int16Array, count: number): Int16Array[] {
   if (count === 1) return [interleaved];

@@ -1,7 +1,7 @@
 /**
  * A small pitch (F0) tracker for 16 kHz mono PCM16: YIN (de Cheveigné & Kawahara 2002)
  * on audio halved to 8 kHz, 60–400 Hz, one estimate per 10 ms. It serves semantic end of
- * turn (docs/realtime.md, "Semantic end of turn"): how the pitch moves over the last few
+ * turn (docs/realtime-reference.md, "Semantic end of turn"): how the pitch moves over the last few
  * hundred milliseconds of voiced audio before a pause. It is run once when a pause
  * begins, on at most a few hundred milliseconds, so it is written for clarity before
  * speed (about 25,000 multiply-adds per 10 ms frame).

@@ -23,7 +23,7 @@ import createSpeexModule from "@echogarden/speex-resampler-wasm/simd";
  * that latency stays inside the filter until more input comes or `flush()` (a session's
  * end) feeds silence through it.
  *
- * Quality: RESAMPLER_QUALITY (Speex's 0…10), chosen by measurement (docs/realtime.md
+ * Quality: RESAMPLER_QUALITY (Speex's 0…10), chosen by measurement (docs/design/realtime.md
  * "Sample rates and the resampler").
  */
 export interface Resampler {

@@ -73,7 +73,7 @@ export interface PiecesOptions {
   owner: string;
   requestId: string;
   /**
-   * Multichannel (docs/segment.md "Multichannel"): the channel these pieces are. Every
+   * Multichannel (docs/segment-reference.md "Multichannel"): the channel these pieces are. Every
    * channel of a request is its own run, all under the request's id in the scheduler, so
    * the channels share the request's `inFlight` and even a one-piece channel waits its
    * turn there rather than going straight to the router.

@@ -118,7 +118,7 @@ export async function streamPcm(client: RtClient, pcm: Int16Array, options: { sp
 
 export const silence = (seconds: number, rate = 16000) => new Int16Array(Math.round(seconds * rate));
 
-/** Stack settings that keep a loaded machine from refusing upgrades by headroom (for tests of something else; docs/realtime.md "Admission and shedding"). */
+/** Stack settings that keep a loaded machine from refusing upgrades by headroom (for tests of something else; docs/realtime-reference.md "Admission and shedding"). */
 export const RELAXED_ADMISSION = { RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000", RT_ADMIT_MAX_LOOP_DELAY_MS: "60000" };
 
 /**

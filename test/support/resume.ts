@@ -4,7 +4,7 @@ import { connectRt, fixture, silence, wsUrl, type RtClient } from "./realtime-su
 import { readSessionRecords } from "../../services/realtime-gateway/session-records";
 import type { Nats } from "../../shared/nats";
 
-/** Helpers of the resume tests (test/realtime-resume*.test.ts; docs/realtime.md "Resuming a session"). */
+/** Helpers of the resume tests (test/realtime-resume*.test.ts; docs/realtime-resume.md). */
 export const isOutcome = (e: any) => e.type === "conversation.item.input_audio_transcription.completed" || e.type === "conversation.item.input_audio_transcription.failed";
 
 /** jfk.wav twice with pauses: utterances to cut inside and between. */

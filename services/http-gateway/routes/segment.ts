@@ -54,7 +54,7 @@ import { JOBS_PATH, submitJob } from "./jobs";
  *    with `diarize`, the diarizer labels speaker turns over the whole clip meanwhile.
  *    A clip of at least SEGMENT_SPLIT_MIN_SECONDS, with two or more engine slots, is cut
  *    at pauses and its pieces decoded at once, each an ordinary router request, then
- *    stitched (shared/workers/pieces-run.ts; docs/segment.md, "Long clips in parallel").
+ *    stitched (shared/workers/pieces-run.ts; docs/design/segment.md, "Long clips in parallel").
  * 6. Usage (plane "segment", the clip's audio seconds) and a SegmentTranscribed audit
  *    event are appended before answering; a request that fails after authentication
  *    appends SegmentFailed (and bills nothing). Audit events go through the segment
@@ -175,7 +175,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
       probeMs = performance.now() - probeStarted;
       c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}`);
     });
-    // multichannel: each channel is transcribed, held and billed on its own (docs/segment.md "Multichannel")
+    // multichannel: each channel is transcribed, held and billed on its own (docs/segment-reference.md "Multichannel")
     const channels = fields.multichannel ? probe.channels : 1;
     assertChannelCount(channels);
     audit.audioSeconds = (trustedDuration(probe) ?? 0) * channels;

@@ -20,7 +20,7 @@ const upgradeRequired = () => {
 
 const refused = (description: string) => ({ description, content: { "application/json": { schema: openAiError } } });
 
-/** Both doors resume a session the same way (docs/realtime.md "Resuming a session"). */
+/** Both doors resume a session the same way (docs/realtime-resume.md). */
 const resumeQuery = {
   resume: z.string().optional().describe("the rs_ resume credential of the last session.created or session.resumed: resumes that session instead of opening one"),
   last_event_id: z

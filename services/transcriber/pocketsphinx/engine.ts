@@ -54,7 +54,7 @@ export interface PocketsphinxOptions {
  * the same word error rate on the labelled clips, whole and cut into utterances as the
  * realtime plane cuts them. Narrower word-exit beams save more at the same WER but change
  * ldc93s1.wav's words, which the embedded reviewer's evaluation is calibrated on (the
- * table and why: docs/segment.md, "The embedded engine's settings"; bench/engine-cost.ts).
+ * table and why: docs/benchmarks/segment.md, "The embedded engine's settings"; bench/engine-cost.ts).
  */
 export const COMMIT_DECODER_OPTIONS = ["-maxwpf", "5", "-maxhmmpf", "4000"];
 
