@@ -8,6 +8,8 @@ import { segmentEnvelope } from "../schemas/segment";
 import { decodeAudio, ffmpegDecodeArgs, runLimited } from "../shared/audio/decode";
 import { encodeWav } from "../shared/audio/wav";
 import { startHttp, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
+import { fixturePath } from "./support/fixtures";
+import { fixture } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
 import { startProviderServer, type ProviderServer } from "./support/workers-provider-server";
 
@@ -20,9 +22,12 @@ import { startProviderServer, type ProviderServer } from "./support/workers-prov
  * reaches transcription is counted.
  */
 
-/** A PCM16 mono WAV whose header says `rate` Hz and whose data chunk claims `declared` bytes. */
+/** jfk.wav's speech from "And" on: what the test clips hold, so the engine is asked (a clip without speech is answered without it, shared/audio/speech-gate.ts). */
+const SPEECH = fixture("jfk.wav").subarray(Math.round(0.3 * 16_000));
+
+/** A PCM16 mono WAV of speech whose header says `rate` Hz and whose data chunk claims `declared` bytes. */
 function wavClaiming(rate: number, dataBytes: number, declared = dataBytes): Buffer {
-  const wav = encodeWav(new Int16Array(dataBytes / 2).map((_, i) => Math.round(Math.sin(i / 3) * 8000)));
+  const wav = encodeWav(new Int16Array(dataBytes / 2).map((_, i) => SPEECH[i % SPEECH.length]!));
   wav.writeUInt32LE(rate, 24);
   wav.writeUInt32LE(rate * 2, 28);
   wav.writeUInt32LE(Math.min(declared, 0xffffffff - 36), 40);
@@ -33,10 +38,10 @@ function wavClaiming(rate: number, dataBytes: number, declared = dataBytes): Buf
 /** The hostile upload of the report: 7 KB of PCM whose header declares 1 Hz (3,600 s). */
 const HOSTILE = wavClaiming(1, 7200);
 
-/** `seconds` of quiet tone encoded by ffmpeg; `pipe` output has no length header (a bitrate guess). */
+/** `seconds` of jfk.wav, looped, encoded by ffmpeg at 8 kHz; `pipe` output has no length header (a bitrate guess). */
 function encoded(format: "ogg" | "mp3", seconds: number, how: "file" | "pipe" = "file"): Buffer {
   const codec = format === "ogg" ? ["-c:a", "libopus", "-b:a", "6k"] : ["-b:a", "8k"];
-  const src = ["-v", "error", "-f", "lavfi", "-i", "sine=f=220:r=8000,volume=0.1", "-t", String(seconds), "-ac", "1", ...codec, "-f", format];
+  const src = ["-v", "error", "-stream_loop", "-1", "-i", fixturePath("jfk.wav"), "-t", String(seconds), "-ar", "8000", "-ac", "1", ...codec, "-f", format];
   if (how === "pipe") return execFileSync("ffmpeg", [...src, "pipe:1"], { maxBuffer: 1 << 26 });
   const path = join(tmpdir(), `decode-bounds-${process.pid}-${seconds}.${format}`);
   execFileSync("ffmpeg", [...src, "-y", path]);
@@ -197,7 +202,7 @@ describe("decode bounds on the segment route", () => {
     expect(guessed.body.error.code).toBe("audio_quota_exhausted");
     expect(guessed.timing.decode).toBeGreaterThan(0);
     // Within the budget, it goes through.
-    const short = await post(encodeWav(new Int16Array(3 * 16_000)), "three.wav", spent.key);
+    const short = await post(encodeWav(SPEECH.subarray(0, 3 * 16_000)), "three.wav", spent.key);
     expect(short.res.status).toBe(200);
     expect(provider.requests.length).toBe(before + 1);
   });

@@ -179,7 +179,11 @@ describe("slice cap on the real stack", () => {
     expect(view.slicing).toEqual({ requested_segment_seconds: 1, segment_seconds: 1.8, max_chunks: 100, chunk_count: 100 });
     expect(view.steps.filter((s) => s.name.startsWith("transcribe_chunk_"))).toHaveLength(100);
     expect(view.output?.result.metadata.chunk_count).toBe(100);
-    expect(provider.requests.length - before).toBe(100);
+    // every slice goes to the engine but those of the recording's pauses without speech,
+    // answered with no words without it (shared/audio/speech-gate.ts)
+    const asked = provider.requests.length - before;
+    expect(asked).toBeLessThanOrEqual(100);
+    expect(asked).toBeGreaterThanOrEqual(90);
   });
 
   it("segment_seconds above 600 is lowered to 600 (a slice's PCM is held by its step): 180 s makes one slice", { timeout: 300_000 }, async () => {

@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,12 +6,12 @@ import { chunkArtifact } from "../schemas/jobs";
 import { serverEvent } from "../schemas/realtime";
 import { checkWhisperModelFile, type WhisperModelInfo } from "../services/transcriber/whisper-model-file";
 import type { RunningRouter } from "../shared/workers/router";
-import { encodeWav } from "../shared/audio/wav";
-import { concatPcm, fixturePath } from "./support/fixtures";
+import { fixturePath } from "./support/fixtures";
 import { serveAudio, submitJob, waitFor, waitForJobEnd, type LocalHttp } from "./support/jobs-helpers";
 import { connectRt, fixture, silence, streamPcm, wsUrl } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
 import { expectWellFormedTranscript } from "./support/whisper-transcript";
+import { expectNoWordsFromNoise } from "./support/noise";
 import { writeTinyWhisperModel } from "./support/workers-whisper-model";
 
 /**
@@ -265,54 +264,9 @@ describe("the service with whisper.cpp as its engine", () => {
   });
 
   it("no words from silence or noise on any plane: digital silence, white noise and background noise come back empty, and are billed", { timeout: 180_000 }, async () => {
-    const noises: Array<[string, Int16Array]> = [
-      ["silence-2s", new Int16Array(2 * 16_000)],
-      ["white noise 10 s", whiteNoise(10)],
-      ["brown noise 30 s", ffmpegNoise(30, "brown")],
-      ["pink noise 30 s", ffmpegNoise(30, "pink")],
-    ];
     // the generated model answers anything it hears with words: what reaches it is the gate's to decide
     const heard = await post({ response_format: "json" });
     expect(((await heard.json()) as { text: string }).text.length).toBeGreaterThan(0);
-    for (const [name, pcm] of noises) {
-      const res = await post({ response_format: "json" }, encodeWav(pcm));
-      expect(res.status, name).toBe(200);
-      const body = (await res.json()) as { text: string; usage: { seconds: number } };
-      expect(body.text, `segment plane: ${name}`).toBe("");
-      expect(body.usage.seconds, name).toBe(Math.ceil(pcm.length / 16_000));
-    }
-    // a batch job of the noises one after another
-    const noiseServer = await serveAudio(encodeWav(concatPcm(...noises.map(([, pcm]) => pcm))));
-    try {
-      const { workflowId } = await submitJob(stack.fetch, key, { audio_url: `${noiseServer.url}/noise.wav`, request_id: "whisper-noise" });
-      const view = await waitForJobEnd(stack.fetch, key, workflowId, { timeoutMs: 120_000 });
-      expect(view.status, JSON.stringify(view.error)).toBe("complete");
-      expect(view.output!.result.text, "batch plane").toBe("");
-    } finally {
-      await noiseServer.stop();
-    }
-    // a realtime session streaming white noise (the VAD's own detector hears it as voice)
-    const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
-    await c.next("session.created");
-    await streamPcm(c, whiteNoise(10), { speed: 4 });
-    c.sendJson({ type: "input_audio_buffer.commit" });
-    await streamPcm(c, silence(1.5), { speed: 4 });
-    c.sendJson({ type: "session.close" });
-    await c.closed;
-    const said = c.events.filter((e) => e.type === "conversation.item.input_audio_transcription.completed").map((e) => e.transcript);
-    expect(said.join(""), "realtime plane").toBe("");
-    expect(c.events.filter((e) => e.type.endsWith(".delta") && e.delta).map((e) => e.delta)).toEqual([]);
+    await expectNoWordsFromNoise(stack, key, "whisper-noise");
   });
 });
-
-/** Deterministic white noise at a third of full scale. */
-function whiteNoise(seconds: number): Int16Array {
-  let s = 99;
-  return new Int16Array(seconds * 16_000).map(() => Math.round((((s = (s * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff) * 2 - 1) * 10_000));
-}
-
-/** ffmpeg's noise generator: brown and pink noise stand in for a room's background (the test data has no recording of one). */
-function ffmpegNoise(seconds: number, color: "brown" | "pink"): Int16Array {
-  const out = execFileSync("ffmpeg", ["-loglevel", "error", "-f", "lavfi", "-i", `anoisesrc=d=${seconds}:c=${color}:r=16000:a=0.05:s=7`, "-f", "s16le", "-ac", "1", "-"]);
-  return new Int16Array(out.buffer.slice(out.byteOffset, out.byteOffset + out.length));
-}

@@ -9,8 +9,7 @@ import { decodeWorkerRequest, pullPcm, toInt16 } from "../../shared/workers/prot
 import { registerLocalWorker } from "../../shared/workers/local";
 import { announcedCapacity } from "../../shared/workers/registry";
 import type { TranscriptionEngine } from "../../shared/workers/types";
-import type { VerboseTranscription } from "../../schemas/transcription";
-import { holdsSpeech } from "../../shared/audio/speech-gate";
+import { heardIfSpeech } from "../../shared/audio/speech-gate";
 
 /**
  * Runs one engine as a NATS worker: request/reply on its own subject
@@ -82,13 +81,12 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
   };
 
   /**
-   * whisper.cpp invents words on silence and noise ("Thank you.", a loop of one word):
-   * it does not hear a clip without speech (holdsSpeech), which comes back with empty
-   * text. PocketSphinx answers such clips with nothing itself; an OpenAI-compatible
-   * server hears what it is sent (its own VAD filter, where it has one, is its
-   * operator's to turn on).
+   * whisper.cpp invents words on silence and noise ("Thank you.", a loop of one word), and
+   * so do the whisper-class servers behind an OpenAI-compatible URL (speaches, vLLM, a
+   * hosted API): neither hears a clip without speech (heardIfSpeech), which comes back
+   * with empty text. PocketSphinx answers such clips with nothing itself, and hears all.
    */
-  const heardNothing = async (pcm: Int16Array) => engine.kind === "whisper-cpp" && !(await holdsSpeech(pcm));
+  const gated = engine.kind !== "pocketsphinx";
 
   /** One clip: from a NATS request (handle) or, from a router in this process, by a call (shared/workers/local.ts). */
   const serve = async (header: WorkerRequestHeader, readPcm: () => Promise<Int16Array> | Int16Array): Promise<WorkerReply> => {
@@ -106,9 +104,8 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
         // pool engine leaves the process that held it out, see pocketsphinx/engine.ts).
         const late = new AbortController();
         const timer = header.deadline === undefined ? undefined : setTimeout(() => late.abort(deadlinePassed()), Math.max(0, header.deadline - Date.now()));
-        const result = (await heardNothing(pcm))
-          ? silentTranscription(pcm, header.language)
-          : await engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt, keyterms: header.keyterms, partial: header.partial, signal: late.signal }).finally(() => clearTimeout(timer));
+        const hear = () => engine.transcribe({ pcm, model: header.model, language: header.language, prompt: header.prompt, keyterms: header.keyterms, partial: header.partial, signal: late.signal });
+        const result = await (gated ? heardIfSpeech(pcm, header.language, hear) : hear()).finally(() => clearTimeout(timer));
         clearTimeout(timer);
         const seconds = pcm.length / 16_000;
         if (seconds >= 1) {
@@ -175,9 +172,4 @@ export async function startWorkerService(options: WorkerServiceOptions): Promise
       await engine.close();
     },
   };
-}
-
-/** The answer to a clip without speech: its duration, no words. */
-function silentTranscription(pcm: Int16Array, language: string | undefined): VerboseTranscription {
-  return { task: "transcribe", language: language ?? "en", duration: Math.round((pcm.length / 16_000) * 1000) / 1000, text: "", segments: [], words: [] };
 }

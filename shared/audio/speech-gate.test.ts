@@ -1,25 +1,9 @@
-import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { decodeAudio } from "./decode";
 import { holdsSpeech } from "./speech-gate";
 import { fixturePath } from "../../test/support/fixtures";
-
-/** Deterministic white noise. */
-function whiteNoise(seconds: number, amplitude: number): Int16Array {
-  let s = 12345;
-  const rand = () => ((s = (s * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff) * 2 - 1;
-  return new Int16Array(seconds * 16_000).map(() => Math.round(rand() * amplitude));
-}
-
-/**
- * ffmpeg's noise generator (anoisesrc): brown and pink noise stand in for a room's
- * background, which the test data has no recording of.
- */
-function ffmpegNoise(seconds: number, color: "brown" | "pink", amplitude: number): Int16Array {
-  const out = execFileSync("ffmpeg", ["-loglevel", "error", "-f", "lavfi", "-i", `anoisesrc=d=${seconds}:c=${color}:r=16000:a=${amplitude}:s=7`, "-f", "s16le", "-ac", "1", "-"]);
-  return new Int16Array(out.buffer, out.byteOffset, out.length >> 1);
-}
+import { ffmpegNoise, whiteNoise } from "../../test/support/noise";
 
 const clip = async (name: string) => (await decodeAudio(readFileSync(fixturePath(name)))).pcm;
 

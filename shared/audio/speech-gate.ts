@@ -1,9 +1,11 @@
+import type { VerboseTranscription } from "../../schemas/transcription";
 import { createFrameClassifier } from "./vad-frames";
 
 /**
  * Whether a clip holds anything like speech, asked before an engine hears it
- * (services/transcriber/worker-service.ts): a clip with none comes back with empty text
- * and the engine never sees it. Whisper-class engines invent words on silence and noise
+ * (`heardIfSpeech`: whisper.cpp and OpenAI-compatible workers, services/transcriber/worker-service.ts,
+ * and the fallback provider, shared/workers/router.ts): a clip with none comes back with
+ * empty text and the engine never sees it. Whisper-class engines invent words on silence and noise
  * ("Thank you.", a loop of one word); gated here, every engine on every plane answers
  * silence, noise and room hum with nothing.
  *
@@ -27,6 +29,12 @@ const WINDOW = 10;
 /** Fewer frames than this (90 ms) say nothing either way: the engine hears them. */
 const MIN_FRAMES = 3;
 const MAX_ZERO_CROSSING_RATE = 0.4;
+
+/** What an engine hears in the clip, or, for a clip without speech, its duration and no words without asking the engine. */
+export async function heardIfSpeech(pcm: Int16Array, language: string | undefined, hear: () => Promise<VerboseTranscription>): Promise<VerboseTranscription> {
+  if (await holdsSpeech(pcm)) return hear();
+  return { task: "transcribe", language: language ?? "en", duration: Math.round((pcm.length / 16_000) * 1000) / 1000, text: "", segments: [], words: [] };
+}
 
 export async function holdsSpeech(pcm: Int16Array): Promise<boolean> {
   const frames = Math.floor(pcm.length / FRAME);

@@ -13,6 +13,7 @@ import { encodeWorkerRequest, inlineCapacity, servePcm } from "./protocol";
 import { warmCapacity, watchWorkerRegistry, type WorkerRegistry } from "./registry";
 import type { TranscribeRequest, TranscribeResult, WorkerRouter } from "./types";
 import { ConnectionLost, describeFailure, isNoResponders, isTimeout, TranscriptionFailed, TRANSIENT_WORKER_CODES, WorkerLost } from "./attempt-failures";
+import { heardIfSpeech } from "../audio/speech-gate";
 
 export { isTransientRoutingFailure } from "./attempt-failures";
 
@@ -236,7 +237,8 @@ export async function createWorkerRouter(options: RouterOptions): Promise<Runnin
     const onAbort = () => controller.abort(request.signal!.reason);
     request.signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      return await transcribeWithOpenAI(options.fallback!, { ...request, signal: controller.signal });
+      // a whisper-class provider invents words on silence and noise: it hears speech only (speech-gate.ts)
+      return await heardIfSpeech(request.pcm, request.language, () => transcribeWithOpenAI(options.fallback!, { ...request, signal: controller.signal }));
     } finally {
       clearTimeout(timer);
       request.signal?.removeEventListener("abort", onAbort);
