@@ -57,6 +57,13 @@ export interface WhisperOptions {
   logger?: Logger;
   /** The worker binary (default build/whisper-worker). */
   binary?: string;
+  /**
+   * Most text tokens per second of audio a window may decode (absent: whisper's own
+   * limit, which a trained model never meets: it ends the window itself). For the
+   * benches' models with random weights, which never end one, so a 1 s clip costs what
+   * 1 s of speech costs and not a whole window of tokens (bench/whisper-capacity.ts).
+   */
+  maxTokensPerSecond?: number;
 }
 
 export async function createWhisperEngine(options: WhisperOptions): Promise<TranscriptionEngine> {
@@ -69,6 +76,8 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
   const cores = Math.max(1, availableParallelism());
   const parallel = Math.max(1, options.parallel ?? Math.floor(cores / 2));
   const threads = Math.max(1, options.threads ?? Math.floor(cores / parallel));
+  const perSecond = options.maxTokensPerSecond;
+  const maxTokensFor = (samples: number) => (perSecond ? Math.max(1, Math.ceil((perSecond * samples) / 16_000)) : undefined);
   const proc = await startWhisperProcess({ modelPath: options.modelPath, states: parallel, threads, ompWaitPolicy: options.ompWaitPolicy, binary: options.binary, logger: options.logger });
   options.logger?.info("whisper.cpp model loaded", { modelPath: options.modelPath, nVocab: model.nVocab, multilingual: model.multilingual, parallel, threads, system: proc.system });
   if (!/(CUDA|VULKAN|METAL|SYCL) = 1/i.test(proc.system)) {
@@ -83,7 +92,7 @@ export async function createWhisperEngine(options: WhisperOptions): Promise<Tran
     const prompt = promptWithKeyterms(request.prompt, request.keyterms);
     let out: Awaited<ReturnType<WhisperProcess["decode"]>>;
     try {
-      out = await proc.decode({ pcm: request.pcm, language, prompt: prompt || undefined, audioCtx: request.partial ? audioCtxFor(request.pcm.length) : 0, fallback: options.fallback ?? true, signal: request.signal });
+      out = await proc.decode({ pcm: request.pcm, language, prompt: prompt || undefined, audioCtx: request.partial ? audioCtxFor(request.pcm.length) : 0, fallback: options.fallback ?? true, maxTokens: maxTokensFor(request.pcm.length), signal: request.signal });
     } catch (err) {
       if (request.signal?.aborted) throw err;
       throw err instanceof AppError ? err : new AppError("upstream", "whisper_failed", `whisper.cpp: ${(err as Error).message}`, { cause: err });

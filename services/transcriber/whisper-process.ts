@@ -25,6 +25,8 @@ interface WhisperDecode {
   audioCtx: number;
   /** whisper's temperature fallback (re-decode a window that looks like a loop). */
   fallback: boolean;
+  /** Most text tokens per window (absent: whisper's own limit; see WhisperOptions.maxTokensPerSecond). */
+  maxTokens?: number;
   signal?: AbortSignal;
 }
 
@@ -142,14 +144,15 @@ export async function startWhisperProcess(options: { modelPath: string; states: 
       const id = nextId++;
       const language = Buffer.from(d.language, "utf8");
       const prompt = Buffer.from(d.prompt ?? "", "utf8");
-      const head = Buffer.alloc(28);
+      const head = Buffer.alloc(32);
       head.writeUInt32LE(MAGIC_DECODE, 0);
       head.writeUInt32LE(id, 4);
       head.writeUInt32LE(d.pcm.length, 8);
       head.writeInt32LE(d.audioCtx, 12);
       head.writeUInt32LE(d.fallback ? 1 : 0, 16);
-      head.writeUInt32LE(language.length, 20);
-      head.writeUInt32LE(prompt.length, 24);
+      head.writeUInt32LE(d.maxTokens ?? 0, 20);
+      head.writeUInt32LE(language.length, 24);
+      head.writeUInt32LE(prompt.length, 28);
       const pcm = Buffer.from(d.pcm.buffer, d.pcm.byteOffset, d.pcm.byteLength);
       return new Promise((resolvePromise, rejectPromise) => {
         const abort = () => {

@@ -67,6 +67,13 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
   let open = 0;
   let busy = 0;
   const live = new Set<AbortController>();
+  // the time the engines spent on this pool's decodes (ms, counted as each ends), for `engineShare`
+  let decodedMs = 0;
+  let shareFrom = { at: performance.now(), decodedMs: 0 };
+  const timed = <T>(decode: Promise<T>): Promise<T> => {
+    const t0 = performance.now();
+    return decode.finally(() => (decodedMs += performance.now() - t0));
+  };
 
   // items waiting for a slot, served in the order they asked as slots free (stream-decoders.ts)
   const waiters = waitQueue<{ options: AcquireOptions; granted: (utt: StreamUtterance) => void }>(() => serveWaiters());
@@ -110,14 +117,14 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
       busy++;
       let r;
       try {
-        r = await router.transcribe({
+        r = await timed(router.transcribe({
           pcm: pcm.subarray(fixedTo, until),
           prompt: context ?? undefined,
           keyterms: keyterms?.length ? [...keyterms] : undefined,
           language: language ?? undefined,
           partial: true,
           signal: stop.signal,
-        });
+        }));
       } finally {
         busy--;
       }
@@ -166,7 +173,7 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
         if (!router || samples > fed || samples >= options.wholeUnderSamples) return;
         const stopAhead = new AbortController();
         const request = { pcm: pcm.subarray(0, samples), prompt: prompt ?? undefined, keyterms: keyterms?.length ? [...keyterms] : undefined, language: language ?? undefined, model: model ?? undefined };
-        const result = router.transcribe({ ...request, ahead: true, signal: stopAhead.signal });
+        const result = timed(router.transcribe({ ...request, ahead: true, signal: stopAhead.signal }));
         result.catch(() => undefined); // taken or discarded; a failure means the commit path
         prepared = { pauseFrom, samples, stop: stopAhead, result };
       },
@@ -216,6 +223,14 @@ export function createRedecodePool(options: RedecodePoolOptions): StreamDecoderP
     endsItems: false,
     wait: (o, granted) => waiters.add({ options: o, granted }),
     stats: () => ({ busy, size: options.size, processes: 0, pids: [], speakers: open }),
+    // a decode holds one of the engines' slots (the clips the warm workers take at once) for its time
+    engineShare() {
+      const now = performance.now();
+      const slots = Math.max(1, options.router()?.capacity?.().requests ?? 1);
+      const share = (decodedMs - shareFrom.decodedMs) / Math.max(1, (now - shareFrom.at) * slots);
+      shareFrom = { at: now, decodedMs };
+      return Math.min(1, share);
+    },
     async close() {
       for (const c of live) c.abort(new AppError("unavailable", "engine_closed", "the VAD is stopping"));
       live.clear();

@@ -135,6 +135,12 @@ export interface StreamDecoderPool {
    * an utterance already committed.
    */
   stats(): { busy: number; size: number; processes: number; pids: number[]; speakers: number };
+  /**
+   * The share of the engine this pool's decodes took since the last call, for pools whose
+   * engine is not a process here (re-decodes through the router, redecode.ts): their
+   * decodes' time over the engines' slots. Absent: the decoders' CPU (`pids`) is measured.
+   */
+  engineShare?(): number;
   close(): Promise<void>;
 }
 

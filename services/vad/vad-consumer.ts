@@ -162,7 +162,8 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     if (!options.decoders) return undefined;
     const { busy, size, pids, speakers: held } = options.decoders.stats();
     const speakers = continuousSpeakers(sessions.values(), Date.now());
-    const load = engineCpu.take(pids) / cores;
+    // re-decodes through the router: the share of the engines' slots their decodes held
+    const load = options.decoders.engineShare ? options.decoders.engineShare() : engineCpu.take(pids) / cores;
     const n = Math.max(busy, speakers);
     if (n > 0 && load > 0) perSpeaker = 0.8 * perSpeaker + 0.2 * (load / n);
     return { load, busy, size, per_speaker: perSpeaker, speakers, held };

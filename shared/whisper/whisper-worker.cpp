@@ -20,6 +20,9 @@
  *                          clip with a small audio_ctx skips most of the encoder's work
  *   uint32 flags           bit 0: temperature fallback (whisper's re-decode at higher
  *                          temperatures when a window looks like a loop or improbable)
+ *   uint32 max_tokens      most text tokens per window (0: whisper's own limit); the
+ *                          benches hold models with random weights, which never end a
+ *                          window by themselves, to what speech of the clip's length holds
  *   uint32 language_bytes, uint32 prompt_bytes, the language ("en", "auto", ...),
  *   the prompt (UTF-8, the initial prompt), then n_samples * 2 bytes of PCM
  *
@@ -61,6 +64,7 @@ struct Request {
     uint32_t id = 0;
     int32_t audio_ctx = 0;
     uint32_t flags = 0;
+    uint32_t max_tokens = 0;
     std::string language;
     std::string prompt;
     std::vector<float> pcm;
@@ -133,6 +137,7 @@ void decode(whisper_context * ctx, whisper_state * state, int threads, Request &
     // random weights want); on: whisper's default fallback at +0.2 per pass
     p.temperature_inc = (req.flags & 1u) ? 0.2f : 0.0f;
     p.audio_ctx = req.audio_ctx;
+    p.max_tokens = static_cast<int>(req.max_tokens);
     p.language = req.language.c_str();
     p.initial_prompt = req.prompt.empty() ? nullptr : req.prompt.c_str();
     p.abort_callback = [](void * user) { return static_cast<std::atomic<bool> *>(user)->load(); };
@@ -233,7 +238,7 @@ int main(int argc, char ** argv) {
         }
         auto req = std::make_shared<Request>();
         uint32_t n = 0, audio_ctx = 0, lang_bytes = 0, prompt_bytes = 0;
-        if (!read_u32(req->id) || !read_u32(n) || !read_u32(audio_ctx) || !read_u32(req->flags) || !read_u32(lang_bytes) || !read_u32(prompt_bytes)) break;
+        if (!read_u32(req->id) || !read_u32(n) || !read_u32(audio_ctx) || !read_u32(req->flags) || !read_u32(req->max_tokens) || !read_u32(lang_bytes) || !read_u32(prompt_bytes)) break;
         if (n > MAX_SAMPLES || lang_bytes > 64 || prompt_bytes > (1u << 20)) {
             write_line("{\"error\":\"request out of bounds\"}");
             break;
