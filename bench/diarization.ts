@@ -30,6 +30,9 @@ import { diarizePcm, type SpeakerCountHint, type SpeakerTurn } from "../domain/d
 import { embeddedDiarizer, pcmAudio, speechRegions } from "../domain/diarization/embedded";
 import { diarizationErrorRate, type LabelledTurn } from "../domain/diarization/der";
 import { createFrameClassifier } from "../shared/audio/vad-frames";
+import { emptyDiarization, itemFrames, labelItemTurns } from "../domain/diarization/online";
+import { loadVadEngine } from "../shared/audio/vad";
+import { defaultTurnDetection } from "../schemas/realtime";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
 import { fixturePath } from "../test/support/fixtures";
 import { pocketsphinxRaw, POCKETSPHINX_DATA } from "./support/turns";
@@ -169,6 +172,36 @@ function cpuSeconds(): number {
   return (u.user + u.system) / 1e6;
 }
 
+/** `--online-set bicPenalty=2,glrFloor=0.3`: online settings to try. */
+const onlineSettings: Record<string, number> = Object.fromEntries((args.get("online-set") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
+/** `--online 1`: the live labels too, as a realtime session gives them (count estimated). */
+const MODES = args.has("online") ? (["estimated", "given", "online"] as const) : (["estimated", "given"] as const);
+
+/**
+ * The live labels of a realtime session (domain/diarization/online.ts): the conversation
+ * cut into items by the realtime VAD at its defaults (server_vad, 500 ms of silence), each
+ * item labelled as it is committed; an item's speech regions carry its label as sent.
+ */
+async function diarizeLive(pcm: Int16Array): Promise<SpeakerTurn[]> {
+  const seg = (await loadVadEngine()).createSegmenter(defaultTurnDetection);
+  const vad = await createFrameClassifier(2);
+  let state = emptyDiarization();
+  const turns: SpeakerTurn[] = [];
+  try {
+    const label = (u: { audioStartMs: number; pcm: Int16Array }) => {
+      const r = labelItemTurns(state, itemFrames(u.pcm, vad.classify(u.pcm)), onlineSettings);
+      state = r.state;
+      for (const t of r.turns) turns.push({ start: u.audioStartMs / 1000 + t.start, end: u.audioStartMs / 1000 + t.end, speaker: t.speaker });
+    };
+    for (let at = 0; at < pcm.length; at += 320) for (const e of seg.push(pcm.subarray(at, at + 320))) if (e.kind === "utterance") label(e);
+    for (const e of seg.commit("close")) if (e.kind === "utterance") label(e);
+  } finally {
+    seg.close();
+    vad.free();
+  }
+  return turns;
+}
+
 async function main() {
   /** One clip's VAD decisions at `aggressiveness`. */
   const classify = async (pcm: Int16Array, aggressiveness: number) => {
@@ -181,15 +214,15 @@ async function main() {
   const diarize = async (pcm: Int16Array, hint: SpeakerCountHint): Promise<SpeakerTurn[]> =>
     Object.keys(overrides).length ? diarizePcm(pcm, speechRegions(await classify(pcm, 2)), hint, overrides) : embeddedDiarizer.diarize(pcmAudio(pcm), hint);
   const rand = mulberry32(seed);
-  const rows: { label: string; speakers: number; channel: string; estimated: Tally; given: Tally }[] = [];
+  const rows: { label: string; speakers: number; channel: string; estimated: Tally; given: Tally; online: Tally }[] = [];
   for (const count of [2, 3, 4]) {
     for (const channelDifference of [false, true]) {
-      const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, speakers: count, channel: channelDifference ? "channel difference" : "same channel", estimated: empty(), given: empty() };
+      const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, speakers: count, channel: channelDifference ? "channel difference" : "same channel", estimated: empty(), given: empty(), online: empty() };
       for (let c = 0; c < perSetting; c++) {
         const conv = await conversation(rand, count, channelDifference, classify);
-        for (const mode of ["estimated", "given"] as const) {
+        for (const mode of MODES) {
           const started = cpuSeconds();
-          const turns = await diarize(conv.pcm, mode === "given" ? { speakers: count } : {});
+          const turns = mode === "online" ? await diarizeLive(conv.pcm) : await diarize(conv.pcm, mode === "given" ? { speakers: count } : {});
           const cpu = cpuSeconds() - started;
           const score = diarizationErrorRate(conv.reference, turns);
           if (args.has("verbose")) console.log(count, channelDifference, mode, [...new Set(conv.reference.map((r) => r.speaker))].join("+"), (score.der * 100).toFixed(1), new Set(turns.map((x) => x.speaker)).size, turns.length);
@@ -218,7 +251,7 @@ async function main() {
   let audio = 0;
   const resultRows: ResultRow[] = [];
   for (const r of rows) {
-    for (const mode of ["estimated", "given"] as const) {
+    for (const mode of MODES) {
       const t = r[mode];
       cpu += t.cpu;
       audio += t.audio;

@@ -49,6 +49,10 @@ const transcription = z
     keywords: keytermsJson.optional(),
     /** Languages expected; the first is the engines' language hint, as `language` is (which wins when both are given). */
     languages: z.array(languageCode).min(1).max(10).optional(),
+    /** Extensions OpenAI clients do not send: live speaker labels (`speaker` on each completed item) and the count if known (docs/diarization.md). */
+    diarize: z.boolean().optional(),
+    speakers: z.number().int().min(1).max(10).optional(),
+    max_speakers: z.number().int().min(1).max(10).optional(),
   })
   .nullable();
 export type OpenAiTranscription = z.infer<typeof transcription>;
@@ -240,6 +244,8 @@ export const openAiServerEvent = z.discriminatedUnion("type", [
     transcript: z.string(),
     usage: z.object({ type: z.literal("duration"), seconds: z.number().nonnegative() }),
     logprobs: z.array(logprob).optional(),
+    /** An extension: with `diarize`, who spoke the item (`speaker_<n>`; docs/diarization.md). */
+    speaker: z.string().optional(),
   }),
   z.object({
     type: z.literal("conversation.item.input_audio_transcription.failed"),

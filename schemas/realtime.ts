@@ -85,6 +85,17 @@ const partialIntervalMs = z.number().int().min(100).max(5000);
 export const DEFAULT_PARTIAL_INTERVAL_MS = 300;
 /** The server VAD keeps up to this much audio after the last voiced frame: `audio_end_ms` = that frame's end + at most this. */
 export const VAD_TRAILING_MS = 200;
+/** A speaker count for live diarization: 1–10, as on the segment and batch planes. */
+const speakerCount = z.number().int().min(1).max(10);
+/**
+ * Live speaker labels (docs/diarization.md "Realtime sessions"): `diarize` on, and the
+ * count if known (`speakers`: exactly; `max_speakers`: at most, default 10).
+ */
+const diarizeSettings = {
+  diarize: z.boolean().optional(),
+  speakers: speakerCount.optional(),
+  max_speakers: speakerCount.optional(),
+};
 /** A session's streaming settings, as session.created / session.updated show them. */
 const streamingSettings = z.object({
   /** Utterances are decoded while spoken (partials, final at commit); false: commit → transcribe only. */
@@ -95,6 +106,7 @@ const streamingSettings = z.object({
   smart_format: z.boolean(),
   /** Entities redacted in deltas and `completed` (docs/formatting.md "Redaction"); empty: none. */
   redact: z.array(z.enum(REDACT_ENTITIES)).optional(),
+  ...diarizeSettings,
 });
 
 const sessionUpdate = z.object({
@@ -118,6 +130,7 @@ const sessionUpdate = z.object({
           smart_format: z.boolean().optional(),
           /** "pci,ssn" or ["pci", "ssn"]: entities replaced by their labels in deltas and `completed` (docs/formatting.md). */
           redact: redactList.optional(),
+          ...diarizeSettings,
         })
         .optional(),
     })
@@ -261,9 +274,11 @@ const transcriptionCompleted = z.object({
   language: z.string(),
   audio_start_ms: z.number().int().nonnegative(),
   audio_end_ms: z.number().int().nonnegative(),
-  /** Word timings in milliseconds on the session's audio timeline. */
+  /** With `diarize`: who spoke the item (most of it), `speaker_<n>` in order of first appearance; labels sent never change. */
+  speaker: z.string().optional(),
+  /** Word timings in milliseconds on the session's audio timeline; `speaker` on each word where the item holds a change of speaker. */
   words: z.array(
-    z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability, punctuated_word: z.string().optional(), entity: transcriptWord.shape.entity }),
+    z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability, punctuated_word: z.string().optional(), entity: transcriptWord.shape.entity, speaker: z.string().optional() }),
   ),
   worker_id: z.string(),
   fallback_used: z.boolean(),
@@ -303,6 +318,7 @@ const transcriptionSettings = {
   interim_results: z.boolean().optional(),
   smart_format: z.boolean().optional(),
   redact: z.array(z.enum(REDACT_ENTITIES)).optional(),
+  ...diarizeSettings,
 };
 
 const sessionUpdated = z.object({
@@ -433,6 +449,9 @@ export const utteranceCommand = z.object({
    * command's audio does, on rt.cmd, never to a client.)
    */
   emitted: z.array(z.object({ word: z.string(), form: z.string(), entity: z.string().optional() })).optional(),
+  /** With `diarize`: the item's speaker and its runs of one speaker (ms on the session timeline), labelled by the VAD as it commits the item. */
+  speaker: z.string().optional(),
+  speaker_turns: z.array(z.object({ start_ms: z.number().int(), end_ms: z.number().int(), speaker: z.string() })).optional(),
 });
 export type UtteranceCommand = z.infer<typeof utteranceCommand>;
 

@@ -137,8 +137,19 @@ function standardizedFrames(features: FrameFeatures, voiced: readonly number[]):
   return z;
 }
 
+/**
+ * One speaker's runs within a stretch of speech (a realtime item, online.ts): its voiced
+ * frames (`z`, `dims` values each; `voiced`: their frame indices) cut at pauses and
+ * speaker-change peaks as the offline diarizer cuts a clip. The symmetric KL divergence
+ * of diagonal Gaussians does not change when a dimension is scaled, so raw cepstra cut
+ * as the clip's standardized ones do.
+ */
+export function speakerSegments(z: Float32Array, dims: number, voiced: readonly number[]): Segment[] {
+  return cutSegments(z, dims, voiced, DIARIZE_DEFAULTS);
+}
+
 /** A run of speech frames [from, to) (indices into the voiced list). */
-interface Segment {
+export interface Segment {
   from: number;
   to: number;
 }

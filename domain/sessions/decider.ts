@@ -98,6 +98,10 @@ export function decide(input: DeciderInput, state: DeciderState | null, ctx: Dec
         interim_results: u.interim_results ?? s.interim_results,
         smart_format: u.smart_format ?? s.smart_format,
         redact: u.redact ?? s.redact,
+        // the gateway sends the whole of these: absent is off
+        diarize: u.diarize,
+        speakers: u.speakers,
+        max_speakers: u.max_speakers,
       };
       return { state: { ...state, settings }, effects: [{ kind: "settings", settings }] };
     }

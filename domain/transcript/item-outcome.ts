@@ -20,8 +20,9 @@ export interface ItemDecodedBy {
  * decoder's end and a final decoded ahead of the commit (services/vad/stream-items.ts)
  * all end an item here, so `completed` has one shape whichever path decoded it.
  */
-export function itemOutcomeEvents(command: Pick<UtteranceCommand, "item_id" | "audio_start_ms" | "audio_end_ms">, item: ItemTranscript & { language: string }, by: ItemDecodedBy): ServerEvent[] {
+export function itemOutcomeEvents(command: Pick<UtteranceCommand, "item_id" | "audio_start_ms" | "audio_end_ms" | "speaker" | "speaker_turns">, item: ItemTranscript & { language: string }, by: ItemDecodedBy): ServerEvent[] {
   const base = { item_id: command.item_id, content_index: 0 as const };
+  const turns = command.speaker_turns;
   return [
     { type: "conversation.item.input_audio_transcription.delta", event_id: `evt_${randomUUID()}`, ...base, delta: item.lastDelta },
     {
@@ -32,7 +33,8 @@ export function itemOutcomeEvents(command: Pick<UtteranceCommand, "item_id" | "a
       language: item.language,
       audio_start_ms: command.audio_start_ms,
       audio_end_ms: command.audio_end_ms,
-      words: item.words,
+      ...(command.speaker ? { speaker: command.speaker } : {}),
+      words: turns?.length ? item.words.map((w) => ({ ...w, speaker: speakerAt(turns, w.start_ms, w.end_ms) })) : item.words,
       worker_id: by.workerId,
       fallback_used: by.fallbackUsed,
       worker_ms: Math.round(by.workerMs),
@@ -51,4 +53,17 @@ export function decodedItemEvents(command: UtteranceCommand, r: TranscribeResult
   // an utterance is a sentence's end at least (the VAD cut it at a pause)
   const item = completeItemAfterDeltas(pipeline, c.emitted, r.result, c.audio_start_ms);
   return itemOutcomeEvents(c, item, { workerId: r.workerId, fallbackUsed: r.fallbackUsed, workerMs: r.workerMs, queueMs });
+}
+
+/** The speaker of the run a word overlaps most, or the nearest run's (a word between two runs). */
+function speakerAt(turns: NonNullable<UtteranceCommand["speaker_turns"]>, start: number, end: number): string {
+  let best = turns[0]!;
+  let score = -Infinity;
+  for (const t of turns) {
+    const overlap = Math.min(end, t.end_ms) - Math.max(start, t.start_ms);
+    // no overlap: minus the distance to the run
+    const s = overlap > 0 ? overlap : -Math.min(Math.abs(start - t.end_ms), Math.abs(t.start_ms - end));
+    if (s > score) [best, score] = [t, s];
+  }
+  return best.speaker;
 }

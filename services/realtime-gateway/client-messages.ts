@@ -38,7 +38,7 @@ export interface SessionSettings {
   /** `keyterms`: absent for none. */
   transcription: { language: string | null; prompt: string | null; model: string | null; keyterms?: string[] };
   /** The streaming and shaping settings (`redact`: entities redacted, absent for none). */
-  partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[] };
+  partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[]; diarize?: boolean; speakers?: number; max_speakers?: number };
 }
 
 export type SettingsUpdate = { ok: true; settings: SessionSettings } | { ok: false; code: string; message: string };
@@ -57,6 +57,11 @@ export function updateSettings(current: SessionSettings, update: SessionUpdate["
   const t = update.input_audio_transcription;
   if (!t) return { ok: true, settings: { ...current, turnDetection: next.data } };
   const { transcription, partials } = current;
+  const diarize = t.diarize ?? partials.diarize ?? false;
+  const speakers = t.speakers ?? (t.max_speakers === undefined ? partials.speakers : undefined);
+  const maxSpeakers = t.max_speakers ?? (t.speakers === undefined ? partials.max_speakers : undefined);
+  if ((speakers !== undefined || maxSpeakers !== undefined) && !diarize) return { ok: false, code: "invalid_event", message: "input_audio_transcription.speakers and max_speakers need diarize: true." };
+  if (speakers !== undefined && maxSpeakers !== undefined) return { ok: false, code: "invalid_event", message: "input_audio_transcription: give speakers (exactly) or max_speakers (at most), not both." };
   return {
     ok: true,
     settings: {
@@ -72,6 +77,7 @@ export function updateSettings(current: SessionSettings, update: SessionUpdate["
         interim_results: t.interim_results ?? partials.interim_results,
         smart_format: t.smart_format ?? partials.smart_format,
         redact: t.redact ?? partials.redact,
+        ...(diarize ? { diarize, ...(speakers ? { speakers } : {}), ...(maxSpeakers ? { max_speakers: maxSpeakers } : {}) } : {}),
       },
     },
   };

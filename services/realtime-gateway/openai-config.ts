@@ -132,6 +132,10 @@ export function nativeSettings(config: DoorConfig, vad: TurnDetection): SessionU
       ...(tr.prompt ? { prompt: tr.prompt } : {}),
       keyterms: tr.keywords ?? [],
       partial_interval_ms: delay?.partialIntervalMs ?? DEFAULT_PARTIAL_INTERVAL_MS,
+      // the extension as given; `diarize: false` turns it off again
+      ...(tr.diarize !== undefined ? { diarize: tr.diarize } : {}),
+      ...(tr.diarize && tr.speakers ? { speakers: tr.speakers } : {}),
+      ...(tr.diarize && tr.max_speakers ? { max_speakers: tr.max_speakers } : {}),
     },
   };
 }

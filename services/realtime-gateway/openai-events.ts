@@ -193,6 +193,8 @@ export function translateServerEvent(s: DoorState, event: ServerEvent, ctx: Tran
           transcript: event.transcript,
           usage: { type: "duration", seconds },
           ...(wantsLogprobs(s.config) ? { logprobs: logprobsOf(event.words) } : {}),
+          // an extension OpenAI clients ignore: the live speaker label (`diarize`)
+          ...(event.speaker ? { speaker: event.speaker } : {}),
         },
       ];
     }

@@ -10,6 +10,7 @@ import type { EmittedWord } from "../../domain/transcript/item-transcript";
 import { AudioRing } from "./streaming";
 import { timingOf } from "../../domain/sessions/end-of-turn";
 import type { ProsodyVerdict } from "../../domain/sessions/prosody";
+import type { SessionSpeakers } from "./speaker-labels";
 
 /**
  * What the VAD holds per session, in memory on the partition's owner: the decider's
@@ -42,6 +43,8 @@ export interface SessionState {
   turnSignalled: number | null;
   /** semantic_vad: what the pitch before the current pause said (its first silent sample), read once per pause (turn-taking.ts). */
   turnProsody: { at: number; verdict: ProsodyVerdict } | null;
+  /** With `diarize`: the session's speakers so far (speaker-labels.ts); null until its first item. */
+  speakers: SessionSpeakers | null;
 }
 
 /** An item queued for a free streaming decoder (stream-items.ts openStream). */
@@ -121,6 +124,7 @@ export function newState(env: HandleEnv, decider: DeciderState, partition: numbe
     cmn: null,
     turnSignalled: null,
     turnProsody: null,
+    speakers: null,
     seg: env.engine.createSegmenter(segmenterSettings(decider.settings.turn_detection)),
     partition,
     settingsSavedAt: 0,

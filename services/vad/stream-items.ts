@@ -11,6 +11,7 @@ import { transcriptPipeline } from "../../domain/transcript/pipeline";
 import { ITEM_CUTS } from "../../domain/transcript/redact";
 import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
 import { newlyStable } from "./streaming";
+import { withSpeakers } from "./speaker-labels";
 import type { AwaitingItem, HandleEnv, OpenStream, SessionState } from "./session-state";
 
 /**
@@ -33,18 +34,21 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
   state.spokeAt = Date.now();
   state.stream = null;
   state.awaiting = null;
-  if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return finishStream(env, stream, command, pcm);
+  // with diarize, the item's speakers first (speaker-labels.ts); every path below carries them
+  const labelled = withSpeakers(state, state.decider.settings, command, pcm);
+  if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return labelled.then((c) => finishStream(env, stream, c, pcm));
   const ahead = stream?.item === command.item_id ? stream.utt.ahead?.take(pcm.length) : null;
   stream?.utt.abort();
   if (stream) stream.ended = true;
-  if (waiting && waiting.item === command.item_id && env.pool?.endsItems) return whenDecoderFrees(env, waiting, command, pcm);
+  if (waiting && waiting.item === command.item_id && env.pool?.endsItems) return labelled.then((c) => whenDecoderFrees(env, waiting, c, pcm));
   waiting?.cancel();
   // the commit path decodes the item whole and keeps the words its deltas sent (a re-decoded
   // item, redecode.ts; a decoder lost mid-item), so they still add up to its completed
   const emitted = stream?.item === command.item_id && stream.emitted.length ? stream.emitted : undefined;
-  const withEmitted = emitted ? { ...command, emitted } : command;
-  if (ahead) return finishAhead(env, withEmitted, pcm, ahead);
-  return publishUtterance(env.nats, withEmitted, pcm);
+  return labelled.then((c) => {
+    const withEmitted = emitted ? { ...c, emitted } : c;
+    return ahead ? finishAhead(env, withEmitted, pcm, ahead) : publishUtterance(env.nats, withEmitted, pcm);
+  });
 }
 
 /**

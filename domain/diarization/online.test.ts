@@ -1,0 +1,61 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { createFrameClassifier } from "../../shared/audio/vad-frames";
+import { pcm16MonoFromWav } from "../../shared/audio/wav";
+import { fixturePath } from "../../test/support/fixtures";
+import { emptyDiarization, itemFrames, labelItemTurns, type OnlineBounds, type OnlineDiarization } from "./online";
+
+const clip = (name: string) => pcm16MonoFromWav(readFileSync(fixturePath(name)))!;
+const A = clip("silero_test.wav");
+const B = clip("jfk.wav");
+const cut = (pcm: Int16Array, from: number, to: number) => pcm.subarray(from * 16_000, to * 16_000);
+
+async function label(items: Int16Array[], bounds: OnlineBounds = {}): Promise<{ speakers: (number | null)[]; state: OnlineDiarization }> {
+  let state = emptyDiarization();
+  const speakers: (number | null)[] = [];
+  for (const pcm of items) {
+    const vad = await createFrameClassifier(2);
+    const r = labelItemTurns(state, itemFrames(pcm, vad.classify(pcm)), bounds);
+    vad.free();
+    state = r.state;
+    speakers.push(r.speaker);
+  }
+  return { speakers, state };
+}
+
+describe("live speaker labels, one item at a time", () => {
+  it("given items of two people taking turns, when each is labelled, then each person keeps the label of their first item", async () => {
+    const { speakers, state } = await label([cut(A, 0, 6), cut(B, 0, 5), cut(A, 6, 12), cut(B, 5, 11), cut(A, 12, 18)]);
+    expect(speakers).toEqual([0, 1, 0, 1, 0]);
+    expect(state.speakers).toHaveLength(2);
+  });
+
+  it("given max_speakers 1, then every item is the one speaker", async () => {
+    const { speakers } = await label([cut(A, 0, 6), cut(B, 0, 5), cut(A, 6, 12)], { maxSpeakers: 1 });
+    expect(speakers).toEqual([0, 0, 0]);
+  });
+
+  it("given an item with under a second of speech, then it goes to the speaker it fits and teaches nothing", async () => {
+    const before = await label([cut(A, 0, 6), cut(B, 0, 5)]);
+    const frames = before.state.speakers.map((s) => s.stats.n);
+    const vad = await createFrameClassifier(2);
+    const short = cut(B, 6, 6.6);
+    const r = labelItemTurns(before.state, itemFrames(short, vad.classify(short)));
+    vad.free();
+    expect(r.speaker).not.toBeNull();
+    expect(r.state.speakers.map((s) => s.stats.n)).toEqual(frames);
+  });
+
+  it("given an item in which the speaker changes, then it has a run per speaker, the later one starting where the second voice does", async () => {
+    const { state } = await label([cut(A, 0, 6), cut(B, 0, 5)]);
+    const both = new Int16Array(16_000 * 8);
+    both.set(cut(A, 20, 24), 0);
+    both.set(cut(B, 6, 10), 4 * 16_000);
+    const vad = await createFrameClassifier(2);
+    const r = labelItemTurns(state, itemFrames(both, vad.classify(both)));
+    vad.free();
+    expect(r.turns.map((t) => t.speaker)).toEqual([0, 1]);
+    expect(r.turns[1]!.start).toBeGreaterThan(3.5);
+    expect(r.turns[1]!.start).toBeLessThan(4.6);
+  });
+});

@@ -1,0 +1,182 @@
+import { logDetCovariance, statsOf, sumStats, type GaussianStats } from "./cluster";
+import { speakerSegments } from "./diarize";
+import { FEATURE_SAMPLE_RATE, FRAME_HOP_SAMPLES, frameFeatures, type FrameFeatures } from "./features";
+
+const FRAME_SECONDS = FRAME_HOP_SAMPLES / FEATURE_SAMPLE_RATE;
+
+/**
+ * Speaker labels while a realtime session is still talking: the embedded diarizer's
+ * features and distance (diarize.ts, cluster.ts), one committed item at a time. Each
+ * known speaker is a full-covariance Gaussian's sufficient statistics (constant memory:
+ * 19 sums and 361 sums of products, whatever the session's length); an item's voiced
+ * frames either join the speaker whose Gaussian they fit with the least ΔBIC (when
+ * merging them costs no more than the BIC penalty, as the offline clustering decides),
+ * or start a new speaker, up to `maxSpeakers`. Labels already given never change: when
+ * two speakers' Gaussians have grown close enough to merge (one person heard first
+ * through two different items), the later label is folded into the earlier one from then
+ * on, and `merged` says so once.
+ *
+ * Raw cepstra, not standardized as offline (the session's statistics are not known
+ * ahead): the full-covariance likelihood ratio does not change under an affine map of
+ * the features, so only the small ridge of `logDetCovariance` sees the difference.
+ * Pure: the state is a value the caller keeps (and a resumed session restores).
+ */
+interface OnlineSpeaker {
+  /** speaker_<id>: ids in order of first appearance. */
+  id: number;
+  stats: GaussianStats;
+}
+
+export interface OnlineDiarization {
+  speakers: OnlineSpeaker[];
+  /** Folded labels: id → the id it speaks as now. */
+  mergedInto: Record<number, number>;
+  /** Voiced frames heard so far (the BIC penalty's sample size). */
+  frames: number;
+}
+
+export interface OnlineBounds {
+  /** Never more speakers than this (default 10, the documented bound). */
+  maxSpeakers?: number;
+  /** Exactly this many are expected: new speakers are started until there are this many, never more. */
+  speakers?: number;
+  /** The BIC penalty's weight and its per-frame floor (default the offline diarizer's; bench/diarization.ts tries others). */
+  bicPenalty?: number;
+  glrFloor?: number;
+}
+
+interface ItemSpeaker {
+  speaker: number;
+  /** Labels folded by this item (each said once). */
+  merged: { from: number; into: number }[];
+}
+
+/**
+ * λ of the BIC penalty and its per-frame floor. Lower than the offline diarizer's (4 and
+ * 0.5, diarize.ts): an item is judged against speakers heard so far, a few seconds of
+ * speech each at first, where the penalty per frame is large; at 4 every item joined the
+ * first speaker. 1.5 measured best on bench/diarization.ts --online (λ 1: over-counts,
+ * 2 and up: under-counts; the floor matters little below 0.3).
+ */
+const BIC_PENALTY = 1.5;
+const GLR_FLOOR = 0.3;
+/** An item with less speech than this (1 s) is placed with the speaker it fits best and does not change the speakers: too few frames for a full covariance. */
+const MIN_ITEM_FRAMES = 100;
+const DEFAULT_MAX_SPEAKERS = 10;
+
+export const emptyDiarization = (): OnlineDiarization => ({ speakers: [], mergedInto: {}, frames: 0 });
+
+/** An item's voiced cepstra (`dims` values a frame; `voiced`: their 10 ms frame indices), from its PCM and its 30 ms WebRTC VAD decisions (the diarizer's aggressiveness). */
+export function itemFrames(pcm: Int16Array, vad: Uint8Array): { z: Float32Array; dims: number; voiced: number[] } {
+  const features = frameFeatures(pcm);
+  const voiced = voicedFrames(features, vad, 480);
+  const { dims, values } = features;
+  const z = new Float32Array(voiced.length * dims);
+  voiced.forEach((f, i) => z.set(values.subarray(f * dims, (f + 1) * dims), i * dims));
+  return { z, dims, voiced };
+}
+
+/** The 10 ms frames whose centre lies in a voiced 30 ms VAD frame. */
+function voicedFrames(features: FrameFeatures, vad: Uint8Array, vadFrameSamples: number): number[] {
+  const keep: number[] = [];
+  for (let f = 0; f < features.frames; f++) {
+    const centre = f * FRAME_HOP_SAMPLES + 200;
+    if (vad[Math.floor(centre / vadFrameSamples)]) keep.push(f);
+  }
+  return keep;
+}
+
+/** A run of one speaker in an item: seconds from the item's start. */
+export interface ItemTurn {
+  start: number;
+  end: number;
+  speaker: number;
+}
+
+/**
+ * An item's speakers: its voiced frames cut where the speaker changes (diarize.ts
+ * `speakerSegments`: a turn taken within 500 ms of silence stays in one item), each run
+ * labelled in order (`labelItem`). `speaker`: who spoke most of it.
+ */
+export function labelItemTurns(state: OnlineDiarization, frames: { z: Float32Array; dims: number; voiced: number[] }, bounds: OnlineBounds = {}): { state: OnlineDiarization; speaker: number | null; turns: ItemTurn[]; merged: { from: number; into: number }[] } {
+  const { z, dims, voiced } = frames;
+  const turns: ItemTurn[] = [];
+  const merged: { from: number; into: number }[] = [];
+  const spoken = new Map<number, number>();
+  for (const g of speakerSegments(z, dims, voiced)) {
+    const r = labelItem(state, z.subarray(g.from * dims, g.to * dims), dims, bounds);
+    state = r.state;
+    if (!r.label) continue;
+    merged.push(...r.label.merged);
+    const speaker = r.label.speaker;
+    spoken.set(speaker, (spoken.get(speaker) ?? 0) + g.to - g.from);
+    const start = voiced[g.from]! * FRAME_SECONDS;
+    const end = (voiced[g.to - 1]! + 1) * FRAME_SECONDS;
+    const last = turns.at(-1);
+    if (last && last.speaker === speaker) last.end = end;
+    else turns.push({ start, end, speaker });
+  }
+  const speaker = [...spoken.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? null;
+  return { state, speaker, turns, merged };
+}
+
+/** The speaker of the next item, from its voiced frames (`dims` values each), and the state after it. */
+function labelItem(state: OnlineDiarization, z: Float32Array, dims: number, bounds: OnlineBounds = {}): { state: OnlineDiarization; label: ItemSpeaker | null } {
+  const n = Math.floor(z.length / dims);
+  if (n === 0) return { state, label: null };
+  const item = statsOf(z, dims, 0, n);
+  const max = Math.min(bounds.speakers ?? Infinity, bounds.maxSpeakers ?? DEFAULT_MAX_SPEAKERS);
+  const live = state.speakers.filter((s) => state.mergedInto[s.id] === undefined);
+  const frames = state.frames + n;
+  const penalty = 0.5 * (dims + (dims * (dims + 1)) / 2) * Math.log(Math.max(2, frames)) * (bounds.bicPenalty ?? BIC_PENALTY);
+  const floor = bounds.glrFloor ?? GLR_FLOOR;
+  const cost = (a: GaussianStats, b: GaussianStats) => {
+    const m = sumStats(a, b);
+    const glr = 0.5 * (m.n * logDetCovariance(m, dims) - a.n * logDetCovariance(a, dims) - b.n * logDetCovariance(b, dims));
+    return glr / m.n - Math.max(floor, penalty / m.n);
+  };
+  let best: OnlineSpeaker | undefined;
+  let bestCost = Infinity;
+  for (const s of live) {
+    const c = n < MIN_ITEM_FRAMES ? placement(s.stats, item, dims) : cost(s.stats, item);
+    if (c < bestCost) [best, bestCost] = [s, c];
+  }
+  if (n < MIN_ITEM_FRAMES) {
+    // too short to judge or to learn from: the best fit, or the first speaker
+    if (best) return { state: { ...state, frames }, label: { speaker: best.id, merged: [] } };
+    const first = { id: state.speakers.length, stats: item };
+    return { state: { ...state, speakers: [...state.speakers, first], frames }, label: { speaker: first.id, merged: [] } };
+  }
+  const joins = best && (bestCost <= 0 || live.length >= max);
+  const speakers = joins
+    ? state.speakers.map((s) => (s === best ? { id: s.id, stats: sumStats(s.stats, item) } : s))
+    : [...state.speakers, { id: state.speakers.length, stats: item }];
+  const speaker = joins ? best!.id : state.speakers.length;
+  return foldClose({ speakers, mergedInto: state.mergedInto, frames }, speaker, dims, cost);
+}
+
+/** The offline diarizer's placement of a short segment: the likelihood it loses joining the speaker (per frame). */
+function placement(model: GaussianStats, item: GaussianStats, dims: number): number {
+  return ((model.n + item.n) * logDetCovariance(sumStats(model, item), dims) - model.n * logDetCovariance(model, dims)) / item.n;
+}
+
+/** The speaker that took the item, if now close enough to another to be one person, is folded into the earlier label. */
+function foldClose(state: OnlineDiarization, speaker: number, dims: number, cost: (a: GaussianStats, b: GaussianStats) => number): { state: OnlineDiarization; label: ItemSpeaker } {
+  const grown = state.speakers.find((s) => s.id === speaker)!;
+  const merged: { from: number; into: number }[] = [];
+  let into = speaker;
+  for (const other of state.speakers) {
+    if (other.id === speaker || state.mergedInto[other.id] !== undefined || other.stats.n < MIN_ITEM_FRAMES) continue;
+    if (cost(grown.stats, other.stats) > 0) continue;
+    const [keep, fold] = other.id < speaker ? [other, grown] : [grown, other];
+    merged.push({ from: fold.id, into: keep.id });
+    into = keep.id;
+    const speakers = state.speakers.map((s) => (s.id === keep.id ? { id: s.id, stats: sumStats(keep.stats, fold.stats) } : s));
+    return { state: { ...state, speakers, mergedInto: { ...state.mergedInto, [fold.id]: keep.id } }, label: { speaker: into, merged } };
+  }
+  return { state, label: { speaker: into, merged } };
+}
+
+/** `speaker_<n>`, the label a realtime item carries. */
+export const speakerLabel = (id: number) => `speaker_${id}`;
+

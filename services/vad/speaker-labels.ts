@@ -1,0 +1,44 @@
+import type { UtteranceCommand } from "../../schemas/realtime";
+import { createFrameClassifier } from "../../shared/audio/vad-frames";
+import { emptyDiarization, itemFrames, labelItemTurns, speakerLabel, type OnlineDiarization } from "../../domain/diarization/online";
+
+/** The WebRTC VAD's aggressiveness for the frames a speaker is heard in: the offline diarizer's (domain/diarization/embedded.ts). */
+const DIARIZER_AGGRESSIVENESS = 2;
+
+/** A diarizing session's speakers (domain/diarization/online.ts) and the labelling of its items, one after another. */
+export interface SessionSpeakers {
+  state: OnlineDiarization;
+  chain: Promise<unknown>;
+}
+
+/**
+ * Live speaker labels (docs/diarization.md "Realtime sessions"): when the session
+ * diarizes, the committed item's voiced frames are labelled against the session's
+ * speakers before the item goes on to its transcript, so every path that ends it (the
+ * streamed decoder, the final decoded ahead, the commit path) carries the same `speaker`
+ * and, where the item holds a change of speaker, its runs (`speaker_turns`). Items are
+ * labelled in the order they are committed (`chain`): a speaker first heard in one item
+ * is known to the next. About 2 ms of CPU per second of speech (features and the VAD).
+ */
+export function withSpeakers(session: { speakers: SessionSpeakers | null }, settings: { diarize?: boolean; speakers?: number; max_speakers?: number }, command: UtteranceCommand, pcm: Int16Array): Promise<UtteranceCommand> {
+  if (!settings.diarize) return Promise.resolve(command);
+  const sp = (session.speakers ??= { state: emptyDiarization(), chain: Promise.resolve() });
+  const labelled = sp.chain.then(async () => {
+    const vad = await createFrameClassifier(DIARIZER_AGGRESSIVENESS);
+    let frames;
+    try {
+      frames = itemFrames(pcm, vad.classify(pcm));
+    } finally {
+      vad.free();
+    }
+    const r = labelItemTurns(sp.state, frames, { speakers: settings.speakers, maxSpeakers: settings.max_speakers });
+    sp.state = r.state;
+    if (r.speaker === null) return command;
+    const at = (seconds: number) => command.audio_start_ms + Math.round(seconds * 1000);
+    const turns = r.turns.length > 1 ? { speaker_turns: r.turns.map((t) => ({ start_ms: at(t.start), end_ms: at(t.end), speaker: speakerLabel(t.speaker) })) } : {};
+    return { ...command, speaker: speakerLabel(r.speaker), ...turns };
+  });
+  sp.chain = labelled.catch(() => undefined);
+  // a labelling that fails leaves the item unlabelled, never untranscribed
+  return labelled.catch(() => command);
+}

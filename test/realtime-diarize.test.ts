@@ -1,0 +1,132 @@
+import { execFileSync } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { OPENAI_REALTIME_PATH } from "../schemas/openai-realtime";
+import { encodeWav } from "../shared/audio/wav";
+import { concatPcm } from "./support/fixtures";
+import { connectRt, fixture, RELAXED_ADMISSION, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { startStack, type Stack } from "./support/stack";
+
+/**
+ * Live speaker labels (`diarize: true`, docs/diarization.md "Realtime sessions"): a
+ * conversation of two real people, silero_test.wav's reader (A) and JFK (B), taking
+ * turns with a second between them, streamed at real time through the native door and
+ * through the OpenAI door. Every completed item carries a speaker; A's items share one
+ * label and B's another, from the first item of each to the last; no item is labelled
+ * twice.
+ */
+const T = "conversation.item.input_audio_transcription";
+let stack: Stack;
+let key: string;
+
+const A = fixture("silero_test.wav");
+const B = fixture("jfk.wav");
+const s = (pcm: Int16Array, from: number, to: number) => pcm.subarray(Math.round(from * 16_000), Math.round(to * 16_000));
+/** Turns: who and what, 1 s of silence after each. */
+const TURNS: Array<["A" | "B", Int16Array]> = [
+  ["A", s(A, 0, 7)],
+  ["B", s(B, 0, 5.3)],
+  ["A", s(A, 7, 14)],
+  ["B", s(B, 5.3, 11)],
+  ["A", s(A, 14, 20)],
+];
+const CONVERSATION = concatPcm(...TURNS.flatMap(([, pcm]) => [pcm, silence(1)]), silence(1));
+/** Where each turn starts and ends on the session timeline (ms). */
+const SPANS = (() => {
+  let at = 0;
+  return TURNS.map(([who, pcm]) => {
+    const span = { who, start: at / 16, end: (at + pcm.length) / 16 };
+    at += pcm.length + 16_000;
+    return span;
+  });
+})();
+/** The reference speaker of an item: the turn it overlaps most. */
+const whoSaid = (startMs: number, endMs: number) => SPANS.map((t) => ({ who: t.who, o: Math.min(endMs, t.end) - Math.max(startMs, t.start) })).sort((a, b) => b.o - a.o)[0]!.who;
+
+beforeAll(async () => {
+  stack = await startStack({ ...RELAXED_ADMISSION });
+  key = (await stack.issueKey("pro")).key;
+});
+afterAll(async () => {
+  await stack?.stop();
+});
+
+/** Items by reference speaker, in order: [label, item] pairs. */
+function expectTwoVoices(completed: Array<{ item_id: string; speaker?: string; audio_start_ms: number; audio_end_ms: number }>) {
+  expect(completed.length).toBeGreaterThanOrEqual(TURNS.length);
+  for (const c of completed) expect(c.speaker, JSON.stringify(c)).toMatch(/^speaker_\d+$/);
+  expect(new Set(completed.map((c) => c.item_id)).size).toBe(completed.length);
+  const by = (who: "A" | "B") => completed.filter((c) => whoSaid(c.audio_start_ms, c.audio_end_ms) === who).map((c) => c.speaker);
+  const a = by("A");
+  const b = by("B");
+  console.log(`A: ${a.join(" ")} | B: ${b.join(" ")}`);
+  // the first and the last item of each speaker agree, all but one item at most carry it, and the two differ
+  expect(a.at(-1)).toBe(a[0]);
+  expect(b.at(-1)).toBe(b[0]);
+  expect(a.filter((x) => x === a[0]).length).toBeGreaterThanOrEqual(a.length - 1);
+  expect(b.filter((x) => x === b[0]).length).toBeGreaterThanOrEqual(b.length - 1);
+  expect(a[0]).not.toBe(b[0]);
+}
+
+describe("live speaker labels", () => {
+  it("native door: every completed item names its speaker, stable from a speaker's first item to the last", { timeout: 120_000 }, async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
+    await c.next("session.created");
+    c.sendJson({ type: "session.update", session: { input_audio_transcription: { diarize: true, max_speakers: 4 } } });
+    const updated = await c.next("session.updated");
+    expect(updated.session.input_audio_transcription).toMatchObject({ diarize: true, max_speakers: 4 });
+    await streamPcm(c, CONVERSATION, { speed: 1 });
+    c.sendJson({ type: "session.close" });
+    await c.closed;
+    expectTwoVoices(c.events.filter((e) => e.type === `${T}.completed`));
+  });
+
+  it("refuses a count without diarize, and both kinds of count at once", async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
+    await c.next("session.created");
+    c.sendJson({ type: "session.update", event_id: "u1", session: { input_audio_transcription: { speakers: 2 } } });
+    expect((await c.next("error")).error).toMatchObject({ code: "invalid_event", event_id: "u1" });
+    c.sendJson({ type: "session.update", event_id: "u2", session: { input_audio_transcription: { diarize: true, speakers: 2, max_speakers: 3 } } });
+    expect((await c.next("error")).error).toMatchObject({ code: "invalid_event", event_id: "u2" });
+    c.sendJson({ type: "session.update", event_id: "u3", session: { input_audio_transcription: { diarize: true, speakers: 11 } } });
+    expect((await c.next("error")).error).toMatchObject({ event_id: "u3" });
+    c.sendJson({ type: "session.close" });
+    await c.closed;
+  });
+
+  it("OpenAI door: `diarize` as an extension of the transcription settings, `speaker` on each completed item", { timeout: 120_000 }, async () => {
+    const pcm24 = execFileSync("ffmpeg", ["-v", "error", "-f", "wav", "-i", "pipe:0", "-ar", "24000", "-f", "s16le", "pipe:1"], { input: encodeWav(CONVERSATION), maxBuffer: 1 << 26 });
+    const ws = new WebSocket(`${stack.baseUrl.replace(/^http/, "ws")}${OPENAI_REALTIME_PATH}?intent=transcription`, { headers: { authorization: `Bearer ${key}` } });
+    const events: any[] = [];
+    ws.on("message", (m) => events.push(JSON.parse(m.toString())));
+    await new Promise((resolve, reject) => (ws.once("open", resolve), ws.once("error", reject)));
+    const until = async (done: () => boolean, ms = 90_000) => {
+      const deadline = Date.now() + ms;
+      while (!done()) {
+        if (Date.now() > deadline) throw new Error(`timed out; got ${events.map((e) => e.type).join(", ")}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    ws.send(JSON.stringify({ type: "session.update", session: { type: "transcription", audio: { input: { format: { type: "audio/pcm", rate: 24000 }, transcription: { model: "gpt-4o-transcribe", language: "en", diarize: true } } } } }));
+    await until(() => events.some((e) => e.type === "session.updated"));
+    const start = Date.now();
+    const chunk = 4800; // 100 ms
+    for (let at = 0; at < pcm24.length; at += chunk) {
+      ws.send(JSON.stringify({ type: "input_audio_buffer.append", audio: pcm24.subarray(at, at + chunk).toString("base64") }));
+      const wait = start + ((at + chunk) * 1000) / 48_000 - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+    const done = () => {
+      const items = events.filter((e) => e.type === "input_audio_buffer.committed").map((e) => e.item_id);
+      const finished = events.filter((e) => e.type === `${T}.completed` || e.type === `${T}.failed`).map((e) => e.item_id);
+      return items.length >= TURNS.length && items.every((i: string) => finished.includes(i));
+    };
+    await until(done);
+    ws.close();
+    // OpenAI's completed has no times: the committed event's item order gives them (audio_start_ms/audio_end_ms of speech_started/stopped)
+    const started = new Map(events.filter((e) => e.type === "input_audio_buffer.speech_started").map((e) => [e.item_id, e.audio_start_ms]));
+    const stopped = new Map(events.filter((e) => e.type === "input_audio_buffer.speech_stopped").map((e) => [e.item_id, e.audio_end_ms]));
+    const completed = events.filter((e) => e.type === `${T}.completed`).map((e) => ({ item_id: e.item_id, speaker: e.speaker, audio_start_ms: started.get(e.item_id) ?? 0, audio_end_ms: stopped.get(e.item_id) ?? 0 }));
+    expectTwoVoices(completed);
+  });
+});
