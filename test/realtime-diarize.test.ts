@@ -5,6 +5,7 @@ import { OPENAI_REALTIME_PATH } from "../schemas/openai-realtime";
 import { encodeWav } from "../shared/audio/wav";
 import { concatPcm } from "./support/fixtures";
 import { connectRt, fixture, RELAXED_ADMISSION, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { cut, lastEventId, resume as resumeAt } from "./support/resume";
 import { startStack, type Stack } from "./support/stack";
 
 /**
@@ -79,6 +80,31 @@ describe("live speaker labels", () => {
     c.sendJson({ type: "session.close" });
     await c.closed;
     expectTwoVoices(c.events.filter((e) => e.type === `${T}.completed`));
+  });
+
+  it("a session cut between turns and resumed keeps its speakers: the same labels for the same people after the resume", { timeout: 120_000 }, async () => {
+    let c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
+    const created = await c.next("session.created");
+    const connections = [c];
+    c.sendJson({ type: "session.update", session: { input_audio_transcription: { diarize: true } } });
+    await c.next("session.updated");
+    // A, B, A, then the cut in the second of silence after the third turn
+    const at = Math.round((SPANS[2]!.end + 500) * 16);
+    await streamPcm(c, CONVERSATION.subarray(0, at), { speed: 1 });
+    cut(c);
+    await c.closed;
+    await new Promise((r) => setTimeout(r, 1000));
+    c = await resumeAt(stack.baseUrl, created.resume.credential, lastEventId(connections.flatMap((x) => x.events)), key);
+    connections.push(c);
+    const resumed = await c.next("session.resumed");
+    await streamPcm(c, CONVERSATION.subarray(resumed.audio_ms * 16), { speed: 1 });
+    c.sendJson({ type: "session.close" });
+    await c.closed;
+    const all = connections.flatMap((x) => x.events);
+    const completed = all.filter((e) => e.type === `${T}.completed`);
+    // both people speak on both sides of the cut
+    expect(completed.some((e) => e.audio_start_ms > at / 16 && whoSaid(e.audio_start_ms, e.audio_end_ms) === "A")).toBe(true);
+    expectTwoVoices(completed);
   });
 
   it("refuses a count without diarize, and both kinds of count at once", async () => {
