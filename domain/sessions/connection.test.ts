@@ -63,6 +63,8 @@ const swept = (now: number, over: Partial<Extract<ConnectionInput, { kind: "swep
   natsHealthy: true,
   ...over,
 });
+/** A sweep that closes nothing: the audio flushed, usage recorded. */
+const keepsOn = (now: number): ConnectionEffect[] => [{ kind: "flush_audio" }, { kind: "tick_usage", now }];
 const closeRequested: ConnectionInput = { kind: "close_requested", now: T0 + 5000 };
 const forwarded = (vadFlushed: boolean, pendingItems: number): ConnectionInput => ({ kind: "event_forwarded", vadFlushed, pendingItems });
 
@@ -149,13 +151,13 @@ describe("audio limits, the key's budget, the publisher", () => {
 
 describe("the sweep", () => {
   it("flushes the audio and records usage while nothing closes", () => {
-    given().when(swept(T0 + 1000)).then([{ kind: "flush_audio" }, { kind: "tick_usage" }], "live");
+    given().when(swept(T0 + 1000)).then(keepsOn(T0 + 1000), "live");
   });
 
   it("no audio for idle_timeout_seconds closes 4408 idle_timeout; audio moves the timer", () => {
-    given().when(swept(T0 + 30_000)).then([{ kind: "flush_audio" }, { kind: "tick_usage" }]);
+    given().when(swept(T0 + 30_000)).then(keepsOn(T0 + 30_000));
     given().when(swept(T0 + 30_001)).then(closes(CLOSE.idleTimeout), "closing");
-    given(live, frame(640, { now: T0 + 20_000 })).when(swept(T0 + 40_000)).then([{ kind: "flush_audio" }, { kind: "tick_usage" }]);
+    given(live, frame(640, { now: T0 + 20_000 })).when(swept(T0 + 40_000)).then(keepsOn(T0 + 40_000));
   });
 
   it("open past max_session_seconds closes 1008 session_duration_limit", () => {
@@ -170,7 +172,7 @@ describe("the sweep", () => {
     given().when(swept(T0 + 1000, { upstreamAvailable: false })).then(closes(CLOSE.upstreamUnavailable));
     const owing = given(live, forwarded(false, 1), swept(T0 + 1000, { upstreamAvailable: false }));
     expect(owing.state.upstreamLostAt).toBe(T0 + 1000);
-    owing.when(swept(T0 + 1000 + OUTCOME_GRACE_MS - 1, { upstreamAvailable: false })).then([{ kind: "flush_audio" }, { kind: "tick_usage" }], "live");
+    owing.when(swept(T0 + 1000 + OUTCOME_GRACE_MS - 1, { upstreamAvailable: false })).then(keepsOn(T0 + 1000 + OUTCOME_GRACE_MS - 1), "live");
     owing.when(swept(T0 + 1000 + OUTCOME_GRACE_MS, { upstreamAvailable: false })).then(closes(CLOSE.upstreamUnavailable));
     // back: the clock of the loss starts again
     expect(given(live, forwarded(false, 1), swept(T0 + 1000, { upstreamAvailable: false }), swept(T0 + 1250)).state.upstreamLostAt).toBeNull();

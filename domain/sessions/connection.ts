@@ -105,8 +105,8 @@ export type ConnectionEffect =
   | { kind: "flush_audio" }
   /** Tell the VAD the session ends; `flush`: commit the open utterance first (a graceful close). */
   | { kind: "end_vad"; flush: boolean }
-  /** Record usage (every 30 s). */
-  | { kind: "tick_usage" }
+  /** Record usage (every 30 s of the session). */
+  | { kind: "tick_usage"; now: number }
   /** Hold the session for a resume (resume.ts, which reports back with the `hold` input), under the close code the connection went with. */
   | { kind: "hold"; code: number }
   /** Let go of the connection's part (feed, publisher, usage, budget); `ended`: the session is over, record it closed with `code`. */
@@ -245,7 +245,7 @@ function decideSweep(input: Extract<ConnectionInput, { kind: "swept" }>, state: 
   };
   const closed = closeOn(next, check, limits);
   if (closed) return closed;
-  return state.phase.status === "draining" ? none(next) : { state: next, effects: [{ kind: "flush_audio" }, { kind: "tick_usage" }] };
+  return state.phase.status === "draining" ? none(next) : { state: next, effects: [{ kind: "flush_audio" }, { kind: "tick_usage", now: input.now }] };
 }
 
 /** The socket went: a resumable connection lost without a close frame (1006) holds its session; anything else ends it. */

@@ -1,7 +1,7 @@
 import uWS, { type us_listen_socket, type WebSocket } from "@trufflesuite/uws-js-unofficial";
 import { createAudioBatcher } from "./audio-publisher";
 import { randomBytes } from "node:crypto";
-import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
+import { REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
 import { closeFor, upstreamAvailable } from "../../domain/sessions/close-rules";
 import type { SessionStore } from "../../domain/sessions/store";
 import type { Principal } from "../../domain/keys/auth";
@@ -24,7 +24,8 @@ import { watchGatewayFlag } from "./gateway-flag";
 import { bridgeToFetch, type FetchHandler } from "./http-bridge";
 import { bindWithin, listenErrorCode } from "../../shared/listen";
 import { createLeases } from "./leases";
-import { openSession, type Session, type SessionSocket, type SessionStart } from "./session";
+import { openSession, type Session } from "./session";
+import type { SessionSocket, SessionStart } from "./session-io";
 import { createResumes } from "./resume";
 import { resumeRequestOf } from "./resume-reads";
 import { OPENAI_MAX_TEXT_FRAME_BYTES, OPENAI_REALTIME_PATH, type DoorRecord } from "../../schemas/openai-realtime";
@@ -173,6 +174,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         streaming: rt.streaming,
         now: nowMs,
         onClosed: (s) => sessions.delete(s),
+        onLost: (s, code) => void resumes.hold(s, code).catch((err) => log.warn("holding a session failed", { error: (err as Error).message })),
         onDecision: (ms) => headroom.decided(ms),
       },
       data.start ?? { kind: "new", offer: resumes.offerFor(admission) },
@@ -280,20 +282,18 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
         else session.onText(message);
       } catch (err) {
         log.error("session error", { error: (err as Error).message });
-        endQuietly(ws, closeFor("handler_failed"));
+        session.fail();
       }
     },
     close: (ws, code, message) => {
       sockets.delete(ws);
       const data = ws.getUserData();
       data.door?.closed();
-      if (data.session?.detached) return; // held for a resume, or taken over by one (resume.ts)
-      // lost without a close frame (a dropped network, a killed client): held for a resume
-      if (code === 1006 && data.session?.resumable) return void resumes.hold(data.session, code).catch((err) => log.warn("holding a session failed", { error: (err as Error).message }));
+      // held for a resume (lost without a close frame: a dropped network, a killed client), or taken over by one (resume.ts)
+      if (data.session && !data.session.socketClosed(code, Buffer.from(message).toString("utf8"))) return;
       const { principal, sessionId } = data.admission;
       resumes.closed(sessionId);
       void leases.release(principal.keyId, sessionId).catch((err) => log.warn("lease release failed", { error: (err as Error).message }));
-      void data.session?.closed(code, Buffer.from(message).toString("utf8")).catch((err) => log.warn("session cleanup failed", { error: (err as Error).message }));
     },
   });
   app.ws<SocketData>(REALTIME_PATH, socketBehavior("native"));
@@ -378,16 +378,13 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       headroom.stop();
       uWS.us_listen_socket_close(listenSocket);
       // a restart: a session that can be resumed is held and its client told so (1012); the rest close 1013
-      const holds: Promise<void>[] = [];
       for (const ws of [...sockets]) {
         const s = ws.getUserData().session;
-        const holding = s?.resumable && nats.health().ok ? resumes.hold(s, CLOSE.gatewayRestarting.code) : null;
-        if (holding) holds.push(holding.catch((err) => log.warn("holding a session failed", { error: (err as Error).message })));
-        const reason = closeFor(holding ? "gateway_restarting" : "gateway_stopping");
-        ws.end(reason.code, reason.reason);
+        if (s) s.stopping(nats.health().ok);
+        else endQuietly(ws, closeFor("gateway_stopping"));
       }
       // let close handlers release leases and flush usage, and the holds settle their audio
-      await Promise.all([new Promise((r) => setTimeout(r, 100)), Promise.race([Promise.all(holds), new Promise((r) => setTimeout(r, HOLD_AT_STOP_MS))])]);
+      await Promise.all([new Promise((r) => setTimeout(r, 100)), Promise.race([resumes.holding(), new Promise((r) => setTimeout(r, HOLD_AT_STOP_MS))])]);
       await audio.stop();
       resumes.stop();
       leases.stop();

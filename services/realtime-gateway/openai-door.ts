@@ -1,5 +1,5 @@
 import { openAiClientEvent, OPENAI_BETA_SUBPROTOCOL, OPENAI_INTENT_CLOSE, OPENAI_MAX_TEXT_FRAME_BYTES, type DoorRecord, type OpenAiClientEvent, type OpenAiServerEvent } from "../../schemas/openai-realtime";
-import { CLOSE, clientMessage, INTERNAL_SAMPLE_RATE, type ClientMessage, type ServerEvent, type ServerEventOf, type TurnDetection } from "../../schemas/realtime";
+import { clientMessage, INTERNAL_SAMPLE_RATE, type ClientMessage, type ServerEvent, type ServerEventOf, type TurnDetection } from "../../schemas/realtime";
 import { decodeG711 } from "../../shared/audio/g711";
 import { createResampler, type Resampler } from "../../shared/audio/resample";
 import type { TranscriptionSessionPreset } from "../../schemas/client-secrets";
@@ -7,7 +7,8 @@ import type { Admission } from "./admit";
 import { applyBetaUpdate, applySessionUpdate, defaultDoorConfig, nativeSettings, type DoorConfig, type DoorConfigUpdate } from "./openai-config";
 import { newDoorState, readOpenAiFrame, translateServerEvent, type DoorState } from "./openai-events";
 import { DOOR_START, doorEventId, storedEventIdOf, type DoorPosition } from "./openai-resume";
-import type { Session, SessionSocket } from "./session";
+import type { Session } from "./session";
+import type { SessionSocket } from "./session-io";
 
 /**
  * The OpenAI Realtime door (`WS /v1/realtime`): an adapter in front of the one session
@@ -294,7 +295,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     /** A text frame: one OpenAI client event. */
     onText(frame: ArrayBuffer) {
       if (!session || session.closeReason) return;
-      if (frame.byteLength > OPENAI_MAX_TEXT_FRAME_BYTES) return session.end(CLOSE.frameTooLarge);
+      if (frame.byteLength > OPENAI_MAX_TEXT_FRAME_BYTES) return session.frameTooLarge();
       const read = readOpenAiFrame(Buffer.from(frame).toString("utf8"));
       if (!read.ok) return sendOpenAi({ type: "error", event_id: eventId(), error: read.error });
       apply(read.event, read.clientEventId);

@@ -20,7 +20,8 @@ import type { Logger } from "../../shared/logger";
 import { consumeRate } from "../../shared/rate-limit";
 import { authenticateUpgrade, type Admission, type AdmitDeps, type UpgradeRequest } from "./admit";
 import type { Leases } from "./leases";
-import { partitionOf, type ResumeOffer, type Session, type SessionStart } from "./session";
+import type { Session } from "./session";
+import { heldFirstSeq, partitionOf, type ResumeOffer, type SessionStart } from "./session-io";
 import type { AudioBatcher } from "./audio-publisher";
 import { heldEnd } from "./session-lifecycle";
 import { laneIdsOf } from "./session-channels";
@@ -234,7 +235,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
     const next = { ...current.entry, gen: gen - 1, gateway: null, heldBy: deps.gatewayId, heldUntil: now() + current.entry.graceMs, at: now() };
     await write(sessionId, next, current.revision);
     const lanes = laneIdsOf(sessionId, multichannelChannels).map((id) => ({ id, partition: partitionOf(id, deps.partitions) }));
-    const ending = { session_id: sessionId, code: 1006, audio_ms: 0, startedAt: now(), lanes, firstSeq: (gen + 1) * 2 ** 20 - 1 };
+    const ending = { session_id: sessionId, code: 1006, audio_ms: 0, startedAt: now(), lanes, firstSeq: heldFirstSeq(gen) };
     const timer = setTimeout(() => void expire(sessionId).catch(() => undefined), next.graceMs);
     timer.unref();
     held.set(sessionId, { gen: next.gen, keyId, timer, end: heldEnd(ending, { audio: deps.audio, sessions: deps.sessions, now }, log) });
@@ -388,6 +389,8 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
 
     /** A key was revoked: its sessions held here end now (no resume can take them). */
     revoked: (keyId: string) => [...held].filter(([, h]) => h.keyId === keyId).forEach(([sid]) => void expire(sid, "key_revoked").catch(() => undefined)),
+    /** The holds under way, settled (the gateway's stop waits for them). */
+    holding: () => Promise.all([...inProgress.values()].map((h) => h.catch(() => undefined))).then(() => undefined),
     /** Sessions held here now. */
     heldCount: () => held.size,
     stop() {
