@@ -71,6 +71,8 @@ export interface ResumeAdmitted {
 
 const YIELD_TIMEOUT_MS = 2_000;
 
+export type Resumes = ReturnType<typeof createResumes>;
+
 export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
   const { kv, nats, config, gatewayId } = deps;
   const secret = config.auth.sessionTokenSecret;
