@@ -96,7 +96,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
   let tail: { events: OpenAiServerEvent[]; at: DoorPosition } | null = null;
   let session: Session | null = null;
   let muted = false; // applying a preset: session.created already showed it
-  const audio = createDoorAudio(options.maxFrameBytes, { taking: () => session !== null && !session.closeReason, take: (frame) => session!.onAudio(frame) });
+  const audio = createDoorAudio(options.maxFrameBytes, { taking: () => session?.connected === true, take: (frame) => session!.onAudio(frame) });
   const primed = (event: ServerEventOf<"session.resumed">): ServerEvent => ({ ...event, audio_ms: audio.resumedAt(event.audio_ms) });
 
   const sendOpenAi = (event: OpenAiServerEvent) => socket.send(JSON.stringify(event));
@@ -219,7 +219,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     },
     /** A text frame: one OpenAI client event. */
     onText(frame: ArrayBuffer) {
-      if (!session || session.closeReason) return;
+      if (!session?.connected) return;
       if (frame.byteLength > OPENAI_MAX_TEXT_FRAME_BYTES) return session.frameTooLarge();
       const read = readOpenAiFrame(Buffer.from(frame).toString("utf8"));
       if (!read.ok) return sendOpenAi({ type: "error", event_id: eventId(), error: read.error });

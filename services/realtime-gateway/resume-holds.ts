@@ -95,7 +95,7 @@ export function createHolds(deps: HoldDeps) {
   }
 
   /** The session connected here, if its connection has not been closed by the server. */
-  const connected = (sessionId: string) => [...deps.open].find((s) => s.id === sessionId && !s.closeReason);
+  const connected = (sessionId: string) => [...deps.open].find((s) => s.id === sessionId && s.connected);
 
   return {
     hold,

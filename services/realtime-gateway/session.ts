@@ -1,6 +1,5 @@
 import { type ClientMessage, type ServerEvent, type TurnDetection } from "../../schemas/realtime";
 import {
-  closeReasonOf,
   decideConnection,
   initialConnection,
   isConnected,
@@ -161,8 +160,6 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     socketClosed(code: number, reason: string): boolean {
       return step({ kind: "socket_closed", code, reason }).some((e) => e.kind === "release" && e.ended);
     },
-    /** Waits for the connection's cleanup (after the socket's close). */
-    released: () => released,
     /**
      * The socket is gone, or going, and the session waits for a resume (resume.ts): the
      * feed stops, the audio so far is published and billed, the VAD keeps the session.
@@ -177,15 +174,13 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     get resumable() {
       return isResumable(state.phase);
     },
+    /** The connection takes frames and messages (opening, live or draining). */
+    get connected() {
+      return isConnected(state.phase);
+    },
     /** Held for a resume or closed: the connection no longer drives the session. */
     get detached() {
       return isDetached(state.phase);
-    },
-    get closeReason() {
-      return closeReasonOf(state.phase);
-    },
-    stats() {
-      return { audioMs: io.audioMs(), published: io.publisher.messagesPublished, pendingAcks: io.publisher.pendingAcks };
     },
   };
   return session;
