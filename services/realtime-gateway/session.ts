@@ -60,7 +60,7 @@ export function openSession(admission: Admission, socket: SessionSocket, deps: S
     switch (effect.kind) {
       case "close": {
         const { code, reason } = effect.reason;
-        return void (opening ? setImmediate(() => socket.end(code, reason)) : socket.end(code, reason));
+        return void (opening ? setImmediate(() => state.phase.status === "closing" && socket.end(code, reason)) : socket.end(code, reason));
       }
       case "top_up":
         return io.allowance.topUp();

@@ -92,7 +92,11 @@ export function socketBehavior(door: Door, c: SocketContext): uWS.WebSocketBehav
         else session.onText(message);
       } catch (err) {
         log.error("session error", { error: (err as Error).message });
-        session.fail();
+        try {
+          session.fail();
+        } catch {
+          endQuietly(ws, closeFor("handler_failed"));
+        }
       }
     },
     close: (ws, code, message) => {
