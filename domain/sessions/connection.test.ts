@@ -14,7 +14,7 @@ import {
   type ConnectionInput,
   type ConnectionState,
 } from "./connection";
-import { decideResume, issueResumeCredential, readResumeCredential, replayPositions, type SessionOwnership } from "./resume";
+import { decideResume, issueResumeCredential, readResumeCredential, replayPositions, restoredDoor, type SessionOwnership } from "./resume";
 
 const T0 = 1_800_000_000_000;
 const limits: SessionLimits = {
@@ -312,6 +312,16 @@ describe("every resume refusal (docs/realtime.md, \"Resuming a session\")", () =
     expect(refusal(() => decideResume(claims, caller, entry({ gen: 3 }), ctx))).toBe("409 session_resumed_elsewhere");
     expect(refusal(() => decideResume(claims, caller, undefined, ctx))).toBe("410 resume_expired");
     expect(refusal(() => decideResume(claims, caller, entry({ heldUntil: T0 }), ctx))).toBe("410 resume_expired");
+  });
+
+  it("at the upgrade, the door: a session resumes only through the door it was opened on, and with a door state that reads", () => {
+    const turnDetection = { type: "server_vad" as const, threshold: 0.5, prefix_padding_ms: 300, silence_duration_ms: 500 };
+    const record = { config: { format: "pcm" as const, transcription: { model: "m" }, turnDetection, noiseReduction: null, include: null }, beta: false, expiresAt: T0 / 1000 + 60 };
+    expect(refusal(() => restoredDoor(undefined, "native"))).toBe("accepted");
+    expect(restoredDoor(JSON.parse(JSON.stringify(record)), "openai")).toEqual(record);
+    expect(refusal(() => restoredDoor(record, "native"))).toBe("409 resume_wrong_door");
+    expect(refusal(() => restoredDoor(undefined, "openai"))).toBe("409 resume_wrong_door");
+    expect(refusal(() => restoredDoor({ config: {} }, "openai"))).toBe("410 resume_state_lost");
   });
 
   it("on the connection: audio before session.resumed, and a VAD that never answers", () => {

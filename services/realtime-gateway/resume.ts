@@ -9,6 +9,7 @@ import {
   replayPositions,
   resumeExpired,
   resumeGraceMs,
+  restoredDoor,
   type SessionOwnership,
 } from "../../domain/sessions/resume";
 import type { SessionStore } from "../../domain/sessions/store";
@@ -25,7 +26,7 @@ import { createHolds, type Holds } from "./resume-holds";
 import type { AudioBatcher } from "./audio-publisher";
 import { laneIdsOf } from "./session-channels";
 import { holdsEvent, readVadSettings, sessionIdIn, type ResumeRequest } from "./resume-reads";
-import { doorPosition, restoredDoor, type DoorPosition } from "./openai-resume";
+import { doorPosition, type DoorPosition } from "./openai-resume";
 
 /**
  * Resuming realtime sessions on this gateway (docs/realtime.md, "Resuming a session";
