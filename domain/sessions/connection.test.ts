@@ -260,6 +260,40 @@ describe("the socket's end, holding for a resume, the gateway's stop", () => {
   });
 });
 
+describe("a connection that no longer takes input", () => {
+  const revoked: ConnectionInput = { kind: "stop", cause: "key_revoked" };
+  const after = (...inputs: ConnectionInput[]) => given(live, ...inputs);
+
+  it("after the server's close: no budget, no drain, no second close, no resume answer", () => {
+    after(revoked).when({ kind: "budget_settled", audioMs: 10_001, allowanceMs: 10_000, budgetExhausted: true }).then([], "closing");
+    after(revoked).when(closeRequested).then([], "closing");
+    after(revoked).when({ kind: "door_frame_too_large" }).then([], "closing");
+    after(revoked).when({ kind: "resume_failed" }).then([], "closing");
+    after(revoked).when({ kind: "gateway_stopping", natsHealthy: true }).then([], "closing");
+    after(revoked).when(counted(3_600_001)).then([]);
+    after(revoked).when({ kind: "event_sent", result: 2, bufferedBytes: 0 }).then([]);
+  });
+
+  it("a forwarded event after the close still counts the items owed, and closes nothing", () => {
+    const d = after(revoked).when(forwarded(true, 3));
+    d.then([], "closing");
+    expect(d.d.state.pendingItems).toBe(3);
+  });
+
+  it("held: a second hold, a revocation, a frame change nothing", () => {
+    const held: ConnectionInput = { kind: "hold", code: 1006 };
+    after(held).when(held).then([], "held");
+    after(held).when(revoked).then([], "held");
+    after(held).when(frame(640)).then([], "held");
+  });
+
+  it("a live connection taken over closes 4409 itself; session.resumed on a live one changes nothing", () => {
+    given(live).when({ kind: "stop", cause: "taken_over" }).then(closes(CLOSE.sessionTakenOver), "closing");
+    expect(given(live, { kind: "resumed", offered: false }).state.phase).toEqual({ status: "live", resumable: true });
+    expect(given(notOffered, { kind: "resumed", offered: true }).state.phase).toEqual({ status: "live", resumable: false });
+  });
+});
+
 describe("every close code of the spec (7.3), from one connection's inputs", () => {
   const cases: [CloseReason, Start, ConnectionInput[]][] = [
     [CLOSE.normal, live, [closeRequested, forwarded(true, 0)]],
