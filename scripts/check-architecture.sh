@@ -4,8 +4,10 @@
 #   1. imports: the layering of .dependency-cruiser.cjs (schemas/ ← shared/ ← domain/ ←
 #      services/<X>/, no service importing another but the composition root services/stt/,
 #      no import circle);
-#   2. size: no source file over 400 lines in services/, domain/, shared/ or schemas/ (unit
-#      tests beside the code and the C worker, shared/pocketsphinx/ps-worker.c, aside);
+#   2. size: no source file over 400 lines in services/, domain/, shared/ or schemas/, and
+#      none over 300 in services/realtime-gateway/ (issue 46: it had reached the cap by
+#      moving pieces out; unit tests beside the code and the C worker,
+#      shared/pocketsphinx/ps-worker.c, aside);
 #   3. function length (scripts/function-lengths.mjs, TypeScript's own parser): in services/
 #      and domain/ no function whose own body, nested functions aside, is over 100 lines;
 #      in services/realtime-gateway/ no function over 150 lines, nested ones included;
@@ -16,6 +18,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 MAX_LINES=400
+# the realtime gateway's files: a shell around the connection decider (domain/sessions/connection.ts)
+GATEWAY_MAX_LINES=300
 status=0
 
 dirs=()
@@ -27,10 +31,12 @@ fi
 long=()
 while IFS= read -r -d '' f; do
   n=$(wc -l <"$f")
-  ((n > MAX_LINES)) && long+=("$f: $n lines")
+  max=$MAX_LINES
+  [[ "$f" == services/realtime-gateway/* ]] && max=$GATEWAY_MAX_LINES
+  ((n > max)) && long+=("$f: $n lines (over $max)")
 done < <(find services domain shared schemas -type f -name '*.ts' ! -name '*.test.ts' -print0 2>/dev/null | sort -z)
 if ((${#long[@]})); then
-  printf 'files over %d lines (split them by what they do):\n' "$MAX_LINES" >&2
+  printf 'files too long (split them by what they do):\n' >&2
   printf '  %s\n' "${long[@]}" >&2
   status=1
 fi
