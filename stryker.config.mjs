@@ -29,6 +29,7 @@ export default {
     "domain/keys/decider.ts",
     "domain/sessions/decider.ts",
     "domain/sessions/close-rules.ts",
+    "domain/sessions/connection.ts",
     "domain/sessions/admission.ts",
     "domain/sessions/end-of-turn.ts",
     "services/stt/layout.ts",

@@ -13,6 +13,7 @@ export default defineConfig({
       "domain/keys/decider.test.ts",
       "domain/sessions/decider.test.ts",
       "domain/sessions/close-rules.test.ts",
+      "domain/sessions/connection.test.ts",
       "domain/sessions/admission.test.ts",
       "domain/sessions/end-of-turn.test.ts",
       "services/stt/layout.test.ts",

@@ -1,6 +1,6 @@
 import type { Subscription } from "@nats-io/transport-node";
 import type { z } from "zod";
-import { transcriberBacklog, vadLoad, type TranscriberBacklog, type VadLoad } from "../schemas/realtime";
+import { transcriberBacklog, vadLoad, type TranscriberBacklog, type VadLoad } from "../schemas/realtime-internal";
 import type { Nats } from "./nats";
 
 /**

@@ -1,7 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { headers as natsHeaders } from "@nats-io/transport-node";
-import { AUDIO_HEADERS, sessionCreated } from "../schemas/realtime";
+import { sessionCreated } from "../schemas/realtime";
+import { AUDIO_HEADERS } from "../schemas/realtime-internal";
 import { BATCH_KIND, encodeAudioBatch } from "../schemas/audio-batch";
 import { partitionOf } from "../services/realtime-gateway/session";
 import { stableEventId } from "../services/realtime-gateway/session-feed";

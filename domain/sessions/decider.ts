@@ -1,4 +1,5 @@
-import type { AudioControl, ServerEvent, UtteranceCommand } from "../../schemas/realtime";
+import type { ServerEvent } from "../../schemas/realtime";
+import type { AudioControl, UtteranceCommand } from "../../schemas/realtime-internal";
 import type { UtteranceEndReason, VadEvent } from "../../shared/audio/vad";
 import { msToSamples, VAD_SAMPLE_RATE } from "../../shared/audio/vad";
 import type { RtEvent, SessionEventKey } from "./events";

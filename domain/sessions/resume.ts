@@ -2,6 +2,8 @@ import { z } from "zod";
 import type { Principal } from "../keys/auth";
 import { readSignedToken, signToken } from "../keys/signed-token";
 import { AppError, unauthorized, validationError } from "../../shared/errors";
+import { doorRecord, OPENAI_REALTIME_PATH, type DoorRecord } from "../../schemas/openai-realtime";
+import { REALTIME_PATH } from "../../schemas/realtime";
 
 /**
  * Resuming a realtime session after its connection was lost (docs/realtime-resume.md): the
@@ -158,4 +160,24 @@ export function decideResume(
   if (entry.gateway === null && entry.heldUntil !== null && entry.heldUntil <= ctx.now) return { kind: "refuse", error: resumeExpired() };
   if (entry.gateway !== null && entry.gateway !== ctx.gateway && !ctx.gatewayGone) return { kind: "ask_gateway", gateway: entry.gateway };
   return { kind: "take", next: { ...entry, gen: entry.gen + 1, gateway: ctx.gateway, heldBy: null, heldUntil: null, at: ctx.now } };
+}
+
+/**
+ * The door state a resume through `door` restores from the session's ownership entry
+ * (its `door` field; undefined for a native session). A session resumes only through
+ * the door it was opened on: 409 resume_wrong_door otherwise; a door state that does not
+ * parse (garbage in KV) is read as lost: 410 resume_state_lost.
+ */
+export function restoredDoor(stored: unknown, door: "native" | "openai"): DoorRecord | undefined {
+  const openedOn = stored === undefined ? "native" : "openai";
+  if (openedOn !== door) {
+    const path = openedOn === "native" ? REALTIME_PATH : OPENAI_REALTIME_PATH;
+    throw new AppError("conflict", "resume_wrong_door", `This session was opened on ${path}: resume it there, with the same protocol.`, { retryable: false, param: "resume" });
+  }
+  if (door === "native") return undefined;
+  const parsed = doorRecord.safeParse(stored);
+  if (!parsed.success) {
+    throw new AppError("not_found", "resume_state_lost", "The session's OpenAI door state could not be read, so it cannot be resumed. Open a new session.", { status: 410 });
+  }
+  return parsed.data;
 }

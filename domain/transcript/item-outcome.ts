@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { ServerEvent, UtteranceCommand } from "../../schemas/realtime";
+import type { ServerEvent } from "../../schemas/realtime";
+import type { UtteranceCommand } from "../../schemas/realtime-internal";
 import type { TranscribeResult } from "../../shared/workers/types";
 import { completeItemAfterDeltas, type ItemTranscript } from "./item-transcript";
 import { transcriptPipeline } from "./pipeline";

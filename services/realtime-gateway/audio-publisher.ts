@@ -1,6 +1,6 @@
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { AUDIO_HEADERS, type AudioControl } from "../../schemas/realtime";
+import { AUDIO_HEADERS, type AudioControl } from "../../schemas/realtime-internal";
 import { AudioBatchWriter, BATCH_KIND, entrySize, MAX_BATCH_MESSAGE_BYTES } from "../../schemas/audio-batch";
 import { BufferPool } from "../../shared/buffer-pool";
 

@@ -1,5 +1,6 @@
 import type { RedactEntity } from "../../schemas/redact";
-import { clientMessage, turnDetection as turnDetectionSchema, type AudioControl, type ClientMessage, type ServerEvent, type SessionUpdate, type TurnDetection } from "../../schemas/realtime";
+import { clientMessage, DEFAULT_PARTIAL_INTERVAL_MS, turnDetection as turnDetectionSchema, type ClientMessage, type ServerEvent, type SessionUpdate, type TurnDetection } from "../../schemas/realtime";
+import { type AudioControl } from "../../schemas/realtime-internal";
 import { issueErrorCode } from "../../schemas/safe-string";
 
 /**
@@ -32,6 +33,12 @@ export function readClientFrame(frame: ArrayBuffer): ClientFrame {
   return { ok: false, code: issueErrorCode(issue, "invalid_event"), message: `Invalid ${type}: ${param || "event"}: ${issue?.message ?? "invalid"}.`, clientEventId, ...(param ? { param } : {}) };
 }
 
+/** Why a binary frame was dropped, in the `error` event's words: audio before session.resumed, or a frame cut inside a sample (`channels`: the session's). */
+export function audioFrameRefusal(code: "invalid_audio_frame" | "resume_in_progress", bytes: number, channels: number): string {
+  if (code === "resume_in_progress") return "Audio before session.resumed is dropped: wait for it, then send audio from its audio_ms on.";
+  return `Binary frame of ${bytes} bytes dropped: each frame must hold whole samples, a multiple of ${2 * channels} bytes (PCM16LE, ${channels} channel${channels === 1 ? "" : "s"}).`;
+}
+
 /** What a client may change with session.update, as the session holds it. */
 export interface SessionSettings {
   turnDetection: TurnDetection;
@@ -39,6 +46,15 @@ export interface SessionSettings {
   transcription: { language: string | null; prompt: string | null; model: string | null; keyterms?: string[] };
   /** The streaming and shaping settings (`redact`: entities redacted, absent for none). */
   partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[]; diarize?: boolean; speakers?: number; max_speakers?: number };
+}
+
+/** A session's settings before any session.update: the gateway's turn detection, the upgrade's language, prompt and keyterms. */
+export function initialSettings(upgrade: { language: string | null; prompt: string | null; keyterms?: string[] }, turnDetection: TurnDetection): SessionSettings {
+  return {
+    turnDetection,
+    transcription: { language: upgrade.language, prompt: upgrade.prompt, model: null, ...(upgrade.keyterms ? { keyterms: upgrade.keyterms } : {}) },
+    partials: { partial_interval_ms: DEFAULT_PARTIAL_INTERVAL_MS, interim_results: false, smart_format: true },
+  };
 }
 
 export type SettingsUpdate = { ok: true; settings: SessionSettings } | { ok: false; code: string; message: string };

@@ -1,7 +1,7 @@
 import uWS, { type us_listen_socket, type WebSocket } from "@trufflesuite/uws-js-unofficial";
 import { createAudioBatcher } from "./audio-publisher";
 import { randomBytes } from "node:crypto";
-import { CLOSE, REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
+import { REALTIME_PATH, type TurnDetection } from "../../schemas/realtime";
 import { closeFor, upstreamAvailable } from "../../domain/sessions/close-rules";
 import type { SessionStore } from "../../domain/sessions/store";
 import type { Principal } from "../../domain/keys/auth";
@@ -11,24 +11,19 @@ import type { UsageStore } from "../../domain/usage/store";
 import type { Limits } from "../../schemas/plans";
 import type { Config } from "../../shared/config";
 import type { Db } from "../../shared/db/index";
-import { clientAddress } from "../../shared/auth-throttle";
-import { AppError, toAppError } from "../../shared/errors";
 import { websocketRequired, writeRefusal } from "./upgrade-refusal";
 import type { Logger } from "../../shared/logger";
 import type { Nats } from "../../shared/nats";
 import type { WorkerRouter } from "../../shared/workers/types";
-import { protocolToAnswer } from "../../domain/keys/upgrade-credentials";
-import { admit, type Admission } from "./admit";
 import { handleDemoRoutes } from "./demo";
 import { watchGatewayFlag } from "./gateway-flag";
 import { bridgeToFetch, type FetchHandler } from "./http-bridge";
 import { bindWithin, listenErrorCode } from "../../shared/listen";
 import { createLeases } from "./leases";
-import { openSession, type Session, type SessionSocket, type SessionStart } from "./session";
+import type { Session } from "./session";
+import { endQuietly, socketBehavior, type SocketContext, type SocketData } from "./sockets";
 import { createResumes } from "./resume";
-import { resumeRequestOf } from "./resume-reads";
-import { OPENAI_MAX_TEXT_FRAME_BYTES, OPENAI_REALTIME_PATH, type DoorRecord } from "../../schemas/openai-realtime";
-import { createOpenAiDoor, doorAdmission, newDoorStart, readOpenAiUpgrade, type DoorStart, type OpenAiDoor, type OpenAiUpgrade } from "./openai-door";
+import { OPENAI_REALTIME_PATH } from "../../schemas/openai-realtime";
 import { createHeadroom, newestOpen } from "./headroom";
 
 /**
@@ -73,35 +68,12 @@ export interface RealtimeGateway {
   stop(): Promise<void>;
 }
 
-interface SocketData {
-  admission: Admission;
-  /** A resumed session's start (resume.ts); absent for a new session. */
-  start?: SessionStart;
-  session?: Session;
-  /** The OpenAI door's upgrade (`/v1/realtime`); absent on the native door. */
-  openai?: OpenAiUpgrade;
-  /** The OpenAI door's state to start from (new, or stored for a resume). */
-  doorStart?: DoorStart;
-  door?: OpenAiDoor;
-}
-type Door = "native" | "openai";
-
 const SWEEP_MS = 250;
 /** How long a stop waits for its sessions' holds (their audio stored, ownership written) before it goes on. */
 const HOLD_AT_STOP_MS = 3000;
-const MAX_WIRE_FRAME_BYTES = 16 * 1024 * 1024;
 // uSockets' listen options (the package's `ListenOptions` enum is types only)
 const LIBUS_LISTEN_DEFAULT = 0;
 const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
-
-/** Closes a socket that may already be closed (uWS throws on a closed one). */
-function endQuietly(ws: WebSocket<SocketData>, { code, reason }: { code: number; reason: string }): void {
-  try {
-    ws.end(code, reason);
-  } catch {
-    // already closed
-  }
-}
 
 export async function startRealtimeGateway(ctx: RealtimeContext, options: RealtimeGatewayOptions = {}): Promise<RealtimeGateway> {
   const { config, nats, logger } = ctx;
@@ -125,7 +97,6 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     max_utterance_ms: rt.vad.maxUtteranceMs,
   };
   const sessions = new Set<Session>();
-  const sockets = new Set<WebSocket<SocketData>>();
   // batch msg ids must not repeat after a restart within the stream's duplicate window
   const instanceId = `${gatewayId.replace(/[^A-Za-z0-9_-]/g, "_")}-${randomBytes(4).toString("hex")}`;
   const audio = createAudioBatcher({
@@ -139,50 +110,6 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), logger: log });
   const admitDeps = { ...ctx, flag, leases, keyCache, limitsFor, headroom, openSessions: () => sessions.size, now };
   const resumes = createResumes({ ...admitDeps, kv: leasesKv, gatewayId, open: sessions, audio, partitions: rt.vadPartitions }, leases, log);
-
-  const openSocketSession = (ws: WebSocket<SocketData>, data: SocketData) => {
-    const raw = { send: (text: string) => ws.send(text, false), bufferedAmount: () => ws.getBufferedAmount(), end: (code: number, reason: string) => ws.end(code, reason) };
-    let socket: SessionSocket = { ...raw, send: (event) => raw.send(JSON.stringify(event)) };
-    let admission = data.admission;
-    if (data.openai) {
-      // the OpenAI door: its events in, OpenAI's out, over the same session (openai-door.ts)
-      const { openai, doorStart } = data;
-      const start = doorStart ?? newDoorStart(openai, admission, defaultTurnDetection, nowMs());
-      const persist = (record: DoorRecord) => resumes.doorChanged(admission.sessionId, record);
-      data.door = createOpenAiDoor(raw, admission, { upgrade: openai, vad: defaultTurnDetection, maxFrameBytes: rt.maxFrameBytes, preset: admission.presetSession, start, persist });
-      const refused = data.door.refusal();
-      if (refused) return endQuietly(ws, refused);
-      socket = data.door.sessionSocket;
-      admission = doorAdmission(admission);
-    }
-    const session = openSession(
-      admission,
-      socket,
-      {
-        nats,
-        usage: ctx.usage,
-        sessions: ctx.sessions,
-        logger: log,
-        gatewayId,
-        partitions: rt.vadPartitions,
-        maxFrameBytes: rt.maxFrameBytes,
-        audio,
-        backpressureGraceMs: rt.backpressureGraceMs,
-        maxClientBufferBytes: rt.maxClientBufferBytes,
-        defaultTurnDetection,
-        streaming: rt.streaming,
-        now: nowMs,
-        onClosed: (s) => sessions.delete(s),
-        onDecision: (ms) => headroom.decided(ms),
-      },
-      data.start ?? { kind: "new", offer: resumes.offerFor(admission) },
-    );
-    data.session = session;
-    sessions.add(session);
-    data.door?.attach(session);
-    // revoked between its admission and now: the feed's close already passed it by
-    if (keyCache.isRevoked(session.keyId)) setImmediate(() => session.revoke());
-  };
 
   // A revoked key's sessions end at once (1008 key_revoked), and those held for a resume
   // end too: every gateway follows the key stream, so each ends its own within the
@@ -199,150 +126,32 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
   });
 
   const app = uWS.App();
-  const socketBehavior = (door: Door): uWS.WebSocketBehavior<SocketData> => ({
-    // uWS drops a frame over maxPayloadLength with a bare TCP close (1006 at the client):
-    // accept up to 16 MiB and close 1009 frame_too_large ourselves above config (1 MiB;
-    // the OpenAI door: its text frames up to OPENAI_MAX_TEXT_FRAME_BYTES, base64 audio).
-    // uWS buffers a frame until it is whole, so this bounds memory per socket too.
-    maxPayloadLength: door === "openai" ? OPENAI_MAX_TEXT_FRAME_BYTES + 1024 * 1024 : Math.max(MAX_WIRE_FRAME_BYTES, rt.maxFrameBytes + 1024),
-    maxBackpressure: rt.maxClientBufferBytes + 1024 * 1024,
-    idleTimeout: 120,
-    sendPingsAutomatically: true,
-    compression: uWS.DISABLED,
-    upgrade: (res, req, context) => {
-      let aborted = false;
-      res.onAborted(() => {
-        aborted = true;
-      });
-      const key = req.getHeader("sec-websocket-key");
-      const protocol = req.getHeader("sec-websocket-protocol");
-      const openai = door === "openai" ? readOpenAiUpgrade(req.getQuery() ?? "", protocol, req.getHeader("openai-beta")) : undefined;
-      // permessage-deflate is declined (compression is DISABLED): PCM barely compresses
-      // and inflating every frame would cost CPU per session.
-      const extensions = "";
-      const source = clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader("x-forwarded-for"), config.auth.trustedProxyHops);
-      const request = { authorization: req.getHeader("authorization"), protocols: protocol, query: req.getQuery() ?? "", source };
-      // Not corked: uWS 20.30's HttpResponse.cork uncorks the old HTTP socket after the
-      // handler, and an upgrade inside it frees that socket first. In the bench that
-      // dropped other, already open WebSockets (1006, server FIN; up to half of 150
-      // back-to-back upgrades); uncorked, none in 600. The price is a native
-      // "writes must be made from within a corked callback" warning on stderr per upgrade.
-      // an OpenAI upgrade the door refuses (its ?intent) is never a resume: it must not take the session
-      const resume = openai && openai.intent !== null && openai.intent !== "transcription" ? null : resumeRequestOf(request.query);
-      // a new session's ownership entry (with the OpenAI door's state) is written before the client can lose it (resume.ts)
-      const opened = async (admission: Admission) => {
-        const doorStart = openai && newDoorStart(openai, admission, defaultTurnDetection, nowMs());
-        return (await resumes.opened(admission, doorStart?.record), { admission, door: doorStart });
-      };
-      const admitted = resume ? resumes.admit(request, resume, door) : admit(admitDeps, request).then(opened);
-      admitted.then(
-        ({ admission, start, door: doorStart }: { admission: Admission; start?: SessionStart; door?: DoorStart }) => {
-          if (aborted) return void resumes.abandoned(admission, start).catch(() => undefined);
-          try {
-            // one protocol, never the client's list: it may hold a credential entry
-            res.upgrade<SocketData>({ admission, start, openai, doorStart }, key, protocolToAnswer(protocol), extensions, context);
-          } catch (err) {
-            // the socket went away between the check and the upgrade
-            log.warn("upgrade could not complete", { error: (err as Error).message });
-            void resumes.abandoned(admission, start).catch(() => undefined);
-          }
-        },
-        (err) => {
-          const e = toAppError(err);
-          if (e.status >= 500 && e.kind === "internal") log.error("upgrade failed", { error: e.message });
-          if (aborted) return;
-          try {
-            res.cork(() => writeRefusal(res, e.status >= 500 && e.kind === "internal" ? new AppError("internal", "internal_error", "internal error") : e));
-          } catch {
-            // aborted meanwhile
-          }
-        },
-      );
-    },
-    open: (ws) => {
-      sockets.add(ws);
-      const data = ws.getUserData();
-      try {
-        openSocketSession(ws, data);
-      } catch (err) {
-        log.error("session open failed", { error: (err as Error).message });
-        endQuietly(ws, closeFor("handler_failed"));
-      }
-    },
-    message: (ws, message, isBinary) => {
-      const { session, door } = ws.getUserData();
-      if (!session) return;
-      try {
-        if (door) {
-          if (isBinary) door.onBinary();
-          else door.onText(message);
-        } else if (isBinary) session.onAudio(message);
-        else session.onText(message);
-      } catch (err) {
-        log.error("session error", { error: (err as Error).message });
-        endQuietly(ws, closeFor("handler_failed"));
-      }
-    },
-    close: (ws, code, message) => {
-      sockets.delete(ws);
-      const data = ws.getUserData();
-      data.door?.closed();
-      if (data.session?.detached) return; // held for a resume, or taken over by one (resume.ts)
-      // lost without a close frame (a dropped network, a killed client): held for a resume
-      if (code === 1006 && data.session?.resumable) return void resumes.hold(data.session, code).catch((err) => log.warn("holding a session failed", { error: (err as Error).message }));
-      const { principal, sessionId } = data.admission;
-      resumes.closed(sessionId);
-      void leases.release(principal.keyId, sessionId).catch((err) => log.warn("lease release failed", { error: (err as Error).message }));
-      void data.session?.closed(code, Buffer.from(message).toString("utf8")).catch((err) => log.warn("session cleanup failed", { error: (err as Error).message }));
-    },
-  });
-  app.ws<SocketData>(REALTIME_PATH, socketBehavior("native"));
-  app.ws<SocketData>(OPENAI_REALTIME_PATH, socketBehavior("openai"));
+  const sessionDeps = {
+    nats,
+    usage: ctx.usage,
+    sessions: ctx.sessions,
+    logger: log,
+    gatewayId,
+    partitions: rt.vadPartitions,
+    maxFrameBytes: rt.maxFrameBytes,
+    audio,
+    backpressureGraceMs: rt.backpressureGraceMs,
+    maxClientBufferBytes: rt.maxClientBufferBytes,
+    defaultTurnDetection,
+    streaming: rt.streaming,
+    now: nowMs,
+    onClosed: (s: Session) => sessions.delete(s),
+    onDecision: (ms: number) => headroom.decided(ms),
+  };
+  const sockets = new Set<WebSocket<SocketData>>();
+  const socketContext: SocketContext = { rt, admitDeps, resumes, log, defaultTurnDetection, nowMs, sockets, sessionDeps, opened: (s) => sessions.add(s) };
+  app.ws<SocketData>(REALTIME_PATH, socketBehavior("native", socketContext));
+  app.ws<SocketData>(OPENAI_REALTIME_PATH, socketBehavior("openai", socketContext));
 
-  const onHandlerError = (err: unknown) => log.error("http handler failed", { error: (err as Error)?.message ?? String(err), stack: (err as Error)?.stack });
-  app.any("/*", (res, req) => {
-    // A throw out of a uWS handler ends the process: every path is guarded.
-    try {
-      const url = req.getUrl();
-      if (url === REALTIME_PATH || url === OPENAI_REALTIME_PATH) return void writeRefusal(res, websocketRequired(url));
-      if (handleDemoRoutes(res, req, { config, db: ctx.db, now })) return;
-      if (!options.fetch) {
-        res.writeStatus("404 Not Found").writeHeader("content-type", "application/json");
-        return void res.end(JSON.stringify({ error: { message: `No route for ${req.getMethod().toUpperCase()} ${url}`, type: "invalid_request_error", code: "not_found" } }));
-      }
-      bridgeToFetch(options.fetch, res, req, onHandlerError);
-    } catch (err) {
-      onHandlerError(err);
-      try {
-        res.writeStatus("500 Internal Server Error").writeHeader("content-type", "application/json");
-        res.end(JSON.stringify({ error: { message: "internal error", type: "server_error", code: "internal_error", param: null } }), true);
-      } catch {
-        // already answered or aborted
-      }
-    }
-  });
+  serveHttp(app, { config, db: ctx.db, now, fetch: options.fetch, log });
 
   const host = options.host ?? config.http.host;
-  const wantedPort = options.port ?? config.http.port;
-  // uWS listens with SO_REUSEPORT unless told LIBUS_LISTEN_EXCLUSIVE_PORT: a second
-  // instance on the port would start "fine" and the kernel would split connections
-  // between the two. The native listen takes (host, port, options, cb); the package's
-  // types only declare (port, options, cb).
-  const listenWith = app.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => void;
-  const listenOptions = config.http.reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
-  const listenOnce = async (): Promise<us_listen_socket | false> => {
-    const socket = await new Promise<us_listen_socket | false>((resolve) => listenWith.call(app, host, wantedPort, listenOptions, resolve));
-    if (socket) return socket;
-    const code = await listenErrorCode(host, wantedPort);
-    if (code && code !== "EADDRINUSE") throw new Error(`cannot listen on ${host}:${wantedPort}: ${code}`);
-    return false;
-  };
-  const listenSocket = await bindWithin(listenOnce, {
-    host,
-    port: wantedPort,
-    waitMs: config.shutdown.timeoutMs,
-    logger: log,
-  });
+  const listenSocket = await listen(app, host, options.port ?? config.http.port, config, log);
   const port = uWS.us_socket_local_port(listenSocket);
 
   const sweep = setInterval(() => {
@@ -378,16 +187,13 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       headroom.stop();
       uWS.us_listen_socket_close(listenSocket);
       // a restart: a session that can be resumed is held and its client told so (1012); the rest close 1013
-      const holds: Promise<void>[] = [];
       for (const ws of [...sockets]) {
         const s = ws.getUserData().session;
-        const holding = s?.resumable && nats.health().ok ? resumes.hold(s, CLOSE.gatewayRestarting.code) : null;
-        if (holding) holds.push(holding.catch((err) => log.warn("holding a session failed", { error: (err as Error).message })));
-        const reason = closeFor(holding ? "gateway_restarting" : "gateway_stopping");
-        ws.end(reason.code, reason.reason);
+        if (s) s.stopping(nats.health().ok);
+        else endQuietly(ws, closeFor("gateway_stopping"));
       }
       // let close handlers release leases and flush usage, and the holds settle their audio
-      await Promise.all([new Promise((r) => setTimeout(r, 100)), Promise.race([Promise.all(holds), new Promise((r) => setTimeout(r, HOLD_AT_STOP_MS))])]);
+      await Promise.all([new Promise((r) => setTimeout(r, 100)), Promise.race([resumes.holding(), new Promise((r) => setTimeout(r, HOLD_AT_STOP_MS))])]);
       await audio.stop();
       resumes.stop();
       leases.stop();
@@ -396,4 +202,50 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
       if (!options.keyCache) await keyCache.stop();
     },
   };
+}
+
+/**
+ * Listens on host:port: exclusively unless config.http.reusePort (uWS listens with
+ * SO_REUSEPORT unless told LIBUS_LISTEN_EXCLUSIVE_PORT: a second instance on the port
+ * would start "fine" and the kernel would split connections between the two); a port
+ * in use is waited for up to the shutdown timeout (a restarting predecessor).
+ */
+async function listen(app: uWS.TemplatedApp, host: string, wantedPort: number, config: Config, log: Logger): Promise<us_listen_socket> {
+  // The native listen takes (host, port, options, cb); the package's types only declare (port, options, cb).
+  const listenWith = app.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => void;
+  const listenOptions = config.http.reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+  const listenOnce = async (): Promise<us_listen_socket | false> => {
+    const socket = await new Promise<us_listen_socket | false>((resolve) => listenWith.call(app, host, wantedPort, listenOptions, resolve));
+    if (socket) return socket;
+    const code = await listenErrorCode(host, wantedPort);
+    if (code && code !== "EADDRINUSE") throw new Error(`cannot listen on ${host}:${wantedPort}: ${code}`);
+    return false;
+  };
+  return bindWithin(listenOnce, { host, port: wantedPort, waitMs: config.shutdown.timeoutMs, logger: log });
+}
+
+/** Plain HTTP on the gateway's port: the stream paths answer 426, the demo page, and every other route through the bridge to the hono app (404 without one). */
+function serveHttp(app: uWS.TemplatedApp, o: { config: Config; db: Db; now: () => Date; fetch?: FetchHandler; log: Logger }) {
+  const onHandlerError = (err: unknown) => o.log.error("http handler failed", { error: (err as Error)?.message ?? String(err), stack: (err as Error)?.stack });
+  app.any("/*", (res, req) => {
+    // A throw out of a uWS handler ends the process: every path is guarded.
+    try {
+      const url = req.getUrl();
+      if (url === REALTIME_PATH || url === OPENAI_REALTIME_PATH) return void writeRefusal(res, websocketRequired(url));
+      if (handleDemoRoutes(res, req, { config: o.config, db: o.db, now: o.now })) return;
+      if (!o.fetch) {
+        res.writeStatus("404 Not Found").writeHeader("content-type", "application/json");
+        return void res.end(JSON.stringify({ error: { message: `No route for ${req.getMethod().toUpperCase()} ${url}`, type: "invalid_request_error", code: "not_found" } }));
+      }
+      bridgeToFetch(o.fetch, res, req, onHandlerError);
+    } catch (err) {
+      onHandlerError(err);
+      try {
+        res.writeStatus("500 Internal Server Error").writeHeader("content-type", "application/json");
+        res.end(JSON.stringify({ error: { message: "internal error", type: "server_error", code: "internal_error", param: null } }), true);
+      } catch {
+        // already answered or aborted
+      }
+    }
+  });
 }

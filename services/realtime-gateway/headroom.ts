@@ -137,8 +137,8 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
 }
 
 /** The session a shed gives back: the one opened last that is not already closing (a Set iterates in insertion order). */
-export function newestOpen<S extends { closeReason: unknown }>(sessions: Set<S>): S | undefined {
+export function newestOpen<S extends { connected: boolean }>(sessions: Set<S>): S | undefined {
   let newest: S | undefined;
-  for (const s of sessions) if (!s.closeReason) newest = s;
+  for (const s of sessions) if (s.connected) newest = s;
   return newest;
 }

@@ -1,13 +1,13 @@
 import { openAiClientEvent, OPENAI_BETA_SUBPROTOCOL, OPENAI_INTENT_CLOSE, OPENAI_MAX_TEXT_FRAME_BYTES, type DoorRecord, type OpenAiClientEvent, type OpenAiServerEvent } from "../../schemas/openai-realtime";
-import { CLOSE, clientMessage, INTERNAL_SAMPLE_RATE, type ClientMessage, type ServerEvent, type ServerEventOf, type TurnDetection } from "../../schemas/realtime";
-import { decodeG711 } from "../../shared/audio/g711";
-import { createResampler, type Resampler } from "../../shared/audio/resample";
+import { clientMessage, INTERNAL_SAMPLE_RATE, type ClientMessage, type ServerEvent, type ServerEventOf, type TurnDetection } from "../../schemas/realtime";
 import type { TranscriptionSessionPreset } from "../../schemas/client-secrets";
 import type { Admission } from "./admit";
 import { applyBetaUpdate, applySessionUpdate, defaultDoorConfig, nativeSettings, type DoorConfig, type DoorConfigUpdate } from "./openai-config";
 import { newDoorState, readOpenAiFrame, translateServerEvent, type DoorState } from "./openai-events";
 import { DOOR_START, doorEventId, storedEventIdOf, type DoorPosition } from "./openai-resume";
-import type { Session, SessionSocket } from "./session";
+import { createDoorAudio } from "./openai-audio";
+import type { Session } from "./session";
+import type { SessionSocket } from "./session-io";
 
 /**
  * The OpenAI Realtime door (`WS /v1/realtime`): an adapter in front of the one session
@@ -83,16 +83,6 @@ export function newDoorStart(upgrade: OpenAiUpgrade, admission: Admission, vad: 
   return { record: { config, beta: upgrade.beta, expiresAt: Math.floor(nowMs / 1000) + admission.limits.maxSessionSeconds }, resumedAt: null };
 }
 
-/**
- * How much audio before its position a resumed session asks for again, to fill the
- * resampler's filter (resample.ts: half of it is 2.5 ms at RESAMPLER_QUALITY, whatever the
- * rate). A whole number of milliseconds is a whole number of 24 and 8 kHz samples at the
- * same filter phase, so the resumed output continues the interrupted one sample for sample.
- */
-const PRIME_MS = 10;
-/** OpenAI's shortest committable buffer. */
-const MIN_COMMIT_SAMPLES = INTERNAL_SAMPLE_RATE / 10;
-
 export function createOpenAiDoor(socket: DoorSocket, admission: Admission, options: OpenAiDoorOptions) {
   const { upgrade, vad, start } = options;
   const state: DoorState = newDoorState(start.record.config, start.record.beta);
@@ -105,39 +95,9 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
   /** A resume whose position is inside a stored event's door events: the rest of them, sent after session.resumed. */
   let tail: { events: OpenAiServerEvent[]; at: DoorPosition } | null = null;
   let session: Session | null = null;
-  /**
-   * Resumed: the resampled samples (16 kHz) to drop before the session's audio goes on.
-   * The client is told to resend from PRIME_MS before where the session stands, so a fresh
-   * resampler's filter starts full and its output continues the interrupted one exactly.
-   */
-  let priming = 0;
-  const primed = (event: ServerEventOf<"session.resumed">): ServerEvent => {
-    buffered = null; // what the open item held before the cut is not counted here
-    const ms = Math.min(PRIME_MS, event.audio_ms);
-    priming = (ms * INTERNAL_SAMPLE_RATE) / 1000;
-    return { ...event, audio_ms: event.audio_ms - ms };
-  };
   let muted = false; // applying a preset: session.created already showed it
-  /**
-   * Audio appended since the last commit or clear, in 16 kHz samples: OpenAI refuses a commit
-   * under 100 ms. null after a resume until the next commit or clear: the open item may
-   * hold audio sent before the cut, so a commit goes to the session, which refuses one
-   * with nothing open itself (the same error code).
-   */
-  let buffered: number | null = 0;
-  const resamplers: Partial<Record<"pcm" | "g711", Resampler>> = {};
-  /** The format's resampler; after a format switch the other one's last milliseconds go first, and it is dropped (a switch back starts afresh). */
-  const resampler = (kind: "pcm" | "g711") => {
-    const other = kind === "pcm" ? "g711" : "pcm";
-    const previous = resamplers[other];
-    if (previous) {
-      delete resamplers[other];
-      handOver(previous.flush());
-      previous.free();
-    }
-    return (resamplers[kind] ??= createResampler(kind === "pcm" ? 24000 : 8000, INTERNAL_SAMPLE_RATE, 1));
-  };
-  const chunkBytes = Math.max(2, Math.floor(options.maxFrameBytes / 2) * 2);
+  const audio = createDoorAudio(options.maxFrameBytes, { taking: () => session?.connected === true, take: (frame) => session!.onAudio(frame) });
+  const primed = (event: ServerEventOf<"session.resumed">): ServerEvent => ({ ...event, audio_ms: audio.resumedAt(event.audio_ms) });
 
   const sendOpenAi = (event: OpenAiServerEvent) => socket.send(JSON.stringify(event));
   /** The worst send result of `events` (so the session sees backpressure). */
@@ -166,7 +126,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
   const sessionSocket: SessionSocket = {
     send(event: ServerEvent) {
       if (muted) return 1;
-      if (event.type === "input_audio_buffer.committed" && event.reason !== "max_length") buffered = 0;
+      if (event.type === "input_audio_buffer.committed" && event.reason !== "max_length") audio.emptied();
       const { events, after } = translate(event.type === "session.resumed" ? primed(event) : event);
       let worst = sendAll(events);
       clientAt = after;
@@ -207,54 +167,21 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     state.updating = null;
   };
 
-  const append = (audio: string, clientEventId: string | null) => {
-    // Node's decoder skips what is not base64, so a length short of what the text promises
-    // is a bad character (a regular expression over every append cost more than the decode)
-    const padding = audio.endsWith("==") ? 2 : audio.endsWith("=") ? 1 : 0;
-    const bytes = audio.length % 4 === 0 ? Buffer.from(audio, "base64") : null;
-    if (!bytes || bytes.length !== (audio.length / 4) * 3 - padding) return sendError("invalid_value", "Invalid 'audio'. Expected base64-encoded audio bytes.", "audio", clientEventId);
-    if (bytes.length === 0) return;
-    let pcm: Int16Array;
-    if (state.config.format === "pcm") {
-      if (bytes.length % 2 !== 0) return sendError("invalid_value", "Invalid 'audio': audio/pcm holds whole 16-bit samples (an even number of bytes).", "audio", clientEventId);
-      // Buffer.from may start at an odd offset in its pool: copy into aligned memory then
-      const samples = bytes.byteOffset % 2 === 0 ? new Int16Array(bytes.buffer, bytes.byteOffset, bytes.length / 2) : new Int16Array(new Uint8Array(bytes).buffer);
-      pcm = resampler("pcm").push(samples);
-    } else pcm = resampler("g711").push(decodeG711(bytes, state.config.format === "pcmu" ? "ulaw" : "alaw"));
-    // the client's audio as sent (its length at 16 kHz), not the resampler's output, which holds its last 2.5 ms back
-    if (buffered !== null) buffered += state.config.format === "pcm" ? (bytes.length / 2) * (INTERNAL_SAMPLE_RATE / 24000) : bytes.length * (INTERNAL_SAMPLE_RATE / 8000);
-    if (priming > 0) {
-      const dropped = Math.min(priming, pcm.length);
-      priming -= dropped;
-      pcm = pcm.subarray(dropped);
-      if (pcm.length === 0) return;
-    }
-    handOver(pcm);
-  };
-  /** 16 kHz audio to the session, in frames of at most its largest. */
-  const handOver = (pcm: Int16Array) => {
-    const view = new Uint8Array(pcm.buffer, pcm.byteOffset, pcm.byteLength);
-    // views, not copies: the session's publisher copies what it keeps, as it must for uWS's frames
-    for (let at = 0; at < view.length && session && !session.closeReason; at += chunkBytes) {
-      session.onAudio(view.subarray(at, at + chunkBytes));
-    }
-  };
-
   const apply = (event: OpenAiClientEvent, clientEventId: string | null) => {
     const id = clientEventId ? { event_id: clientEventId } : {};
     switch (event.type) {
       case "input_audio_buffer.append":
       case "session.input_audio_buffer.append":
-        return append(event.audio, clientEventId);
+      {
+        const refused = audio.append(event.audio, state.config.format);
+        return void (refused && sendError("invalid_value", refused, "audio", clientEventId));
+      }
       case "input_audio_buffer.commit":
-        if (state.config.turnDetection === null && buffered !== null && buffered < MIN_COMMIT_SAMPLES) {
-          const ms = ((buffered * 1000) / INTERNAL_SAMPLE_RATE).toFixed(2);
-          return sendError("input_audio_buffer_commit_empty", `Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has ${ms}ms of audio.`, null, clientEventId);
-        }
-        buffered = 0;
+        if (state.config.turnDetection === null && audio.commitRefusal()) return sendError("input_audio_buffer_commit_empty", audio.commitRefusal()!, null, clientEventId);
+        audio.emptied();
         return toSession({ type: "input_audio_buffer.commit", ...id }, clientEventId);
       case "input_audio_buffer.clear":
-        buffered = 0;
+        audio.emptied();
         return toSession({ type: "input_audio_buffer.clear", ...id }, clientEventId);
       case "session.update":
         return update(applySessionUpdate(state.config, event.session, vad), clientEventId);
@@ -262,8 +189,7 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
         state.beta = true; // a beta client that sent no beta header
         return update(applyBetaUpdate(state.config, event.session, vad), clientEventId);
       case "session.close":
-        // the last milliseconds inside the resamplers' filters belong to the session's audio
-        for (const r of Object.values(resamplers)) handOver(r.flush());
+        audio.flush();
         return toSession({ type: "session.close", ...id }, clientEventId);
       default: {
         const never: never = event;
@@ -293,16 +219,14 @@ export function createOpenAiDoor(socket: DoorSocket, admission: Admission, optio
     },
     /** A text frame: one OpenAI client event. */
     onText(frame: ArrayBuffer) {
-      if (!session || session.closeReason) return;
-      if (frame.byteLength > OPENAI_MAX_TEXT_FRAME_BYTES) return session.end(CLOSE.frameTooLarge);
+      if (!session?.connected) return;
+      if (frame.byteLength > OPENAI_MAX_TEXT_FRAME_BYTES) return session.frameTooLarge();
       const read = readOpenAiFrame(Buffer.from(frame).toString("utf8"));
       if (!read.ok) return sendOpenAi({ type: "error", event_id: eventId(), error: read.error });
       apply(read.event, read.clientEventId);
     },
     /** The socket is gone: the resamplers' WASM state is freed. */
-    closed() {
-      for (const r of Object.values(resamplers)) r.free();
-    },
+    closed: audio.free,
     /** A binary frame: OpenAI accepts none. */
     onBinary() {
       sendError("invalid_event", "Expected a text WebSocket message; binary frames are not supported.", null, null);

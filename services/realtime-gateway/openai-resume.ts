@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { doorRecord, OPENAI_REALTIME_PATH, type DoorRecord } from "../../schemas/openai-realtime";
-import { REALTIME_PATH } from "../../schemas/realtime";
-import { AppError, validationError } from "../../shared/errors";
+import { validationError } from "../../shared/errors";
+
+export { restoredDoor } from "../../domain/sessions/resume";
 
 /**
  * Resuming a session opened on the OpenAI door (docs/realtime-resume.md,
@@ -49,24 +49,4 @@ export function doorPosition(lastEventId: string | null): DoorPosition {
   const m = DOOR_EVENT_ID.exec(lastEventId);
   if (!m) throw validationError("resume_event_unknown", "last_event_id is not an event id of this door (event_evt_…).", { param: "last_event_id" });
   return m[1] === "evt_0" ? DOOR_START : { eventId: m[1]!, index: Number(m[2]) };
-}
-
-/**
- * The door state a resume through `door` restores from the session's ownership entry
- * (its `door` field; undefined for a native session). A session resumes only through
- * the door it was opened on: 409 resume_wrong_door otherwise; a door state that does not
- * parse (garbage in KV) is read as lost: 410 resume_state_lost.
- */
-export function restoredDoor(stored: unknown, door: "native" | "openai"): DoorRecord | undefined {
-  const openedOn = stored === undefined ? "native" : "openai";
-  if (openedOn !== door) {
-    const path = openedOn === "native" ? REALTIME_PATH : OPENAI_REALTIME_PATH;
-    throw new AppError("conflict", "resume_wrong_door", `This session was opened on ${path}: resume it there, with the same protocol.`, { retryable: false, param: "resume" });
-  }
-  if (door === "native") return undefined;
-  const parsed = doorRecord.safeParse(stored);
-  if (!parsed.success) {
-    throw new AppError("not_found", "resume_state_lost", "The session's OpenAI door state could not be read, so it cannot be resumed. Open a new session.", { status: 410 });
-  }
-  return parsed.data;
 }

@@ -1,5 +1,5 @@
 import type { KV } from "@nats-io/kv";
-import { audioControl } from "../../schemas/realtime";
+import { audioControl } from "../../schemas/realtime-internal";
 import { safeJson } from "../../shared/json";
 import type { Nats } from "../../shared/nats";
 import { stableEventId } from "./session-feed";

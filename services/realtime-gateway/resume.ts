@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { KV } from "@nats-io/kv";
-import type { Subscription } from "@nats-io/transport-node";
-import { CLOSE } from "../../schemas/realtime";
+import type { Msg, Subscription } from "@nats-io/transport-node";
 import type { DoorRecord } from "../../schemas/openai-realtime";
 import {
   decideResume,
@@ -10,7 +9,7 @@ import {
   replayPositions,
   resumeExpired,
   resumeGraceMs,
-  sessionOwnership,
+  restoredDoor,
   type SessionOwnership,
 } from "../../domain/sessions/resume";
 import type { SessionStore } from "../../domain/sessions/store";
@@ -20,13 +19,14 @@ import type { Logger } from "../../shared/logger";
 import { consumeRate } from "../../shared/rate-limit";
 import { authenticateUpgrade, type Admission, type AdmitDeps, type UpgradeRequest } from "./admit";
 import type { Leases } from "./leases";
-import { partitionOf, type ResumeOffer, type Session, type SessionStart } from "./session";
+import type { Session } from "./session";
+import type { ResumeOffer, SessionStart } from "./session-io";
+import { createOwnership, type Ownership } from "./session-ownership";
+import { createHolds, type Holds } from "./resume-holds";
 import type { AudioBatcher } from "./audio-publisher";
-import { heldEnd } from "./session-lifecycle";
 import { laneIdsOf } from "./session-channels";
-import { safeJson } from "../../shared/json";
 import { holdsEvent, readVadSettings, sessionIdIn, type ResumeRequest } from "./resume-reads";
-import { doorPosition, restoredDoor, type DoorPosition } from "./openai-resume";
+import { doorPosition, type DoorPosition } from "./openai-resume";
 
 /**
  * Resuming realtime sessions on this gateway (docs/realtime-resume.md;
@@ -70,50 +70,16 @@ export interface ResumeAdmitted {
   door?: { record: DoorRecord; resumedAt: DoorPosition };
 }
 
-const ownKey = (sessionId: string) => `rt.own.${sessionId}`;
-/** Rewritten before the `leases` bucket's max age (10 min) would drop a long session's entry. */
-const REFRESH_AFTER_MS = 4 * 60_000;
 const YIELD_TIMEOUT_MS = 2_000;
 
-interface HeldHere {
-  gen: number;
-  keyId: string;
-  timer: NodeJS.Timeout;
-  end(reason: string): Promise<void>;
-}
+export type Resumes = ReturnType<typeof createResumes>;
 
 export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
-  const { kv, nats, config } = deps;
+  const { kv, nats, config, gatewayId } = deps;
   const secret = config.auth.sessionTokenSecret;
   const now = () => deps.now().getTime();
-  /** Sessions held by this gateway, waiting for a resume. */
-  const held = new Map<string, HeldHere>();
-  const connected = (sessionId: string) => [...deps.open].find((s) => s.id === sessionId && !s.closeReason);
-  /** A resume takes a session connected here: it is held first (the hold marks it detached), then its connection closes 4409. */
-  const takeOver = (session: Session) => {
-    const holding = hold(session, CLOSE.sessionTakenOver.code);
-    session.takenOver();
-    return holding;
-  };
-  /** Holds under way (the session's audio being settled, its entry written). */
-  const inProgress = new Map<string, Promise<void>>();
-  /** The OpenAI door's state being written into a session's entry (doorChanged), in order. */
-  const doorWrites = new Map<string, Promise<void>>();
-  /** Sessions driven here: when their entry was last written. */
-  const written = new Map<string, { at: number; entry: SessionOwnership }>();
-
-  const read = async (sessionId: string): Promise<{ entry: SessionOwnership | undefined; revision: number }> => {
-    const e = await kv.get(ownKey(sessionId));
-    if (!e || e.operation !== "PUT" || e.length === 0) return { entry: undefined, revision: e?.revision ?? 0 };
-    const parsed = sessionOwnership.safeParse(safeJson(e.string()));
-    return { entry: parsed.success ? parsed.data : undefined, revision: e.revision };
-  };
-  const write = async (sessionId: string, entry: SessionOwnership, revision: number | null) => {
-    const value = JSON.stringify(entry);
-    const rev = revision === null ? await kv.create(ownKey(sessionId), value) : await kv.update(ownKey(sessionId), value, revision);
-    written.set(sessionId, { at: entry.at, entry });
-    return rev;
-  };
+  const ownership = createOwnership(kv, gatewayId, now, log);
+  const holds = createHolds({ ownership, leases, gatewayId, open: deps.open, audio: deps.audio, sessions: deps.sessions, partitions: deps.partitions, now, log });
 
   const offerFor =
     (a: Admission) =>
@@ -126,201 +92,40 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
       return { credential, grace_seconds: graceMs / 1000 };
     };
 
-  /** Ends a held session whose grace passed, unless it was taken meanwhile (then only its lease is let go). */
-  const expire = async (sessionId: string, reason = "resume_grace_expired") => {
-    const h = held.get(sessionId);
-    if (!h) return;
-    held.delete(sessionId);
-    const { entry, revision } = await read(sessionId).catch(() => ({ entry: undefined, revision: 0 }));
-    if (entry && (entry.gen !== h.gen || entry.gateway !== null)) return leases.forget(sessionId);
-    if (entry) await kv.delete(ownKey(sessionId), { previousSeq: revision }).catch(() => undefined);
-    written.delete(sessionId);
-    await h.end(reason);
-    await leases.release(h.keyId, sessionId).catch(() => undefined);
-  };
-
-  /** A resume on another gateway took a session held here: stop its timer and its lease renewal. */
-  const letGo = (sessionId: string) => {
-    const h = held.get(sessionId);
-    if (!h) return;
-    clearTimeout(h.timer);
-    held.delete(sessionId);
-    written.delete(sessionId);
-    leases.forget(sessionId);
-  };
-
+  const respond = (msg: Msg, held: boolean) => msg.respond(JSON.stringify({ held }));
   const subs: Subscription[] = [
-    nats.nc.subscribe(nats.topology.subjects.rtGateway(deps.gatewayId, "yield"), {
+    // another gateway's resume asks this one to let go of a session it drives
+    nats.nc.subscribe(nats.topology.subjects.rtGateway(gatewayId, "yield"), {
       callback: (err, msg) => {
         if (err) return;
         const sessionId = sessionIdIn(msg.string());
-        const s = connected(sessionId);
-        const holding = inProgress.get(sessionId);
-        if (!s && holding) {
-          const answer = () => msg.respond(JSON.stringify({ held: true }));
-          return void holding.then(answer, answer);
-        }
-        if (!s) return void msg.respond(JSON.stringify({ held: false }));
-        void takeOver(s).then(
-          () => msg.respond(JSON.stringify({ held: true })),
-          () => msg.respond(JSON.stringify({ held: false })),
-        );
+        const s = holds.connected(sessionId);
+        const holding = holds.holding(sessionId);
+        if (!s && holding) return void holding.then(() => respond(msg, true), () => respond(msg, true));
+        if (!s) return void respond(msg, false);
+        void holds.takeOver(s).then(() => respond(msg, true), () => respond(msg, false));
       },
     }),
-    nats.nc.subscribe(nats.topology.subjects.rtGateway(deps.gatewayId, "taken"), {
+    nats.nc.subscribe(nats.topology.subjects.rtGateway(gatewayId, "taken"), {
       callback: (err, msg) => {
-        if (!err) letGo(sessionIdIn(msg.string()));
+        if (!err) holds.letGo(sessionIdIn(msg.string()));
       },
     }),
   ];
-
-  const refresh = setInterval(() => {
-    for (const [sessionId, w] of written) {
-      if (now() - w.at < REFRESH_AFTER_MS || held.has(sessionId)) continue;
-      void read(sessionId)
-        .then(async ({ entry, revision }) => {
-          if (entry && entry.gen === w.entry.gen && entry.gateway === deps.gatewayId) await write(sessionId, { ...entry, at: now() }, revision);
-          else written.delete(sessionId);
-        })
-        .catch(() => undefined);
-    }
-  }, 60_000);
+  const refresh = setInterval(() => ownership.refresh(holds.isHeld), 60_000);
   refresh.unref();
-
-  /** The session's connection is gone: hold it for its grace (its lease stays taken), unless it was taken meanwhile. */
-  function hold(session: Session, code: number): Promise<void> {
-    const holding = holdOnce(session, code).finally(() => inProgress.delete(session.id));
-    inProgress.set(session.id, holding);
-    return holding;
-  }
-  async function holdOnce(session: Session, code: number): Promise<void> {
-    const handle = await session.hold(code);
-    const sessionId = session.id;
-    await doorWrites.get(sessionId); // the door's last accepted update goes with the held session
-    const keyId = session.keyId;
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const current = await read(sessionId).catch(() => null);
-      if (current?.entry && (current.entry.gen !== session.gen || current.entry.gateway !== deps.gatewayId)) {
-        // resumed meanwhile: by another gateway (which renews the lease now), or here
-        if (current.entry.gateway !== deps.gatewayId) leases.forget(sessionId);
-        return;
-      }
-      if (!current?.entry) break; // never resumable (no entry written): it ends as before
-      const next = { ...current.entry, gateway: null, heldBy: deps.gatewayId, heldUntil: now() + current.entry.graceMs, at: now() };
-      const ok = await write(sessionId, next, current.revision).then(
-        () => true,
-        () => false,
-      );
-      if (!ok) continue;
-      const timer = setTimeout(() => void expire(sessionId).catch((err) => log.warn("ending a held session failed", { sessionId, error: (err as Error).message })), next.graceMs);
-      timer.unref();
-      held.set(sessionId, { gen: next.gen, keyId, timer, end: handle.end });
-      log.info("session held for a resume", { sessionId, graceMs: next.graceMs });
-      return;
-    }
-    written.delete(sessionId);
-    await handle.end("connection_lost");
-    await leases.release(keyId, sessionId).catch(() => undefined);
-  }
-
-  /**
-   * A resume took the session but no connection came of it (refused after the take, or
-   * the upgrade aborted): the session is held again under the generation before, so
-   * the credential the client still has works for its next try.
-   */
-  async function giveBack(sessionId: string, gen: number, keyId: string, multichannelChannels: number | undefined): Promise<void> {
-    const current = await read(sessionId);
-    if (!current.entry || current.entry.gen !== gen || current.entry.gateway !== deps.gatewayId) return;
-    const next = { ...current.entry, gen: gen - 1, gateway: null, heldBy: deps.gatewayId, heldUntil: now() + current.entry.graceMs, at: now() };
-    await write(sessionId, next, current.revision);
-    const lanes = laneIdsOf(sessionId, multichannelChannels).map((id) => ({ id, partition: partitionOf(id, deps.partitions) }));
-    const ending = { session_id: sessionId, code: 1006, audio_ms: 0, startedAt: now(), lanes, firstSeq: (gen + 1) * 2 ** 20 - 1 };
-    const timer = setTimeout(() => void expire(sessionId).catch(() => undefined), next.graceMs);
-    timer.unref();
-    held.set(sessionId, { gen: next.gen, keyId, timer, end: heldEnd(ending, { audio: deps.audio, sessions: deps.sessions, now }, log) });
-  }
-
-  /** Takes the session for a resume, or throws the refusal (see domain/sessions/resume.ts decideResume). */
-  const take = async (req: ResumeRequest, principal: Admission["principal"]): Promise<SessionOwnership> => {
-    const claims = readResumeCredential(secret, req.credential, now());
-    let gatewayGone = false;
-    for (let attempt = 0; attempt < 4; attempt++) {
-      const { entry, revision } = await read(claims.sid);
-      const verdict = decideResume(claims, principal, entry, { now: now(), gateway: deps.gatewayId, gatewayGone, revoked: (keyId) => deps.keyCache.isRevoked(keyId) });
-      if (verdict.kind === "refuse") throw verdict.error;
-      // judged first: a spent or foreign credential must not end the connection that drives the session
-      if (entry?.gateway === deps.gatewayId) {
-        // driven here: end that connection and hold the session first
-        const local = connected(claims.sid);
-        const holding = inProgress.get(claims.sid);
-        if (local || holding) {
-          await (local ? takeOver(local) : holding);
-          continue;
-        }
-      }
-      if (verdict.kind === "ask_gateway") {
-        const answer = await nats.nc
-          .request(nats.topology.subjects.rtGateway(verdict.gateway, "yield"), JSON.stringify({ session_id: claims.sid }), { timeout: YIELD_TIMEOUT_MS })
-          .then((m) => (m.json() as { held?: boolean }).held === true)
-          .catch(() => false);
-        // no answer (no responders, timeout): that gateway is gone; "not here": nothing drives the session there either
-        gatewayGone = !answer;
-        continue;
-      }
-      const previous = entry!;
-      try {
-        await write(claims.sid, verdict.next, revision);
-      } catch (err) {
-        if (!isCasConflict(err)) throw err;
-        throw new AppError("conflict", "session_resumed_elsewhere", "Another connection resumed this session at the same moment.", { retryable: false });
-      }
-      if (held.has(claims.sid)) letGo(claims.sid);
-      else if (previous.heldBy && previous.heldBy !== deps.gatewayId) nats.nc.publish(nats.topology.subjects.rtGateway(previous.heldBy, "taken"), JSON.stringify({ session_id: claims.sid }));
-      return verdict.next;
-    }
-    throw new AppError("conflict", "session_resumed_elsewhere", "The session is driven by another connection that did not let go; retry shortly.");
-  };
 
   return {
     offerFor,
 
     /** A new session's ownership entry (gen 0; with `door`, the OpenAI door's state), written before its session.created reaches the client. */
-    async opened(a: Admission, door?: DoorRecord): Promise<void> {
-      if (!secret) return;
-      const entry = { gen: 0, keyId: a.principal.keyId, ownerId: a.principal.ownerId, gateway: deps.gatewayId, heldBy: null, heldUntil: null, graceMs: resumeGraceMs(a.limits.resumeGraceSeconds), at: now() };
-      await write(a.sessionId, door ? { ...entry, door } : entry, null).catch(
-        (err) => log.warn("could not write the session's ownership entry (it cannot be resumed)", { sessionId: a.sessionId, error: (err as Error).message }),
-      );
-    },
-
-    /** The OpenAI door accepted an update: its state goes into the session's entry (while driven here), after the writes before it. */
-    doorChanged(sessionId: string, door: DoorRecord): void {
-      const change = async () => {
-        for (let attempt = 0; attempt < 4; attempt++) {
-          const { entry, revision } = await read(sessionId);
-          if (!entry || entry.gateway !== deps.gatewayId) return;
-          if (await write(sessionId, { ...entry, door, at: now() }, revision).then(() => true, (err) => (isCasConflict(err) ? false : Promise.reject(err)))) return;
-        }
-      };
-      const writing = (doorWrites.get(sessionId) ?? Promise.resolve())
-        .then(change)
-        .catch((err) => log.warn("could not store the door's state (a resume restores the one before)", { sessionId, error: (err as Error).message }))
-        .finally(() => void (doorWrites.get(sessionId) === writing && doorWrites.delete(sessionId)));
-      doorWrites.set(sessionId, writing);
-    },
-
+    opened: (a: Admission, door?: DoorRecord): Promise<void> => (secret ? ownership.opened(a, door) : Promise.resolve()),
+    /** The OpenAI door accepted an update: its state goes into the session's entry (session-ownership.ts). */
+    doorChanged: ownership.doorChanged,
     /** The session ended (not held): its entry goes, if this gateway still owns it. */
-    closed(sessionId: string): void {
-      const w = written.get(sessionId);
-      written.delete(sessionId);
-      if (!w || held.has(sessionId)) return;
-      void read(sessionId)
-        .then(({ entry, revision }) => (entry && entry.gen === w.entry.gen && entry.gateway === deps.gatewayId ? kv.delete(ownKey(sessionId), { previousSeq: revision }) : undefined))
-        .catch(() => undefined);
-    },
-
+    closed: (sessionId: string) => ownership.closed(sessionId, holds.isHeld(sessionId)),
     /** The session's connection is gone: hold it for its grace (its lease stays taken). */
-    hold,
+    hold: holds.hold,
 
     /**
      * A resume's admission: authentication as for any upgrade, the credential, the
@@ -342,7 +147,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
       const opened = await deps.sessions.readOpened(claims.sid);
       if (!opened) throw resumeExpired();
       // the door the session was opened on, before the credential is spent (a session's door never changes)
-      const record = restoredDoor((await read(claims.sid)).entry?.door, door);
+      const record = restoredDoor((await ownership.read(claims.sid)).entry?.door, door);
       for (const [i, position] of positions.entries()) {
         if (position.kind === "after" && !(await holdsEvent(nats, lanes[i]!, position.eventId))) {
           const which = claims.ch === undefined ? "" : ` (channel ${i}: ${position.eventId})`;
@@ -351,7 +156,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
       }
       const limits = deps.limitsFor(principal);
       await consumeRate(nats, principal.keyId, "connections", limits.maxConnectionsPerMinute, at);
-      const taken = await take(resume, principal);
+      const taken = await take({ secret, nats, gatewayId, keyCache: deps.keyCache, ownership, holds, now }, resume, principal);
       let left: number, budget: Admission["budget"], settings: Awaited<ReturnType<typeof readVadSettings>>;
       try {
         await leases.acquire(principal.keyId, claims.sid, limits.maxConcurrentConnections);
@@ -359,7 +164,7 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
         left = await budget.remaining();
         settings = await readVadSettings(kv, lanes[0]!);
       } catch (err) {
-        await giveBack(claims.sid, taken.gen, principal.keyId, claims.ch).catch(() => undefined);
+        await holds.giveBack(claims.sid, taken.gen, principal.keyId, claims.ch).catch(() => undefined);
         throw err;
       }
       const admission: Admission = {
@@ -381,19 +186,80 @@ export function createResumes(deps: ResumeDeps, leases: Leases, log: Logger) {
 
     /** An admitted upgrade that did not become a connection (aborted, or the upgrade failed): its lease and its session go back. */
     async abandoned(admission: Admission, start: SessionStart | undefined): Promise<void> {
-      if (start?.kind === "resume") return giveBack(admission.sessionId, start.gen, admission.principal.keyId, admission.multichannel ? admission.channels : undefined);
+      if (start?.kind === "resume") return holds.giveBack(admission.sessionId, start.gen, admission.principal.keyId, admission.multichannel ? admission.channels : undefined);
       this.closed(admission.sessionId);
       await leases.release(admission.principal.keyId, admission.sessionId);
     },
 
     /** A key was revoked: its sessions held here end now (no resume can take them). */
-    revoked: (keyId: string) => [...held].filter(([, h]) => h.keyId === keyId).forEach(([sid]) => void expire(sid, "key_revoked").catch(() => undefined)),
+    revoked: holds.revoked,
+    /** The holds under way, settled (the gateway's stop waits for them). */
+    holding: holds.allSettled,
     /** Sessions held here now. */
-    heldCount: () => held.size,
+    heldCount: holds.count,
     stop() {
       clearInterval(refresh);
       for (const s of subs) s.unsubscribe();
-      for (const h of held.values()) clearTimeout(h.timer);
+      holds.stop();
     },
   };
+}
+
+/** What taking a session for a resume works with (createResumes). */
+interface TakeContext {
+secret: string | undefined;
+nats: ResumeDeps["nats"];
+gatewayId: string;
+keyCache: ResumeDeps["keyCache"];
+ownership: Ownership;
+holds: Holds;
+now(): number;
+}
+
+/**
+ * Takes the session for a resume, or throws the refusal (domain/sessions/resume.ts
+ * decideResume): a session driven here is held first (its connection closes 4409), one
+ * driven by another gateway is asked to let go (`rt.gw.<id>.yield`; no answer: that
+ * gateway is gone), then the entry moves to the next generation with a compare-and-set.
+ */
+async function take(c: TakeContext, req: ResumeRequest, principal: Admission["principal"]): Promise<SessionOwnership> {
+  const { secret, nats, gatewayId, holds, now } = c;
+  const { read, write } = c.ownership;
+  const claims = readResumeCredential(secret, req.credential, now());
+  let gatewayGone = false;
+  for (let attempt = 0; attempt < 4; attempt++) {
+    const { entry, revision } = await read(claims.sid);
+    const verdict = decideResume(claims, principal, entry, { now: now(), gateway: gatewayId, gatewayGone, revoked: (keyId) => c.keyCache.isRevoked(keyId) });
+    if (verdict.kind === "refuse") throw verdict.error;
+    // judged first: a spent or foreign credential must not end the connection that drives the session
+    if (entry?.gateway === gatewayId) {
+      // driven here: end that connection and hold the session first
+      const local = holds.connected(claims.sid);
+      const holding = holds.holding(claims.sid);
+      if (local || holding) {
+        await (local ? holds.takeOver(local) : holding);
+        continue;
+      }
+    }
+    if (verdict.kind === "ask_gateway") {
+      const answer = await nats.nc
+        .request(nats.topology.subjects.rtGateway(verdict.gateway, "yield"), JSON.stringify({ session_id: claims.sid }), { timeout: YIELD_TIMEOUT_MS })
+        .then((m) => (m.json() as { held?: boolean }).held === true)
+        .catch(() => false);
+      // no answer (no responders, timeout): that gateway is gone; "not here": nothing drives the session there either
+      gatewayGone = !answer;
+      continue;
+    }
+    const previous = entry!;
+    try {
+      await write(claims.sid, verdict.next, revision);
+    } catch (err) {
+      if (!isCasConflict(err)) throw err;
+      throw new AppError("conflict", "session_resumed_elsewhere", "Another connection resumed this session at the same moment.", { retryable: false });
+    }
+    if (holds.isHeld(claims.sid)) holds.letGo(claims.sid);
+    else if (previous.heldBy && previous.heldBy !== gatewayId) nats.nc.publish(nats.topology.subjects.rtGateway(previous.heldBy, "taken"), JSON.stringify({ session_id: claims.sid }));
+    return verdict.next;
+  }
+  throw new AppError("conflict", "session_resumed_elsewhere", "The session is driven by another connection that did not let go; retry shortly.");
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { AudioControl } from "../../schemas/realtime";
+import type { AudioControl } from "../../schemas/realtime-internal";
 import type { AudioBatcher, AudioPublisher } from "./audio-publisher";
 import { openSessionAudio } from "./session-channels";
 

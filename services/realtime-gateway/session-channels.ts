@@ -1,4 +1,5 @@
-import { INTERNAL_SAMPLE_RATE, type AudioControl, type ServerEvent } from "../../schemas/realtime";
+import { INTERNAL_SAMPLE_RATE, type ServerEvent } from "../../schemas/realtime";
+import { type AudioControl } from "../../schemas/realtime-internal";
 import { pickChannel } from "../../shared/audio/channels";
 import { createResampler, type Resampler } from "../../shared/audio/resample";
 import type { Nats } from "../../shared/nats";

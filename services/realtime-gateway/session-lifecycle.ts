@@ -1,4 +1,5 @@
-import type { AudioControl, SessionCreated } from "../../schemas/realtime";
+import type { SessionCreated } from "../../schemas/realtime";
+import type { AudioControl } from "../../schemas/realtime-internal";
 import type { SessionStore } from "../../domain/sessions/store";
 import type { Logger } from "../../shared/logger";
 import type { Admission } from "./admit";

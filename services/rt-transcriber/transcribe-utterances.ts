@@ -1,7 +1,8 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { decodedItemEvents } from "../../domain/transcript/item-outcome";
 import { randomUUID } from "node:crypto";
-import { UTTERANCE_HEADER, utteranceCommand, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
+import { type ServerEvent } from "../../schemas/realtime";
+import { UTTERANCE_HEADER, utteranceCommand, type UtteranceCommand } from "../../schemas/realtime-internal";
 import type { SessionStore } from "../../domain/sessions/store";
 import { ack, retry, runConsumer, terminate, type RunningConsumer } from "../../shared/consumer";
 import { toAppError } from "../../shared/errors";

@@ -1,6 +1,6 @@
 import { context, trace } from "@opentelemetry/api";
 import { randomUUID } from "node:crypto";
-import type { AudioControl } from "../../schemas/realtime";
+import type { AudioControl } from "../../schemas/realtime-internal";
 import { decide, type DecideContext, type DeciderInput, type Effect } from "../../domain/sessions/decider";
 import type { KeyedEvent } from "../../domain/sessions/store";
 import type { Logger } from "../../shared/logger";

@@ -1,5 +1,6 @@
 import type { KV } from "@nats-io/kv";
-import { audioControl, type TurnDetection } from "../../schemas/realtime";
+import { type TurnDetection } from "../../schemas/realtime";
+import { audioControl } from "../../schemas/realtime-internal";
 import { initialState, type DeciderState, type StartControl } from "../../domain/sessions/decider";
 import type { SessionStore } from "../../domain/sessions/store";
 import { VAD_SAMPLE_RATE, type VadEngine, type VadSegmenter } from "../../shared/audio/vad";

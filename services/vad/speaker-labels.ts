@@ -1,4 +1,4 @@
-import type { UtteranceCommand } from "../../schemas/realtime";
+import type { UtteranceCommand } from "../../schemas/realtime-internal";
 import { createFrameClassifier } from "../../shared/audio/vad-frames";
 import { emptyDiarization, itemFrames, labelItemTurns, speakerLabel, type OnlineDiarization } from "../../domain/diarization/online";
 

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { DEFAULT_PARTIAL_INTERVAL_MS, UTTERANCE_HEADER, VAD_TRAILING_MS, type ServerEvent, type UtteranceCommand } from "../../schemas/realtime";
+import { DEFAULT_PARTIAL_INTERVAL_MS, VAD_TRAILING_MS, type ServerEvent } from "../../schemas/realtime";
+import { UTTERANCE_HEADER, type UtteranceCommand } from "../../schemas/realtime-internal";
 import { traceHeaders } from "../../shared/telemetry";
 import { msToSamples } from "../../shared/audio/vad";
 import type { Nats } from "../../shared/nats";

@@ -1,7 +1,8 @@
 import { BATCH_KIND, decodeAudioBatch, MAX_BATCH_MESSAGE_BYTES } from "../../schemas/audio-batch";
 import type { JsMsg } from "@nats-io/jetstream";
 import { randomBytes } from "node:crypto";
-import { AUDIO_HEADERS, audioControl, defaultTurnDetection, type AudioControl, type TurnDetection } from "../../schemas/realtime";
+import { defaultTurnDetection, type TurnDetection } from "../../schemas/realtime";
+import { AUDIO_HEADERS, audioControl, type AudioControl } from "../../schemas/realtime-internal";
 import type { SessionStore } from "../../domain/sessions/store";
 import type { Logger } from "../../shared/logger";
 import { AckPolicy, DeliverPolicy } from "@nats-io/jetstream";

@@ -130,20 +130,7 @@ interface SegmentPlane {
 async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diarizer, pcmMemory, segments, scheduler }: SegmentPlane): Promise<Response> {
   const principal = c.get("principal");
   const contentType = c.req.header("content-type") ?? "";
-  if (!/^multipart\/form-data\b/i.test(contentType)) {
-    // Bounded to MAX_JSON_BODY_BYTES by the app's body limit before this runs.
-    const text = (await c.req.text()).trim();
-    if (/json/i.test(contentType) || text.startsWith("{")) {
-      const body = await submitJob(deps, principal, text);
-      c.header("Deprecation", "true");
-      c.header("Link", `<${JOBS_PATH}>; rel="successor-version"`);
-      c.header("Location", body.endpoint);
-      return c.json(body, 202);
-    }
-    throw validationError("invalid_content_type", "the body must be multipart/form-data with a `file` field (or, deprecated, a JSON job submission)", {
-      type: "invalid_request_error",
-    });
-  }
+  if (!/^multipart\/form-data\b/i.test(contentType)) return legacyJobSubmission(c, deps, contentType);
 
   const started = performance.now();
   const requestId = `seg_${randomUUID().replace(/-/g, "")}`;
@@ -166,53 +153,14 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
     const fields = parseFields(form);
     const bytes = new Uint8Array(await fields.file.arrayBuffer());
     Object.assign(audit, { model: fields.model, responseFormat: fields.responseFormat, bytes: bytes.byteLength });
-    // Probe → limits → quota → decode: a clip is refused on what its header shows before
-    // any decoding is paid for (a 7 KB WAV claiming 1 Hz would decode to an hour).
-    const maxSeconds = principal.limits.maxAudioSecondsPerRequest;
-    const probeStarted = performance.now();
-    let probeMs = 0;
-    const probe = await probeAudio(bytes).finally(() => {
-      probeMs = performance.now() - probeStarted;
-      c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}`);
-    });
-    // multichannel: each channel is transcribed, held and billed on its own (docs/segment-reference.md "Multichannel")
-    const channels = fields.multichannel ? probe.channels : 1;
-    assertChannelCount(channels);
-    audit.audioSeconds = (trustedDuration(probe) ?? 0) * channels;
-    assertProbeFits(probe, maxSeconds);
-    const budget: SegmentBudget = deps.budgets
-      ? deps.budgets.forKey(principal, deps.now())
-      : deps.usage.budget(principal, deps.now());
-    const remaining = await budget.remaining();
-    assertWithinBudget(remaining, (trustedDuration(probe) ?? 0) * channels);
-    // Room for the PCM, taken before decoding when the probe knows the length, so a
-    // full server refuses a 4-hour FLAC without decoding it; decodeAudio resizes the
-    // hold to the exact PCM before reading it into memory.
-    hold = pcmMemory.hold((trustedDuration(probe) ?? 0) * PCM_BYTES_PER_SECOND * channels);
-    // A clip whose length is only guessed is decoded no further than the key can pay for.
-    const decodeStarted = performance.now();
-    let decodeMs = 0;
-    const audio = await decodeAudio(bytes, { maxSeconds: Math.min(maxSeconds, remaining / channels), probe, hold, channels })
-      .catch((err: unknown) => {
-        const overBudget = remaining / channels < maxSeconds && toAppError(err).code === "audio_too_long" && !(err instanceof PcmMemoryRefusal);
-        throw overBudget ? quotaExhausted(remaining) : err;
-      })
-      .finally(() => {
-        decodeMs = performance.now() - decodeStarted;
-        // On a refusal too: what the request cost in decoding.
-        c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}`);
-      });
-    const billedSeconds = audio.durationSeconds * channels;
-    audit.audioSeconds = billedSeconds;
-    assertWithinBudget(remaining, billedSeconds);
-    // Drawn from the live budget every plane shares before the engine is paid for; a
-    // parallel request or session may have taken it meanwhile (then 429 as above).
-    if (billedSeconds > 0 && (await budget.claim(billedSeconds)) === 0) throw quotaExhausted(await budget.remaining(), billedSeconds);
-    claimed = { budget, seconds: billedSeconds };
+    const taken = await takeClip(c, deps, pcmMemory, bytes, fields.multichannel, audit, (h) => (hold = h));
+    const { audio, channels, billedSeconds, probeMs, decodeMs } = taken;
+    claimed = taken.claimed;
+    const clipHold = taken.hold;
     // the channels apart: the split copies are held too, the interleaved PCM only until split
-    if (channels > 1) hold.resize(audio.pcm.byteLength * 2);
+    if (channels > 1) clipHold.resize(audio.pcm.byteLength * 2);
     const channelPcm = splitChannels(audio.pcm, channels);
-    if (channels > 1) hold.resize(audio.pcm.byteLength);
+    if (channels > 1) clipHold.resize(audio.pcm.byteLength);
     if (!deps.router) throw new AppError("unavailable", "no_workers", "no transcription workers are configured in this process");
     const workStarted = performance.now();
     const runs = startChannels(
@@ -274,7 +222,7 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
       c.header("X-Worker-Id", first.workerId);
       c.header("X-Fallback-Used", first.fallbackUsed ? "1" : "0");
       c.header("Server-Timing", timing(performance.now() - workStarted));
-      const held = hold;
+      const held = clipHold;
       hold = undefined; // the stream releases it
       const claim = claimed;
       return streamPieces(c, {
@@ -304,6 +252,74 @@ async function handleSegment(c: Context<GatewayEnv>, deps: GatewayDeps, { diariz
     // The worker has answered (or the request failed): nothing reads the PCM any more.
     hold?.release();
   }
+}
+
+/**
+ * Probe → limits → quota → decode → claim: a clip is refused on what its header shows
+ * before any decoding is paid for (a 7 KB WAV claiming 1 Hz would decode to an hour),
+ * then decoded no further than the key can pay for, then its seconds drawn from the live
+ * budget. `held`: the PCM's room in memory, for the caller to release.
+ */
+async function takeClip(c: Context<GatewayEnv>, deps: GatewayDeps, pcmMemory: PcmMemory, bytes: Uint8Array, multichannel: boolean, audit: SegmentRequest, held: (hold: PcmHold) => void) {
+  const principal = c.get("principal");
+  const maxSeconds = principal.limits.maxAudioSecondsPerRequest;
+  const probeStarted = performance.now();
+  let probeMs = 0;
+  const probe = await probeAudio(bytes).finally(() => {
+    probeMs = performance.now() - probeStarted;
+    c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}`);
+  });
+  // multichannel: each channel is transcribed, held and billed on its own (docs/segment-reference.md "Multichannel")
+  const channels = multichannel ? probe.channels : 1;
+  assertChannelCount(channels);
+  audit.audioSeconds = (trustedDuration(probe) ?? 0) * channels;
+  assertProbeFits(probe, maxSeconds);
+  const budget: SegmentBudget = deps.budgets
+    ? deps.budgets.forKey(principal, deps.now())
+    : deps.usage.budget(principal, deps.now());
+  const remaining = await budget.remaining();
+  assertWithinBudget(remaining, (trustedDuration(probe) ?? 0) * channels);
+  // Room for the PCM, taken before decoding when the probe knows the length, so a
+  // full server refuses a 4-hour FLAC without decoding it; decodeAudio resizes the
+  // hold to the exact PCM before reading it into memory.
+  const hold = pcmMemory.hold((trustedDuration(probe) ?? 0) * PCM_BYTES_PER_SECOND * channels);
+  held(hold);
+  // A clip whose length is only guessed is decoded no further than the key can pay for.
+  const decodeStarted = performance.now();
+  let decodeMs = 0;
+  const audio = await decodeAudio(bytes, { maxSeconds: Math.min(maxSeconds, remaining / channels), probe, hold, channels })
+    .catch((err: unknown) => {
+      const overBudget = remaining / channels < maxSeconds && toAppError(err).code === "audio_too_long" && !(err instanceof PcmMemoryRefusal);
+      throw overBudget ? quotaExhausted(remaining) : err;
+    })
+    .finally(() => {
+      decodeMs = performance.now() - decodeStarted;
+      // On a refusal too: what the request cost in decoding.
+      c.header("Server-Timing", `probe;dur=${probeMs.toFixed(2)}, decode;dur=${decodeMs.toFixed(2)}`);
+    });
+  const billedSeconds = audio.durationSeconds * channels;
+  audit.audioSeconds = billedSeconds;
+  assertWithinBudget(remaining, billedSeconds);
+  // Drawn from the live budget every plane shares before the engine is paid for; a
+  // parallel request or session may have taken it meanwhile (then 429 as above).
+  if (billedSeconds > 0 && (await budget.claim(billedSeconds)) === 0) throw quotaExhausted(await budget.remaining(), billedSeconds);
+  return { audio, channels, billedSeconds, probeMs, decodeMs, hold, claimed: { budget, seconds: billedSeconds } };
+}
+
+/** A JSON body on the segment route: the deprecated job submission, answered 202 with its successor's address. */
+async function legacyJobSubmission(c: Context<GatewayEnv>, deps: GatewayDeps, contentType: string): Promise<Response> {
+  // Bounded to MAX_JSON_BODY_BYTES by the app's body limit before this runs.
+  const text = (await c.req.text()).trim();
+  if (/json/i.test(contentType) || text.startsWith("{")) {
+    const body = await submitJob(deps, c.get("principal"), text);
+    c.header("Deprecation", "true");
+    c.header("Link", `<${JOBS_PATH}>; rel="successor-version"`);
+    c.header("Location", body.endpoint);
+    return c.json(body, 202);
+  }
+  throw validationError("invalid_content_type", "the body must be multipart/form-data with a `file` field (or, deprecated, a JSON job submission)", {
+    type: "invalid_request_error",
+  });
 }
 
 function assertWithinBudget(remaining: number, seconds: number): void {
