@@ -124,7 +124,7 @@ export function openConnectionIo(admission: Admission, socket: SessionSocket, de
   // the aligner never carries a byte over: it only hands back a view.
   const bytesPerFrame = 2 * admission.channels;
   const aligner = createFrameAligner(bytesPerFrame);
-  // multichannel: every channel's seconds count (billing, budget, the session's audio limit; docs/realtime.md "Multichannel")
+  // multichannel: every channel's seconds count (billing, budget, the session's audio limit; docs/realtime-reference.md "Multichannel")
   const billedChannels = admission.multichannel ? admission.channels : 1;
   const audioMs = () => Math.round((inputFrames * 1000 * billedChannels) / admission.sampleRate);
   const natsHealthy = () => deps.nats.health().ok;
