@@ -94,6 +94,8 @@ const DIARIZE_DEFAULTS = {
 export type DiarizeSettings = { -readonly [K in keyof typeof DIARIZE_DEFAULTS]: number };
 
 const FRAME_SECONDS = FRAME_HOP_SAMPLES / FEATURE_SAMPLE_RATE;
+/** The most speakers a clip is given when the count is estimated (the documented 1–10). */
+const MAX_SPEAKERS = 10;
 
 /** PCM (16 kHz mono) and its speech regions → speaker turns. */
 export function diarizePcm(pcm: Int16Array, speech: readonly SpeechRegion[], hint: SpeakerCountHint = {}, settings: Partial<DiarizeSettings> = {}): SpeakerTurn[] {
@@ -237,7 +239,8 @@ function assignSpeakers(z: Float32Array, dims: number, segments: Segment[], hint
   const { labels } = clusterBic(
     long.map((i) => stats[i]!),
     dims,
-    { exact: hint.speakers, min: hint.minSpeakers, max: hint.maxSpeakers, threshold: s.bicPenalty, glrFloor: s.glrFloor },
+    // never more than the documented bound (10), whatever the estimate
+    { exact: hint.speakers, min: hint.minSpeakers, max: hint.maxSpeakers ?? MAX_SPEAKERS, threshold: s.bicPenalty, glrFloor: s.glrFloor },
   );
   const members = new Map<number, number[]>();
   labels.forEach((l, k) => members.set(l, [...(members.get(l) ?? []), long[k]!]));
