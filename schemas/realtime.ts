@@ -278,7 +278,7 @@ const transcriptionCompleted = z.object({
   speaker: z.string().optional(),
   /** Word timings in milliseconds on the session's audio timeline; `speaker` on each word where the item holds a change of speaker. */
   words: z.array(
-    z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability, punctuated_word: z.string().optional(), entity: transcriptWord.shape.entity, speaker: z.string().optional() }),
+    z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability, punctuated_word: z.string().optional(), entity: transcriptWord.shape.entity, speaker: z.string().optional(), channel }),
   ),
   worker_id: z.string(),
   fallback_used: z.boolean(),

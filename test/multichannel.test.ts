@@ -167,6 +167,9 @@ describe("realtime native door: channels=2&multichannel=true", () => {
     }
     expect(new Set(committed.map((e) => e.channel))).toEqual(new Set([0, 1]));
     expect(completed.length).toBe(committed.length);
+    // every word carries its channel too, as segment and batch words do
+    for (const e of completed) for (const w of e.words) expect(w.channel).toBe(e.channel);
+    expect(completed.flatMap((e) => e.words).length).toBeGreaterThan(0);
     const said = (channel: number) => completed.filter((e) => e.channel === channel).map((e) => e.transcript.toLowerCase()).join(" ").split(/\W+/);
     expect(JFK_WORDS.some((w) => said(0).includes(w))).toBe(true);
     expect(LDC_WORDS.filter((w) => said(1).includes(w)).length).toBeGreaterThanOrEqual(2);

@@ -139,7 +139,7 @@ export function forwardLaneEvents(
     forwardSessionEvents(
       nats,
       lane.id,
-      (event) => send({ ...event, channel: lane.channel } as ServerEvent),
+      (event) => send(onChannel(event, lane.channel!)),
       (p) => {
         progress[i] = p;
         progressed({ vadFlushed: progress.every((x) => x.vadFlushed), pendingItems: progress.reduce((n, x) => n + x.pendingItems, 0) });
@@ -179,4 +179,10 @@ function replayPerLane(replay: LanesReplay, lanes: number): ReplayRequest[] {
       replay.onFailed(err);
     },
   }));
+}
+
+/** A lane's event as the client sees it: its channel on the event, and on each word of a completed item (as segment and batch words carry theirs). */
+function onChannel(event: ServerEvent, channel: number): ServerEvent {
+  if (event.type === "conversation.item.input_audio_transcription.completed") return { ...event, channel, words: event.words.map((w) => ({ ...w, channel })) };
+  return { ...event, channel } as ServerEvent;
 }
