@@ -8,6 +8,15 @@ import { transcriptionSettings, turnDetection } from "./realtime";
  * publishes on rt.cmd, and the load reports on core NATS that admission reads. The
  * client-facing events are schemas/realtime.ts's.
  */
+// ---------------------------------------------------------------- KV: the VAD's session settings
+
+/**
+ * The key (bucket `leases`) under which the VAD keeps a session's settings (its `start`
+ * control as last updated) for a replica that takes the partition over, and which the
+ * gateway reads when a resume needs them: one name for both sides.
+ */
+export const vadSessionKey = (sessionId: string) => `vad.session.${sessionId}`;
+
 // ---------------------------------------------------------------- JetStream: RT_AUDIO
 
 /**

@@ -1,5 +1,5 @@
 import type { KV } from "@nats-io/kv";
-import { audioControl } from "../../schemas/realtime-internal";
+import { audioControl, vadSessionKey } from "../../schemas/realtime-internal";
 import { safeJson } from "../../shared/json";
 import type { Nats } from "../../shared/nats";
 import { stableEventId } from "./session-feed";
@@ -27,7 +27,7 @@ export async function holdsEvent(nats: Nats, sessionId: string, eventId: string)
 
 /** The session's transcription settings as the VAD keeps them (services/vad/session-state.ts), if any. */
 export async function readVadSettings(kv: KV, sessionId: string): Promise<{ language: string | null; prompt: string | null; keyterms?: string[] } | null> {
-  const e = await kv.get(`vad.session.${sessionId}`).catch(() => null);
+  const e = await kv.get(vadSessionKey(sessionId)).catch(() => null);
   if (!e || e.operation !== "PUT") return null;
   const parsed = audioControl.safeParse(safeJson(e.string()));
   return parsed.success && parsed.data.kind === "start" ? { language: parsed.data.language, prompt: parsed.data.prompt, ...(parsed.data.keyterms ? { keyterms: parsed.data.keyterms } : {}) } : null;

@@ -1,6 +1,6 @@
 import type { KV } from "@nats-io/kv";
 import { type TurnDetection } from "../../schemas/realtime";
-import { audioControl } from "../../schemas/realtime-internal";
+import { audioControl, vadSessionKey } from "../../schemas/realtime-internal";
 import { initialState, type DeciderState, type StartControl } from "../../domain/sessions/decider";
 import type { SessionStore } from "../../domain/sessions/store";
 import { VAD_SAMPLE_RATE, type VadEngine, type VadSegmenter } from "../../shared/audio/vad";
@@ -113,7 +113,7 @@ export interface HandleEnv {
 /** Enough for the longest prefix padding (2 s) plus the VAD's 300 ms start window. */
 const RING_SAMPLES = 3 * VAD_SAMPLE_RATE;
 
-const settingsKey = (sessionId: string) => `vad.session.${sessionId}`;
+const settingsKey = vadSessionKey;
 
 export function newState(env: HandleEnv, decider: DeciderState, partition: number): SessionState {
   return {
