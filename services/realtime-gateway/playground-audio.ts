@@ -10,7 +10,8 @@
  * - a file ends with 1.5 s of silence (so the VAD ends its last turn), then `onEnd()`;
  * - `resendFrom(frame)` replays from that sample frame: the file from there, at real time
  *   again; the microphone, what it kept of the last 30 s;
- * - `sentAt(ms)` is `performance.now()` when the audio at `ms` on the timeline was sent.
+ * - `sentAt(ms)` is `performance.now()` when the frame holding the audio at `ms` on the
+ *   timeline was sent (null before anything was).
  *
  * Written as a String.raw template with no `${`: the text is the script, byte for byte.
  */
@@ -53,7 +54,7 @@ async function createSource(kind, opts) {
     const frame = (ms * rate) / 1000;
     let hit = null;
     for (const s of sent) if (s.at <= frame) hit = s;
-    return hit ? hit.t + ((frame - hit.at) * 1000) / rate : null;
+    return hit ? hit.t : null;
   }
   return kind === "file" ? fileSource(opts, rate, noteSent, sentAt) : micSource(opts, rate, noteSent, sentAt);
 }

@@ -45,6 +45,7 @@ export const PLAYGROUND_HTML = `<!doctype html>
   .speaker { margin-right: .4rem; }
   .columns { display: grid; grid-template-columns: 2fr 1fr; gap: 1rem; }
   table { border-collapse: collapse; font-size: .85rem; width: 100%; }
+  caption { text-align: left; color: #777; font-size: .8rem; padding-bottom: .3rem; }
   th, td { text-align: left; padding: .2rem .4rem; border-bottom: 1px solid #eee; }
   #connection { font: .8rem/1.4 ui-monospace, monospace; padding-left: 1rem; color: #555; }
   #connection li.lost { color: #b60; }
@@ -89,11 +90,12 @@ backend; it never sees an API key.</p>
 <div id="status"><span id="speaking"></span> <span id="status-text">idle</span> <span id="effective"></span></div>
 <div class="columns">
   <section>
-    <div id="live"></div>
     <ol id="transcripts"></ol>
+    <div id="live"></div>
   </section>
   <aside>
-    <table id="latency"><thead><tr><th>turn detection</th><th>turns</th><th>turn ended after speech</th><th>final after speech_stopped</th></tr></thead><tbody></tbody></table>
+    <table id="latency"><caption>Latency per turn detection setting (medians): <i>turn ended</i> is speech_stopped after the last word was sent, <i>final</i> the transcript after speech_stopped</caption>
+      <thead><tr><th>setting</th><th>turns</th><th>turn ended</th><th>final</th></tr></thead><tbody></tbody></table>
     <ol id="connection"></ol>
   </aside>
 </div>

@@ -26,7 +26,7 @@ function chosen() {
     multichannel: $("multichannel").checked,
   };
 }
-function settingName(c) { return c.turn === "semantic_vad" ? "semantic_vad " + c.eagerness : "server_vad"; }
+function settingName(c) { return (c.turn === "semantic_vad" ? "semantic_vad " + c.eagerness : "server_vad") + (c.door === "openai" ? " (OpenAI door)" : ""); }
 
 /** The settings as this door's session.update. */
 function sessionUpdate(c) {
@@ -118,14 +118,14 @@ function onEvent(e) {
       break;
     }
     case "input_audio_buffer.speech_started": view.itemStarted(e.item_id, ch); break;
-    case "input_audio_buffer.speech_stopped": {
-      const sent = source.sentAt(e.audio_end_ms);
-      view.speechStopped(e.item_id, ch, sent === null ? null : Math.max(0, Math.round(performance.now() - sent)));
-      break;
-    }
+    case "input_audio_buffer.speech_stopped": view.speechStopped(e.item_id, ch, source.sentAt(e.audio_end_ms)); break;
     case T + ".delta": view.partial(e.item_id, ch, "delta", e.delta); break;
     case T + ".interim": view.partial(e.item_id, ch, "interim", e.transcript); break;
-    case T + ".completed": view.final(e.item_id, ch, e.transcript, { startMs: e.audio_start_ms, words: e.words, setting }); break;
+    case T + ".completed": {
+      const last = e.words && e.words.length ? e.words[e.words.length - 1] : null;
+      view.final(e.item_id, ch, e.transcript, { startMs: e.audio_start_ms, words: e.words, setting, lastWordSentAt: last ? source.sentAt(last.end_ms) : null });
+      break;
+    }
     case T + ".failed": view.failed(e.item_id, ch, e.error.message); break;
     case "error": status("error: " + e.error.message); logConnection("error " + e.error.code + ": " + e.error.message, "failed"); break;
   }

@@ -6,9 +6,13 @@
  * Events of both doors come here in one shape: `itemStarted`, `partial` (a delta
  * appended, or an interim replacing the running text), `speechStopped`, `final`,
  * `failed`. Timing is the browser's clock (`performance.now()`): a final's "after
- * speech_stopped" is when it arrived after that event did; a turn's "after the speech"
- * is when speech_stopped arrived after the audio at its `audio_end_ms` was sent, so it is
- * the turn detection's wait as this page lived it (network and capture buffers included).
+ * speech_stopped" is when it arrived after that event did; a turn's "ended after the last
+ * word" is when speech_stopped arrived after the frame holding the end of the final's last
+ * word (its `words`) was sent: the turn detection's wait as this page lived it, network
+ * and capture buffers included. The OpenAI door's finals carry no word timings: there the
+ * turn is measured from the frame holding `audio_end_ms`, which the VAD puts up to
+ * 200 ms after the last voiced frame (docs/realtime-reference.md, "Server VAD"), so it
+ * reads up to that much shorter.
  */
 export const PLAYGROUND_VIEW_JS = String.raw`
 const $ = (id) => document.getElementById(id);
@@ -38,7 +42,7 @@ function itemOf(id, channel) {
     const el = document.createElement("p");
     el.className = "open";
     el.dataset.item = id;
-    it = { el, text: "", interim: "", partials: 0, stoppedAt: null, turnMs: null, channel };
+    it = { el, text: "", interim: "", partials: 0, stoppedAt: null, audioEndSentAt: null, turnMs: null, channel };
     items.set(id, it);
     $("live").append(el);
   }
@@ -69,10 +73,10 @@ const view = {
     it.partials++;
     drawOpen(it);
   },
-  speechStopped(id, channel, turnMs) {
+  speechStopped(id, channel, audioEndSentAt) {
     const it = itemOf(id, channel);
     it.stoppedAt = performance.now();
-    it.turnMs = turnMs;
+    it.audioEndSentAt = audioEndSentAt;
     speaking(false);
   },
   final(id, channel, transcript, opts) {
@@ -81,6 +85,9 @@ const view = {
     items.delete(id);
     if (!transcript.trim()) return;
     const finalMs = it.stoppedAt === null ? null : Math.round(performance.now() - it.stoppedAt);
+    const speechEndSentAt = opts.lastWordSentAt !== null ? opts.lastWordSentAt : it.audioEndSentAt;
+    it.turnMs = it.stoppedAt === null || speechEndSentAt === null || speechEndSentAt === undefined ? null : Math.max(0, Math.round(it.stoppedAt - speechEndSentAt));
+    const measuredFrom = opts.lastWordSentAt !== null ? "the last word" : "audio_end_ms";
     const li = document.createElement("li");
     li.dataset.item = id;
     li.dataset.partials = String(it.partials);
@@ -107,7 +114,7 @@ const view = {
     timing.className = "timing";
     const bits = [it.partials + " partial" + (it.partials === 1 ? "" : "s") + " before it"];
     if (finalMs !== null) bits.push("final +" + finalMs + " ms after speech_stopped");
-    if (it.turnMs !== null) bits.push("turn ended " + it.turnMs + " ms after the speech (" + opts.setting + ")");
+    if (it.turnMs !== null) bits.push("turn ended " + it.turnMs + " ms after " + measuredFrom + " (" + opts.setting + ")");
     timing.textContent = bits.join(" · ");
     li.append(timing);
     $("transcripts").append(li);
