@@ -57,6 +57,8 @@ interface Final {
   text: string;
   label: string;
   partials: number;
+  /** partials before speech_stopped: shown while the speaker talked */
+  whileSpeaking: number;
   finalMs?: string;
   turnMs?: string;
 }
@@ -82,7 +84,7 @@ const finals = (page: Page) =>
   page.$$eval("#transcripts li:not(.failed)", (els) =>
     els.map((e) => {
       const li = e as HTMLElement;
-      return { text: li.querySelector(".text")?.textContent ?? "", label: li.querySelector("b")?.textContent ?? "", partials: Number(li.dataset.partials), finalMs: li.dataset.finalMs, turnMs: li.dataset.turnMs };
+      return { text: li.querySelector(".text")?.textContent ?? "", label: li.querySelector("b")?.textContent ?? "", partials: Number(li.dataset.partials), whileSpeaking: Number(li.dataset.whileSpeaking ?? 0), finalMs: li.dataset.finalMs, turnMs: li.dataset.turnMs };
     }),
   ) as Promise<Final[]>;
 const statusIs = (page: Page, prefix: string, timeout = 45_000) =>
@@ -93,6 +95,23 @@ const jfkWordsIn = (texts: Final[]) => {
   const said = new Set(words(texts.map((f) => f.text).join(" ")).split(/\s+/));
   return new Set(JFK.split(" ").filter((w) => said.has(w))).size;
 };
+
+/**
+ * Waits until the page shows `finals` finals holding 3 of jfk.wav's words; gives up
+ * quietly (the assertions after it say what was missing).
+ */
+const untilHeard = (page: Page, finals: number) =>
+  page
+    .waitForFunction(
+      ([jfk, n]) => {
+        const lis = Array.from(document.querySelectorAll("#transcripts li:not(.failed) .text"));
+        const said = new Set(lis.map((e) => e.textContent ?? "").join(" ").toLowerCase().split(/[^a-z']+/));
+        return lis.length >= n && new Set(jfk.split(" ").filter((w) => said.has(w))).size >= 3;
+      },
+      [JFK, finals] as const,
+      { timeout: 90_000, polling: 250 },
+    )
+    .catch(() => undefined);
 
 /** Uploads `file` and streams it through the native door with these redact entities; the finals once the session has closed. */
 async function transcribeFile(file: string, redact: string[], check: { multichannel?: boolean } = {}): Promise<Final[]> {
@@ -119,33 +138,28 @@ describe("the playground in headless Chromium", () => {
     await page.waitForFunction(() => document.getElementById("effective")!.textContent!.includes("semantic_vad (high)"), undefined, { timeout: 20_000 });
     // two turns at least, and the clip's words: the looping fake microphone starts anywhere
     // in the clip, and under CPU contention Chromium's capture can glitch one pass
-    await page.waitForFunction(
-      (jfk) => {
-        const lis = Array.from(document.querySelectorAll("#transcripts li:not(.failed) .text"));
-        const said = new Set(lis.map((e) => e.textContent ?? "").join(" ").toLowerCase().split(/[^a-z']+/));
-        return lis.length >= 2 && new Set(jfk.split(" ").filter((w) => said.has(w))).size >= 3;
-      },
-      JFK,
-      { timeout: 90_000, polling: 250 },
-    ).catch(() => undefined); // the assertions below say what was missing
+    await untilHeard(page, 2);
     const shown = await finals(page);
     expect(shown.length).toBeGreaterThanOrEqual(2);
     const seen = await page.evaluate(() => (window as unknown as { seen: Record<string, number> }).seen);
     console.log(`playground finals: ${JSON.stringify(shown)}; partial text shown ${Math.round(seen.final! - seen.partial!)} ms before the first final`);
     expect(seen.partial).toBeLessThan(seen.final!);
+    // the streaming decoder's words went out while the speaker talked, not only at the commit
+    expect(shown.some((f) => f.whileSpeaking > 0), JSON.stringify(shown)).toBe(true);
     for (const f of shown) {
       expect(f.partials).toBeGreaterThan(0);
       expect(Number(f.finalMs)).toBeGreaterThanOrEqual(0);
       expect(Number(f.turnMs)).toBeGreaterThanOrEqual(0);
     }
-    expect(jfkWordsIn(shown)).toBeGreaterThanOrEqual(3);
+    expect(jfkWordsIn(shown), JSON.stringify(shown)).toBeGreaterThanOrEqual(3);
     const readout = await page.$$eval("#latency tbody tr", (rows) => rows.map((r) => Array.from(r.children).map((c) => c.textContent)));
     expect(readout[0]?.[0]).toBe("semantic_vad high");
     expect(readout[0]?.[2]).toMatch(/^\d+ ms$/);
     expect(sockets[0]).toMatch(/\/v1\/audio\/transcriptions\/stream\?sample_rate=48000&access_token=rt_/);
     const screenshot = process.env.PLAYGROUND_SCREENSHOT;
     if (screenshot) {
-      // with the next turn's partials on the page too (the microphone loops the clip)
+      // a few more turns of the looping clip, and the next turn's partials on the page too
+      await page.waitForFunction(() => document.querySelectorAll("#transcripts li:not(.failed)").length >= 4, undefined, { timeout: 60_000, polling: 250 }).catch(() => undefined);
       await page.waitForFunction(() => !!document.querySelector("#live .stable")?.textContent?.trim(), undefined, { timeout: 30_000, polling: 50 }).catch(() => undefined);
       const path = join(REPO_ROOT, screenshot);
       mkdirSync(dirname(path), { recursive: true });
@@ -187,10 +201,10 @@ describe("the playground in headless Chromium", () => {
       await page.click("#start");
       await statusIs(page, "listening", 20_000);
       expect(await page.textContent("#status-text")).toContain("OpenAI door");
-      await page.waitForFunction(() => document.querySelectorAll("#transcripts li:not(.failed)").length >= 1, undefined, { timeout: 90_000, polling: 250 });
+      await untilHeard(page, 1);
       const before = await finals(page);
-      expect(jfkWordsIn(before)).toBeGreaterThanOrEqual(2);
-      expect(before[0]!.partials).toBeGreaterThan(0);
+      expect(jfkWordsIn(before), JSON.stringify(before)).toBeGreaterThanOrEqual(3);
+      expect(before.every((f) => f.partials > 0), JSON.stringify(before)).toBe(true);
       proxy.cut();
       await statusIs(page, "resumed", 30_000);
       await page.waitForFunction((n) => document.querySelectorAll("#transcripts li:not(.failed)").length > n, before.length, { timeout: 90_000, polling: 250 });

@@ -42,7 +42,7 @@ function itemOf(id, channel) {
     const el = document.createElement("p");
     el.className = "open";
     el.dataset.item = id;
-    it = { el, text: "", interim: "", partials: 0, stoppedAt: null, audioEndSentAt: null, turnMs: null, channel };
+    it = { el, text: "", interim: "", partials: 0, stoppedAt: null, audioEndSentAt: null, turnMs: null, whileSpeaking: null, channel };
     items.set(id, it);
     $("live").append(el);
   }
@@ -77,6 +77,7 @@ const view = {
     const it = itemOf(id, channel);
     it.stoppedAt = performance.now();
     it.audioEndSentAt = audioEndSentAt;
+    it.whileSpeaking = it.partials;
     speaking(false);
   },
   final(id, channel, transcript, opts) {
@@ -91,6 +92,7 @@ const view = {
     const li = document.createElement("li");
     li.dataset.item = id;
     li.dataset.partials = String(it.partials);
+    if (it.whileSpeaking !== null) li.dataset.whileSpeaking = String(it.whileSpeaking);
     if (finalMs !== null) li.dataset.finalMs = String(finalMs);
     if (it.turnMs !== null) li.dataset.turnMs = String(it.turnMs);
     const small = document.createElement("small");
@@ -112,7 +114,7 @@ const view = {
     li.append(text);
     const timing = document.createElement("span");
     timing.className = "timing";
-    const bits = [it.partials + " partial" + (it.partials === 1 ? "" : "s") + " before it"];
+    const bits = [it.partials + " partial" + (it.partials === 1 ? "" : "s") + " before it" + (it.whileSpeaking ? " (" + it.whileSpeaking + " while speaking)" : "")];
     if (finalMs !== null) bits.push("final +" + finalMs + " ms after speech_stopped");
     if (it.turnMs !== null) bits.push("turn ended " + it.turnMs + " ms after " + measuredFrom + " (" + opts.setting + ")");
     timing.textContent = bits.join(" · ");
@@ -134,7 +136,11 @@ const view = {
     if (turnMs !== null) s.waits.push(turnMs);
     if (finalMs !== null) s.finals.push(finalMs);
     stats.set(setting, s);
-    const median = (xs) => { if (!xs.length) return "–"; const ys = xs.slice().sort((a, b) => a - b); return ys[Math.floor(ys.length / 2)] + " ms"; };
+    const median = (xs) => {
+      if (!xs.length) return "–";
+      const ys = xs.slice().sort((a, b) => a - b), m = ys.length >> 1;
+      return Math.round(ys.length % 2 ? ys[m] : (ys[m - 1] + ys[m]) / 2) + " ms";
+    };
     const body = $("latency").querySelector("tbody");
     body.textContent = "";
     for (const [name, v] of stats) {
