@@ -113,13 +113,14 @@ const untilHeard = (page: Page, finals: number) =>
     )
     .catch(() => undefined);
 
-/** Uploads `file` and streams it through the native door with these redact entities; the finals once the session has closed. */
-async function transcribeFile(file: string, redact: string[], check: { multichannel?: boolean } = {}): Promise<Final[]> {
+/** Uploads `file` and streams it through the native door with these redact entities (and toggles); the finals once the session has closed. */
+async function transcribeFile(file: string, redact: string[], check: { multichannel?: boolean; smartFormatOff?: boolean } = {}): Promise<Final[]> {
   const { page } = await open();
   await page.check("#source-file");
   await page.setInputFiles("#file", join(dir, file));
   for (const entity of redact) await page.check(`input[name=redact][value=${entity}]`);
   if (check.multichannel) await page.check("#multichannel");
+  if (check.smartFormatOff) await page.uncheck("#smart-format");
   await page.click("#start");
   await statusIs(page, "listening", 20_000);
   await statusIs(page, "closed 1000", 90_000); // the file ends, the page closes the session
@@ -180,6 +181,15 @@ describe("the playground in headless Chromium", () => {
     expect(plainText).toMatch(/\d|\b(one|two|three|four|five|six|seven|eight|nine|zero|oh)\b/i);
     expect(redactedText).toContain("[NUMBER]");
     expect(redactedText).not.toMatch(/\d|\b(one|two|three|four|five|six|seven|eight|nine|zero|oh)\b/i);
+  });
+
+  it("gives the words as recognised, without capitals or punctuation, when smart format is off", { timeout: 120_000 }, async () => {
+    const formatted = (await transcribeFile("numbers.wav", [])).map((f) => f.text).join(" ");
+    const raw = (await transcribeFile("numbers.wav", [], { smartFormatOff: true })).map((f) => f.text).join(" ");
+    console.log(`smart format on: ${JSON.stringify(formatted)}; off: ${JSON.stringify(raw)}`);
+    expect(formatted).toMatch(/^[A-Z0-9].*[.?!]$/); // a sentence: capital (or numeral) first, a mark last
+    expect(raw).toMatch(/^[a-z' ]+$/);
+    expect(raw.split(" ").length).toBeGreaterThanOrEqual(3);
   });
 
   it("labels each channel of a stereo file transcribed per channel", { timeout: 180_000 }, async () => {
