@@ -59,6 +59,8 @@ interface Final {
   partials: number;
   /** partials before speech_stopped: shown while the speaker talked */
   whileSpeaking: number;
+  /** how many of the partials were interims (the whole running hypothesis) */
+  interims: number;
   finalMs?: string;
   turnMs?: string;
 }
@@ -84,7 +86,7 @@ const finals = (page: Page) =>
   page.$$eval("#transcripts li:not(.failed)", (els) =>
     els.map((e) => {
       const li = e as HTMLElement;
-      return { text: li.querySelector(".text")?.textContent ?? "", label: li.querySelector("b")?.textContent ?? "", partials: Number(li.dataset.partials), whileSpeaking: Number(li.dataset.whileSpeaking ?? 0), finalMs: li.dataset.finalMs, turnMs: li.dataset.turnMs };
+      return { text: li.querySelector(".text")?.textContent ?? "", label: li.querySelector("b")?.textContent ?? "", partials: Number(li.dataset.partials), whileSpeaking: Number(li.dataset.whileSpeaking ?? 0), interims: Number(li.dataset.interims), finalMs: li.dataset.finalMs, turnMs: li.dataset.turnMs };
     }),
   ) as Promise<Final[]>;
 const statusIs = (page: Page, prefix: string, timeout = 45_000) =>
@@ -114,13 +116,14 @@ const untilHeard = (page: Page, finals: number) =>
     .catch(() => undefined);
 
 /** Uploads `file` and streams it through the native door with these redact entities (and toggles); the finals once the session has closed. */
-async function transcribeFile(file: string, redact: string[], check: { multichannel?: boolean; smartFormatOff?: boolean } = {}): Promise<Final[]> {
+async function transcribeFile(file: string, redact: string[], check: { multichannel?: boolean; smartFormatOff?: boolean; interims?: boolean } = {}): Promise<Final[]> {
   const { page } = await open();
   await page.check("#source-file");
   await page.setInputFiles("#file", join(dir, file));
   for (const entity of redact) await page.check(`input[name=redact][value=${entity}]`);
   if (check.multichannel) await page.check("#multichannel");
   if (check.smartFormatOff) await page.uncheck("#smart-format");
+  if (check.interims) await page.check("#interims");
   await page.click("#start");
   await statusIs(page, "listening", 20_000);
   await statusIs(page, "closed 1000", 90_000); // the file ends, the page closes the session
@@ -172,14 +175,17 @@ describe("the playground in headless Chromium", () => {
   });
 
   it("redacts a spoken number when the toggle is on, and not when it is off (an uploaded file)", { timeout: 240_000 }, async () => {
-    const plain = await transcribeFile("numbers.wav", []);
-    const redacted = await transcribeFile("numbers.wav", ["numbers"]);
+    // interims asked for both times: under redaction the server sends none (they would show the words raw)
+    const plain = await transcribeFile("numbers.wav", [], { interims: true });
+    const redacted = await transcribeFile("numbers.wav", ["numbers"], { interims: true });
     console.log(`without redaction: ${JSON.stringify(plain.map((f) => f.text))}; with redact=numbers: ${JSON.stringify(redacted.map((f) => f.text))}`);
     const plainText = plain.map((f) => f.text).join(" ");
     const redactedText = redacted.map((f) => f.text).join(" ");
     expect(plainText).not.toContain("[NUMBER]");
     expect(plainText).toMatch(/\d|\b(one|two|three|four|five|six|seven|eight|nine|zero|oh)\b/i);
     expect(redactedText).toContain("[NUMBER]");
+    expect(plain.some((f) => f.interims > 0), JSON.stringify(plain)).toBe(true);
+    expect(redacted.map((f) => f.interims)).toEqual(redacted.map(() => 0));
     expect(redactedText).not.toMatch(/\d|\b(one|two|three|four|five|six|seven|eight|nine|zero|oh)\b/i);
   });
 

@@ -34,7 +34,7 @@ function sessionUpdate(c) {
   if (door === "openai") {
     return { type: "session.update", session: { type: "transcription", audio: { input: { format: { type: "audio/pcm", rate: 24000 }, transcription: { language: "en" }, turn_detection: turn } } } };
   }
-  const transcription = { smart_format: c.smartFormat, interim_results: c.interims && !c.redact.length };
+  const transcription = { smart_format: c.smartFormat, interim_results: c.interims };
   if (c.redact.length) transcription.redact = c.redact;
   return { type: "session.update", session: { turn_detection: turn, input_audio_transcription: transcription } };
 }

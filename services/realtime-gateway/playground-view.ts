@@ -42,7 +42,7 @@ function itemOf(id, channel) {
     const el = document.createElement("p");
     el.className = "open";
     el.dataset.item = id;
-    it = { el, text: "", interim: "", partials: 0, stoppedAt: null, audioEndSentAt: null, turnMs: null, whileSpeaking: null, channel };
+    it = { el, text: "", interim: "", partials: 0, interims: 0, stoppedAt: null, audioEndSentAt: null, turnMs: null, whileSpeaking: null, channel };
     items.set(id, it);
     $("live").append(el);
   }
@@ -69,7 +69,7 @@ const view = {
   itemStarted(id, channel) { itemOf(id, channel); speaking(true); },
   partial(id, channel, kind, text) {
     const it = itemOf(id, channel);
-    if (kind === "delta") it.text += text; else it.interim = text;
+    if (kind === "delta") it.text += text; else { it.interim = text; it.interims++; }
     it.partials++;
     drawOpen(it);
   },
@@ -92,6 +92,7 @@ const view = {
     const li = document.createElement("li");
     li.dataset.item = id;
     li.dataset.partials = String(it.partials);
+    li.dataset.interims = String(it.interims);
     if (it.whileSpeaking !== null) li.dataset.whileSpeaking = String(it.whileSpeaking);
     if (finalMs !== null) li.dataset.finalMs = String(finalMs);
     if (it.turnMs !== null) li.dataset.turnMs = String(it.turnMs);
