@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav } from "../shared/audio/wav";
 import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
 import { cuttableProxy, launchWithFakeMic } from "./support/chromium";
-import { REPO_ROOT } from "./support/fixtures";
-import { fixture, RELAXED_ADMISSION } from "./support/realtime-support";
+import { concatPcm, REPO_ROOT } from "./support/fixtures";
+import { fixture, RELAXED_ADMISSION, silence } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
 import { JFK_WORDS, LDC_WORDS, stereoCall } from "./support/stereo";
 
@@ -44,6 +44,9 @@ beforeAll(async () => {
   const raw = readFileSync("/usr/share/pocketsphinx/test/data/numbers.raw");
   writeFileSync(join(dir, "numbers.wav"), encodeWav(new Int16Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength)), 16000));
   writeFileSync(join(dir, "call.wav"), stereoCall());
+  // two people taking turns, a second between them: silero_test.wav's reader, JFK, the reader again
+  const a = fixture("silero_test.wav"), b = fixture("jfk.wav"), at = (pcm: Int16Array, from: number, to: number) => pcm.subarray(from * 16_000, to * 16_000);
+  writeFileSync(join(dir, "conversation.wav"), encodeWav(concatPcm(at(a, 0, 7), silence(1), b.subarray(0, 5.3 * 16_000), silence(1), at(a, 7, 14)), 16000));
   browser = await launchWithFakeMic(join(dir, "mic.wav"));
 }, 120_000);
 afterAll(async () => {
@@ -63,6 +66,8 @@ interface Final {
   interims: number;
   finalMs?: string;
   turnMs?: string;
+  startMs: number;
+  endMs: number;
 }
 
 async function open(port = gateway.port): Promise<{ page: Page; sockets: string[] }> {
@@ -86,7 +91,7 @@ const finals = (page: Page) =>
   page.$$eval("#transcripts li:not(.failed)", (els) =>
     els.map((e) => {
       const li = e as HTMLElement;
-      return { text: li.querySelector(".text")?.textContent ?? "", label: li.querySelector("b")?.textContent ?? "", partials: Number(li.dataset.partials), whileSpeaking: Number(li.dataset.whileSpeaking ?? 0), interims: Number(li.dataset.interims), finalMs: li.dataset.finalMs, turnMs: li.dataset.turnMs };
+      return { text: li.querySelector(".text")?.textContent ?? "", label: li.querySelector("b")?.textContent ?? "", partials: Number(li.dataset.partials), whileSpeaking: Number(li.dataset.whileSpeaking ?? 0), interims: Number(li.dataset.interims), finalMs: li.dataset.finalMs, turnMs: li.dataset.turnMs, startMs: Number(li.dataset.startMs), endMs: Number(li.dataset.endMs) };
     }),
   ) as Promise<Final[]>;
 const statusIs = (page: Page, prefix: string, timeout = 45_000) =>
@@ -116,7 +121,7 @@ const untilHeard = (page: Page, finals: number) =>
     .catch(() => undefined);
 
 /** Uploads `file` and streams it through the native door with these redact entities (and toggles); the finals once the session has closed. */
-async function transcribeFile(file: string, redact: string[], check: { multichannel?: boolean; smartFormatOff?: boolean; interims?: boolean } = {}): Promise<Final[]> {
+async function transcribeFile(file: string, redact: string[], check: { multichannel?: boolean; smartFormatOff?: boolean; interims?: boolean; diarize?: boolean } = {}): Promise<Final[]> {
   const { page } = await open();
   await page.check("#source-file");
   await page.setInputFiles("#file", join(dir, file));
@@ -124,6 +129,7 @@ async function transcribeFile(file: string, redact: string[], check: { multichan
   if (check.multichannel) await page.check("#multichannel");
   if (check.smartFormatOff) await page.uncheck("#smart-format");
   if (check.interims) await page.check("#interims");
+  if (check.diarize) await page.check("#diarize");
   await page.click("#start");
   await statusIs(page, "listening", 20_000);
   await statusIs(page, "closed 1000", 90_000); // the file ends, the page closes the session
@@ -206,6 +212,20 @@ describe("the playground in headless Chromium", () => {
     expect(JFK_WORDS.filter((w) => on("ch 0").includes(w)).length).toBeGreaterThanOrEqual(1);
     expect(LDC_WORDS.filter((w) => on("ch 1").includes(w)).length).toBeGreaterThanOrEqual(1);
     expect(JFK_WORDS.filter((w) => on("ch 1").includes(w))).toEqual([]);
+  });
+
+  it("labels who spoke each turn of a conversation with speaker labels on (an uploaded file)", { timeout: 180_000 }, async () => {
+    const shown = await transcribeFile("conversation.wav", [], { diarize: true });
+    console.log(`conversation: ${JSON.stringify(shown.map((f) => `${f.startMs}-${f.endMs} ${f.label}: ${f.text}`))}`);
+    expect(shown.length).toBeGreaterThanOrEqual(3);
+    for (const f of shown) expect(f.label).toMatch(/^speaker \d+$/);
+    // who spoke each item: the turn it overlaps most (the reader 0–7 s and 14–21 s, JFK 8–13.3 s)
+    const spans = [{ who: "reader", start: 0, end: 7000 }, { who: "jfk", start: 8000, end: 13300 }, { who: "reader", start: 14300, end: 21300 }];
+    const who = (f: Final) => spans.map((t) => ({ who: t.who, o: Math.min(f.endMs, t.end) - Math.max(f.startMs, t.start) })).sort((x, y) => y.o - x.o)[0]!.who;
+    const labels = (w: string) => new Set(shown.filter((f) => who(f) === w).map((f) => f.label));
+    expect([...labels("reader")]).toHaveLength(1);
+    expect([...labels("jfk")]).toHaveLength(1);
+    expect([...labels("jfk")][0]).not.toBe([...labels("reader")][0]);
   });
 
   it("transcribes through the OpenAI door with an ek_ secret, and resumes there when the connection drops", { timeout: 180_000 }, async () => {

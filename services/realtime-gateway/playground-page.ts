@@ -75,6 +75,10 @@ backend; it never sees an API key.</p>
     <select id="turn"><option value="server_vad">server_vad (silence)</option><option value="semantic_vad">semantic_vad (words and pitch)</option></select>
     <label>eagerness <select id="eagerness"><option>auto</option><option>low</option><option>medium</option><option>high</option></select></label>
   </fieldset>
+  <fieldset>
+    <legend>Speakers</legend>
+    <label><input type="checkbox" id="diarize"> speaker labels (diarize)</label>
+  </fieldset>
   <fieldset class="native-only">
     <legend>Transcript (native door)</legend>
     <label><input type="checkbox" id="smart-format" checked> smart format</label>

@@ -4,7 +4,8 @@
  * token for the native door, with `?door=openai` an `ek_` secret for /v1/realtime; the
  * page never sees a key), the socket in either door's protocol, the settings sent in
  * `session.update` (docs/realtime-reference.md; docs/realtime-openai.md for the OpenAI
- * door's shapes), each door's events turned into the view's calls (playground-view.ts),
+ * door's shapes; `diarize` there is the door's extension), each door's events turned
+ * into the view's calls (playground-view.ts),
  * and resuming after a lost connection (docs/realtime-resume.md): on 1006 or 1012 a new
  * credential, `?resume=` with the last event id (one per channel for a multichannel
  * session), and the audio again from `audio_ms` (playground-audio.ts).
@@ -24,6 +25,7 @@ function chosen() {
     redact: Array.from(document.querySelectorAll("input[name=redact]:checked")).map((e) => e.value),
     interims: $("interims").checked,
     multichannel: $("multichannel").checked,
+    diarize: $("diarize").checked,
   };
 }
 function settingName(c) { return (c.turn === "semantic_vad" ? "semantic_vad " + c.eagerness : "server_vad") + (c.door === "openai" ? " (OpenAI door)" : ""); }
@@ -32,9 +34,9 @@ function settingName(c) { return (c.turn === "semantic_vad" ? "semantic_vad " + 
 function sessionUpdate(c) {
   const turn = c.turn === "semantic_vad" ? { type: "semantic_vad", eagerness: c.eagerness } : { type: "server_vad" };
   if (door === "openai") {
-    return { type: "session.update", session: { type: "transcription", audio: { input: { format: { type: "audio/pcm", rate: 24000 }, transcription: { language: "en" }, turn_detection: turn } } } };
+    return { type: "session.update", session: { type: "transcription", audio: { input: { format: { type: "audio/pcm", rate: 24000 }, transcription: { language: "en", diarize: c.diarize }, turn_detection: turn } } } };
   }
-  const transcription = { smart_format: c.smartFormat, interim_results: c.interims };
+  const transcription = { smart_format: c.smartFormat, interim_results: c.interims, diarize: c.diarize };
   if (c.redact.length) transcription.redact = c.redact;
   return { type: "session.update", session: { turn_detection: turn, input_audio_transcription: transcription } };
 }
@@ -114,6 +116,8 @@ function onEvent(e) {
       const t = s.input_audio_transcription;
       if (t && t.smart_format !== undefined) parts.push("smart format " + (t.smart_format ? "on" : "off"));
       if (t) parts.push("redact " + (t.redact && t.redact.length ? t.redact.join(", ") : "none"));
+      const tr = t || (s.audio && s.audio.input && s.audio.input.transcription);
+      if (tr && tr.diarize) parts.push("speaker labels");
       view.settingsShown("in effect: " + parts.join(" · "));
       break;
     }
@@ -123,7 +127,7 @@ function onEvent(e) {
     case T + ".interim": view.partial(e.item_id, ch, "interim", e.transcript); break;
     case T + ".completed": {
       const last = e.words && e.words.length ? e.words[e.words.length - 1] : null;
-      view.final(e.item_id, ch, e.transcript, { startMs: e.audio_start_ms, words: e.words, setting, lastWordSentAt: last ? source.sentAt(last.end_ms) : null });
+      view.final(e.item_id, ch, e.transcript, { startMs: e.audio_start_ms, endMs: e.audio_end_ms, words: e.words, speaker: e.speaker, setting, lastWordSentAt: last ? source.sentAt(last.end_ms) : null });
       break;
     }
     case T + ".failed": view.failed(e.item_id, ch, e.error.message); break;

@@ -32,7 +32,7 @@ function logConnection(text, cls) {
 function label(channel, speaker) {
   const parts = [];
   if (channel !== undefined && channel !== null) parts.push("ch " + channel);
-  if (speaker !== undefined && speaker !== null) parts.push("speaker " + speaker);
+  if (speaker !== undefined && speaker !== null) parts.push(String(speaker).replace("_", " "));
   return parts.join(" · ");
 }
 
@@ -96,10 +96,12 @@ const view = {
     if (it.whileSpeaking !== null) li.dataset.whileSpeaking = String(it.whileSpeaking);
     if (finalMs !== null) li.dataset.finalMs = String(finalMs);
     if (it.turnMs !== null) li.dataset.turnMs = String(it.turnMs);
+    if (opts.startMs !== undefined) li.dataset.startMs = String(opts.startMs);
+    if (opts.endMs !== undefined) li.dataset.endMs = String(opts.endMs);
     const small = document.createElement("small");
     small.textContent = opts.startMs === undefined ? clock() : (opts.startMs / 1000).toFixed(1) + " s";
     li.append(small);
-    const tag = label(channel);
+    const tag = label(channel, opts.speaker);
     if (tag) { const b = document.createElement("b"); b.textContent = tag; li.append(b); }
     const text = document.createElement("span");
     text.className = "text";
