@@ -1,5 +1,5 @@
 import { OPENAI_REALTIME_PATH } from "../../schemas/openai-realtime";
-import { REALTIME_PATH } from "../../schemas/realtime";
+import { REALTIME_PATH, VAD_TRAILING_MS } from "../../schemas/realtime";
 import { REDACT_ENTITIES } from "../../schemas/redact";
 import { PLAYGROUND_AUDIO_JS } from "./playground-audio";
 import { PLAYGROUND_SESSION_JS } from "./playground-session";
@@ -98,13 +98,14 @@ backend; it never sees an API key.</p>
     <div id="live"></div>
   </section>
   <aside>
-    <table id="latency"><caption>Latency per turn detection setting (medians): <i>turn ended</i> is speech_stopped after the last word was sent, <i>final</i> the transcript after speech_stopped</caption>
+    <table id="latency"><caption>Latency per turn detection setting (medians): <i>turn ended</i> is speech_stopped after the end of the speech was sent, <i>final</i> the transcript after speech_stopped</caption>
       <thead><tr><th>setting</th><th>turns</th><th>turn ended</th><th>final</th></tr></thead><tbody></tbody></table>
     <ol id="connection"></ol>
   </aside>
 </div>
 <script>
 (() => {
+const VAD_TRAILING_MS = ${VAD_TRAILING_MS};
 ${PLAYGROUND_AUDIO_JS}
 ${PLAYGROUND_VIEW_JS}
 ${PLAYGROUND_SESSION_JS}

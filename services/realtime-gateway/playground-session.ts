@@ -122,12 +122,12 @@ function onEvent(e) {
       break;
     }
     case "input_audio_buffer.speech_started": view.itemStarted(e.item_id, ch); break;
-    case "input_audio_buffer.speech_stopped": view.speechStopped(e.item_id, ch, source.sentAt(e.audio_end_ms)); break;
+    case "input_audio_buffer.speech_stopped": view.speechStopped(e.item_id, ch, e.audio_end_ms); break;
     case T + ".delta": view.partial(e.item_id, ch, "delta", e.delta); break;
     case T + ".interim": view.partial(e.item_id, ch, "interim", e.transcript); break;
     case T + ".completed": {
       const last = e.words && e.words.length ? e.words[e.words.length - 1] : null;
-      view.final(e.item_id, ch, e.transcript, { startMs: e.audio_start_ms, endMs: e.audio_end_ms, words: e.words, speaker: e.speaker, setting, lastWordSentAt: last ? source.sentAt(last.end_ms) : null });
+      view.final(e.item_id, ch, e.transcript, { startMs: e.audio_start_ms, endMs: e.audio_end_ms, words: e.words, speaker: e.speaker, setting, lastWordEndMs: last ? last.end_ms : null, sentAt: source.sentAt });
       break;
     }
     case T + ".failed": view.failed(e.item_id, ch, e.error.message); break;

@@ -6,13 +6,15 @@
  * Events of both doors come here in one shape: `itemStarted`, `partial` (a delta
  * appended, or an interim replacing the running text), `speechStopped`, `final`,
  * `failed`. Timing is the browser's clock (`performance.now()`): a final's "after
- * speech_stopped" is when it arrived after that event did; a turn's "ended after the last
- * word" is when speech_stopped arrived after the frame holding the end of the final's last
- * word (its `words`) was sent: the turn detection's wait as this page lived it, network
- * and capture buffers included. The OpenAI door's finals carry no word timings: there the
- * turn is measured from the frame holding `audio_end_ms`, which the VAD puts up to
- * 200 ms after the last voiced frame (docs/realtime-reference.md, "Server VAD"), so it
- * reads up to that much shorter.
+ * speech_stopped" is when it arrived after that event did; a turn's "ended after the
+ * speech" is when speech_stopped arrived after the frame holding the speech's end was
+ * sent: the turn detection's wait as this page lived it, network and capture buffers
+ * included. The speech's end is the later of the final's last word's end (its `words`;
+ * the OpenAI door's finals have none) and speech_stopped's `audio_end_ms` less the
+ * 200 ms the VAD keeps at most after the last voiced frame (docs/realtime-reference.md,
+ * "Server VAD"): both are at or before the last voiced frame's end, so the wait reads
+ * long rather than short when a word was missed. (`VAD_TRAILING_MS` is the page's, from
+ * schemas/realtime.ts.)
  */
 export const PLAYGROUND_VIEW_JS = String.raw`
 const $ = (id) => document.getElementById(id);
@@ -42,7 +44,7 @@ function itemOf(id, channel) {
     const el = document.createElement("p");
     el.className = "open";
     el.dataset.item = id;
-    it = { el, text: "", interim: "", partials: 0, interims: 0, stoppedAt: null, audioEndSentAt: null, turnMs: null, whileSpeaking: null, channel };
+    it = { el, text: "", interim: "", partials: 0, interims: 0, stoppedAt: null, audioEndMs: null, turnMs: null, whileSpeaking: null, channel };
     items.set(id, it);
     $("live").append(el);
   }
@@ -73,10 +75,10 @@ const view = {
     it.partials++;
     drawOpen(it);
   },
-  speechStopped(id, channel, audioEndSentAt) {
+  speechStopped(id, channel, audioEndMs) {
     const it = itemOf(id, channel);
     it.stoppedAt = performance.now();
-    it.audioEndSentAt = audioEndSentAt;
+    it.audioEndMs = audioEndMs;
     it.whileSpeaking = it.partials;
     speaking(false);
   },
@@ -86,9 +88,9 @@ const view = {
     items.delete(id);
     if (!transcript.trim()) return;
     const finalMs = it.stoppedAt === null ? null : Math.round(performance.now() - it.stoppedAt);
-    const speechEndSentAt = opts.lastWordSentAt !== null ? opts.lastWordSentAt : it.audioEndSentAt;
-    it.turnMs = it.stoppedAt === null || speechEndSentAt === null || speechEndSentAt === undefined ? null : Math.max(0, Math.round(it.stoppedAt - speechEndSentAt));
-    const measuredFrom = opts.lastWordSentAt !== null ? "the last word" : "audio_end_ms";
+    const ends = [opts.lastWordEndMs, it.audioEndMs === null ? null : it.audioEndMs - VAD_TRAILING_MS].filter((x) => x !== null && x !== undefined);
+    const speechEndSentAt = ends.length ? opts.sentAt(Math.max.apply(null, ends)) : null;
+    it.turnMs = it.stoppedAt === null || speechEndSentAt === null ? null : Math.max(0, Math.round(it.stoppedAt - speechEndSentAt));
     const li = document.createElement("li");
     li.dataset.item = id;
     li.dataset.partials = String(it.partials);
@@ -119,7 +121,7 @@ const view = {
     timing.className = "timing";
     const bits = [it.partials + " partial" + (it.partials === 1 ? "" : "s") + " before it" + (it.whileSpeaking ? " (" + it.whileSpeaking + " while speaking)" : "")];
     if (finalMs !== null) bits.push("final +" + finalMs + " ms after speech_stopped");
-    if (it.turnMs !== null) bits.push("turn ended " + it.turnMs + " ms after " + measuredFrom + " (" + opts.setting + ")");
+    if (it.turnMs !== null) bits.push("turn ended " + it.turnMs + " ms after the speech (" + opts.setting + ")");
     timing.textContent = bits.join(" · ");
     li.append(timing);
     $("transcripts").append(li);
