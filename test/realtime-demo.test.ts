@@ -1,13 +1,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav } from "../shared/audio/wav";
 import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
 import { startStack, type Stack } from "./support/stack";
 import { fixture } from "./support/realtime-support";
+import { cuttableProxy, launchWithFakeMic } from "./support/chromium";
 
 /**
  * The demo end to end in Debian's Chromium (headless): the page asks the demo backend
@@ -44,41 +44,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-async function launch(): Promise<Browser> {
-  return chromium.launch({
-      executablePath: "/usr/bin/chromium",
-      headless: true,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--autoplay-policy=no-user-gesture-required",
-        "--use-fake-ui-for-media-stream",
-        "--use-fake-device-for-media-stream",
-        `--use-file-for-fake-audio-capture=${join(dir, "mic.wav")}`,
-      ],
-    });
-}
-
-/** A TCP proxy to the gateway whose connections can be cut (no close frame: the server sees 1006). */
-async function cuttableProxy(port: number): Promise<{ port: number; cut(): void; server: Server }> {
-  const open = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = createConnection({ host: "127.0.0.1", port });
-    open.add(client);
-    open.add(upstream);
-    client.pipe(upstream).pipe(client);
-    const drop = () => (client.destroy(), upstream.destroy(), open.delete(client), open.delete(upstream));
-    client.on("error", drop).on("close", drop);
-    upstream.on("error", drop).on("close", drop);
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return { port: (server.address() as { port: number }).port, server, cut: () => open.forEach((s) => s.destroy()) };
-}
+const launch = () => launchWithFakeMic(join(dir, "mic.wav"));
 
 describe("demo page in headless Chromium", () => {
   it("streams the microphone and shows live transcripts", async () => {
@@ -124,6 +90,10 @@ describe("demo page in headless Chromium", () => {
       expect(sockets).toHaveLength(2);
       expect(sockets[1]).toMatch(/[?&]resume=rs_/);
       expect(sockets[1]).toMatch(/[?&]access_token=rt_/);
+      // the page shows the drop and the resume as they happen
+      const log = await page.$$eval("#connection li", (els) => els.map((e) => e.textContent ?? ""));
+      expect(log.some((l) => l.includes("connection lost (1006)")), log.join("\n")).toBe(true);
+      expect(log.some((l) => /resumed: \d+ events caught up, audio again from [\d.]+ s/.test(l)), log.join("\n")).toBe(true);
       // transcripts keep coming on the resumed session, and it closes normally
       await page.waitForFunction(() => document.querySelectorAll("#transcripts li").length > 0, undefined, { timeout: 90_000 });
       await page.click("#stop");
