@@ -20,9 +20,13 @@
  *                          clip with a small audio_ctx skips most of the encoder's work
  *   uint32 flags           bit 0: temperature fallback (whisper's re-decode at higher
  *                          temperatures when a window looks like a loop or improbable)
- *   uint32 max_tokens      most text tokens per window (0: whisper's own limit); the
- *                          benches hold models with random weights, which never end a
- *                          window by themselves, to what speech of the clip's length holds
+ *   uint32 max_tokens      most text tokens (0: whisper's own limit); the benches hold
+ *                          models with random weights, which never end a window by
+ *                          themselves, to what speech of the clip's length holds. Given,
+ *                          the clip is decoded in one pass without timestamp tokens:
+ *                          whisper.cpp ends a window at its token limit with a forced
+ *                          timestamp and seeks only to it, so random weights took many
+ *                          encoder passes over one 5 s clip (13 s on a small shape)
  *   uint32 language_bytes, uint32 prompt_bytes, the language ("en", "auto", ...),
  *   the prompt (UTF-8, the initial prompt), then n_samples * 2 bytes of PCM
  *
@@ -138,6 +142,10 @@ void decode(whisper_context * ctx, whisper_state * state, int threads, Request &
     p.temperature_inc = (req.flags & 1u) ? 0.2f : 0.0f;
     p.audio_ctx = req.audio_ctx;
     p.max_tokens = static_cast<int>(req.max_tokens);
+    if (req.max_tokens > 0) {
+        p.single_segment = true;
+        p.no_timestamps = true;
+    }
     p.language = req.language.c_str();
     p.initial_prompt = req.prompt.empty() ? nullptr : req.prompt.c_str();
     p.abort_callback = [](void * user) { return static_cast<std::atomic<bool> *>(user)->load(); };
