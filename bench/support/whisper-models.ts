@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, renameSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { WHISPER_SHAPES, writeTinyWhisperModel, type WhisperShape } from "../../test/support/workers-whisper-model";
 
@@ -14,7 +14,10 @@ export async function benchModel(name: keyof typeof WHISPER_SHAPES, tokensPerWin
   const dir = join(root, ".data", "bench-models");
   mkdirSync(dir, { recursive: true });
   const path = join(dir, `ggml-${name}-random-t${tokensPerWindow}.bin`);
-  if (!existsSync(path)) await writeTinyWhisperModel(path, { shape: benchShape(name, tokensPerWindow), multilingual: name === "large-v3-turbo" });
+  if (existsSync(path)) return path;
+  // written aside and renamed: a bench stopped mid-write leaves no half a model behind
+  await writeTinyWhisperModel(`${path}.part`, { shape: benchShape(name, tokensPerWindow), multilingual: name === "large-v3-turbo" });
+  renameSync(`${path}.part`, path);
   return path;
 }
 
