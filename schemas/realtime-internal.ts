@@ -96,6 +96,8 @@ export const utteranceCommand = z.object({
   emitted: z.array(z.object({ word: z.string(), form: z.string(), entity: z.string().optional() })).optional(),
   /** With `diarize`: the item's speaker and its runs of one speaker (ms on the session timeline), labelled by the VAD as it commits the item. */
   speaker: z.string().optional(),
+  /** The speaker's role, where the session's `speaker_roles` names it. */
+  speaker_role: z.string().optional(),
   speaker_turns: z.array(z.object({ start_ms: z.number().int(), end_ms: z.number().int(), speaker: z.string() })).optional(),
 });
 export type UtteranceCommand = z.infer<typeof utteranceCommand>;

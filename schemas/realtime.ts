@@ -95,6 +95,8 @@ const diarizeSettings = {
   diarize: z.boolean().optional(),
   speakers: speakerCount.optional(),
   max_speakers: speakerCount.optional(),
+  /** Names for the speakers, as a job's `metadata.speaker_roles`: `{"0": "agent", "1": "customer"}` gives `speaker_0` the role "agent". */
+  speaker_roles: z.record(z.string().regex(/^(?:[0-9]|10)$/, "a speaker number 0-10"), safeString(64)).optional(),
 };
 /** A session's streaming settings, as session.created / session.updated show them. */
 const streamingSettings = z.object({
@@ -276,6 +278,8 @@ const transcriptionCompleted = z.object({
   audio_end_ms: z.number().int().nonnegative(),
   /** With `diarize`: who spoke the item (most of it), `speaker_<n>` in order of first appearance; labels sent never change. */
   speaker: z.string().optional(),
+  /** Its role, where `speaker_roles` names that speaker. */
+  speaker_role: z.string().optional(),
   /** Word timings in milliseconds on the session's audio timeline; `speaker` on each word where the item holds a change of speaker. */
   words: z.array(
     z.object({ word: z.string(), start_ms: z.number().int(), end_ms: z.number().int(), probability: transcriptWord.shape.probability, punctuated_word: z.string().optional(), entity: transcriptWord.shape.entity, speaker: z.string().optional(), channel }),

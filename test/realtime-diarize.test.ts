@@ -73,13 +73,17 @@ describe("live speaker labels", () => {
   it("native door: every completed item names its speaker, stable from a speaker's first item to the last", { timeout: 120_000 }, async () => {
     const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
     await c.next("session.created");
-    c.sendJson({ type: "session.update", session: { input_audio_transcription: { diarize: true, max_speakers: 4 } } });
+    c.sendJson({ type: "session.update", session: { input_audio_transcription: { diarize: true, max_speakers: 4, speaker_roles: { "0": "reader", "1": "president" } } } });
     const updated = await c.next("session.updated");
-    expect(updated.session.input_audio_transcription).toMatchObject({ diarize: true, max_speakers: 4 });
+    expect(updated.session.input_audio_transcription).toMatchObject({ diarize: true, max_speakers: 4, speaker_roles: { "0": "reader", "1": "president" } });
     await streamPcm(c, CONVERSATION, { speed: 4 });
     c.sendJson({ type: "session.close" });
     await c.closed;
-    expectTwoVoices(c.events.filter((e) => e.type === `${T}.completed`));
+    const completed = c.events.filter((e) => e.type === `${T}.completed`);
+    expectTwoVoices(completed);
+    // the roles name the speakers as a job's metadata.speaker_roles does: the reader spoke first
+    for (const e of completed) expect(e.speaker_role).toBe(({ speaker_0: "reader", speaker_1: "president" } as Record<string, string>)[e.speaker]);
+    expect(completed.filter((e) => whoSaid(e.audio_start_ms, e.audio_end_ms) === "B").every((e) => e.speaker_role === "president")).toBe(true);
   });
 
   it("a session cut between turns and resumed keeps its speakers: the same labels for the same people after the resume", { timeout: 120_000 }, async () => {
@@ -116,6 +120,8 @@ describe("live speaker labels", () => {
     expect((await c.next("error")).error).toMatchObject({ code: "invalid_event", event_id: "u2" });
     c.sendJson({ type: "session.update", event_id: "u3", session: { input_audio_transcription: { diarize: true, speakers: 11 } } });
     expect((await c.next("error")).error).toMatchObject({ event_id: "u3" });
+    c.sendJson({ type: "session.update", event_id: "u4", session: { input_audio_transcription: { diarize: true, speaker_roles: { agent: "0" } } } });
+    expect((await c.next("error")).error).toMatchObject({ event_id: "u4", param: expect.stringContaining("speaker_roles") });
     c.sendJson({ type: "session.close" });
     await c.closed;
   });

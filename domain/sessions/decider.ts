@@ -103,6 +103,7 @@ export function decide(input: DeciderInput, state: DeciderState | null, ctx: Dec
         diarize: u.diarize,
         speakers: u.speakers,
         max_speakers: u.max_speakers,
+        speaker_roles: u.speaker_roles,
       };
       return { state: { ...state, settings }, effects: [{ kind: "settings", settings }] };
     }

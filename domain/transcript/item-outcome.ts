@@ -21,7 +21,7 @@ export interface ItemDecodedBy {
  * decoder's end and a final decoded ahead of the commit (services/vad/stream-items.ts)
  * all end an item here, so `completed` has one shape whichever path decoded it.
  */
-export function itemOutcomeEvents(command: Pick<UtteranceCommand, "item_id" | "audio_start_ms" | "audio_end_ms" | "speaker" | "speaker_turns">, item: ItemTranscript & { language: string }, by: ItemDecodedBy): ServerEvent[] {
+export function itemOutcomeEvents(command: Pick<UtteranceCommand, "item_id" | "audio_start_ms" | "audio_end_ms" | "speaker" | "speaker_role" | "speaker_turns">, item: ItemTranscript & { language: string }, by: ItemDecodedBy): ServerEvent[] {
   const base = { item_id: command.item_id, content_index: 0 as const };
   const turns = command.speaker_turns;
   return [
@@ -35,6 +35,7 @@ export function itemOutcomeEvents(command: Pick<UtteranceCommand, "item_id" | "a
       audio_start_ms: command.audio_start_ms,
       audio_end_ms: command.audio_end_ms,
       ...(command.speaker ? { speaker: command.speaker } : {}),
+      ...(command.speaker_role ? { speaker_role: command.speaker_role } : {}),
       words: turns?.length ? item.words.map((w) => ({ ...w, speaker: speakerAt(turns, w.start_ms, w.end_ms) })) : item.words,
       worker_id: by.workerId,
       fallback_used: by.fallbackUsed,

@@ -45,7 +45,7 @@ export interface SessionSettings {
   /** `keyterms`: absent for none. */
   transcription: { language: string | null; prompt: string | null; model: string | null; keyterms?: string[] };
   /** The streaming and shaping settings (`redact`: entities redacted, absent for none). */
-  partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[]; diarize?: boolean; speakers?: number; max_speakers?: number };
+  partials: { partial_interval_ms: number; interim_results: boolean; smart_format: boolean; redact?: RedactEntity[]; diarize?: boolean; speakers?: number; max_speakers?: number; speaker_roles?: Record<string, string> };
 }
 
 /** A session's settings before any session.update: the gateway's turn detection, the upgrade's language, prompt and keyterms. */
@@ -93,7 +93,7 @@ export function updateSettings(current: SessionSettings, update: SessionUpdate["
         interim_results: t.interim_results ?? partials.interim_results,
         smart_format: t.smart_format ?? partials.smart_format,
         redact: t.redact ?? partials.redact,
-        ...(diarize ? { diarize, ...(speakers ? { speakers } : {}), ...(maxSpeakers ? { max_speakers: maxSpeakers } : {}) } : {}),
+        ...(diarize ? { diarize, ...(speakers ? { speakers } : {}), ...(maxSpeakers ? { max_speakers: maxSpeakers } : {}), ...((t.speaker_roles ?? partials.speaker_roles) ? { speaker_roles: t.speaker_roles ?? partials.speaker_roles } : {}) } : {}),
       },
     },
   };

@@ -20,7 +20,7 @@ export interface SessionSpeakers {
  * labelled in the order they are committed (`chain`): a speaker first heard in one item
  * is known to the next. About 2 ms of CPU per second of speech (features and the VAD).
  */
-export function withSpeakers(session: { speakers: SessionSpeakers | null }, settings: { diarize?: boolean; speakers?: number; max_speakers?: number }, command: UtteranceCommand, pcm: Int16Array): Promise<UtteranceCommand> {
+export function withSpeakers(session: { speakers: SessionSpeakers | null }, settings: { diarize?: boolean; speakers?: number; max_speakers?: number; speaker_roles?: Record<string, string> }, command: UtteranceCommand, pcm: Int16Array): Promise<UtteranceCommand> {
   if (!settings.diarize) return Promise.resolve(command);
   const sp = (session.speakers ??= { state: emptyDiarization(), chain: Promise.resolve() });
   const labelled = sp.chain.then(async () => {
@@ -36,7 +36,8 @@ export function withSpeakers(session: { speakers: SessionSpeakers | null }, sett
     if (r.speaker === null) return command;
     const at = (seconds: number) => command.audio_start_ms + Math.round(seconds * 1000);
     const turns = r.turns.length > 1 ? { speaker_turns: r.turns.map((t) => ({ start_ms: at(t.start), end_ms: at(t.end), speaker: speakerLabel(t.speaker) })) } : {};
-    return { ...command, speaker: speakerLabel(r.speaker), ...turns };
+    const role = settings.speaker_roles?.[String(r.speaker)];
+    return { ...command, speaker: speakerLabel(r.speaker), ...(role ? { speaker_role: role } : {}), ...turns };
   });
   sp.chain = labelled.catch(() => undefined);
   // a labelling that fails leaves the item unlabelled, never untranscribed
