@@ -14,7 +14,7 @@ const FRAME_SECONDS = FRAME_HOP_SAMPLES / FEATURE_SAMPLE_RATE;
  * or start a new speaker, up to `maxSpeakers`. Labels already given never change: when
  * two speakers' Gaussians have grown close enough to merge (one person heard first
  * through two different items), the later label is folded into the earlier one from then
- * on, and `merged` says so once.
+ * on (`mergedInto`; no event tells the client yet).
  *
  * Raw cepstra, not standardized as offline (the session's statistics are not known
  * ahead): the full-covariance likelihood ratio does not change under an affine map of
@@ -43,12 +43,6 @@ export interface OnlineBounds {
   /** The BIC penalty's weight and its per-frame floor (default the offline diarizer's; bench/diarization.ts tries others). */
   bicPenalty?: number;
   glrFloor?: number;
-}
-
-interface ItemSpeaker {
-  speaker: number;
-  /** Labels folded by this item (each said once). */
-  merged: { from: number; into: number }[];
 }
 
 /**
@@ -98,17 +92,15 @@ export interface ItemTurn {
  * `speakerSegments`: a turn taken within 500 ms of silence stays in one item), each run
  * labelled in order (`labelItem`). `speaker`: who spoke most of it.
  */
-export function labelItemTurns(state: OnlineDiarization, frames: { z: Float32Array; dims: number; voiced: number[] }, bounds: OnlineBounds = {}): { state: OnlineDiarization; speaker: number | null; turns: ItemTurn[]; merged: { from: number; into: number }[] } {
+export function labelItemTurns(state: OnlineDiarization, frames: { z: Float32Array; dims: number; voiced: number[] }, bounds: OnlineBounds = {}): { state: OnlineDiarization; speaker: number | null; turns: ItemTurn[] } {
   const { z, dims, voiced } = frames;
   const turns: ItemTurn[] = [];
-  const merged: { from: number; into: number }[] = [];
   const spoken = new Map<number, number>();
   for (const g of speakerSegments(z, dims, voiced)) {
     const r = labelItem(state, z.subarray(g.from * dims, g.to * dims), dims, bounds);
     state = r.state;
-    if (!r.label) continue;
-    merged.push(...r.label.merged);
-    const speaker = r.label.speaker;
+    const speaker = r.speaker;
+    if (speaker === null) continue;
     spoken.set(speaker, (spoken.get(speaker) ?? 0) + g.to - g.from);
     const start = voiced[g.from]! * FRAME_SECONDS;
     const end = (voiced[g.to - 1]! + 1) * FRAME_SECONDS;
@@ -117,13 +109,13 @@ export function labelItemTurns(state: OnlineDiarization, frames: { z: Float32Arr
     else turns.push({ start, end, speaker });
   }
   const speaker = [...spoken.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? null;
-  return { state, speaker, turns, merged };
+  return { state, speaker, turns };
 }
 
 /** The speaker of the next item, from its voiced frames (`dims` values each), and the state after it. */
-function labelItem(state: OnlineDiarization, z: Float32Array, dims: number, bounds: OnlineBounds = {}): { state: OnlineDiarization; label: ItemSpeaker | null } {
+function labelItem(state: OnlineDiarization, z: Float32Array, dims: number, bounds: OnlineBounds = {}): { state: OnlineDiarization; speaker: number | null } {
   const n = Math.floor(z.length / dims);
-  if (n === 0) return { state, label: null };
+  if (n === 0) return { state, speaker: null };
   const item = statsOf(z, dims, 0, n);
   const max = Math.min(bounds.speakers ?? Infinity, bounds.maxSpeakers ?? DEFAULT_MAX_SPEAKERS);
   const live = state.speakers.filter((s) => state.mergedInto[s.id] === undefined);
@@ -143,16 +135,16 @@ function labelItem(state: OnlineDiarization, z: Float32Array, dims: number, boun
   }
   if (n < MIN_ITEM_FRAMES) {
     // too short to judge or to learn from: the best fit, or the first speaker
-    if (best) return { state: { ...state, frames }, label: { speaker: best.id, merged: [] } };
+    if (best) return { state: { ...state, frames }, speaker: best.id };
     const first = { id: state.speakers.length, stats: item };
-    return { state: { ...state, speakers: [...state.speakers, first], frames }, label: { speaker: first.id, merged: [] } };
+    return { state: { ...state, speakers: [...state.speakers, first], frames }, speaker: first.id };
   }
   const joins = best && (bestCost <= 0 || live.length >= max);
   const speakers = joins
     ? state.speakers.map((s) => (s === best ? { id: s.id, stats: sumStats(s.stats, item) } : s))
     : [...state.speakers, { id: state.speakers.length, stats: item }];
   const speaker = joins ? best!.id : state.speakers.length;
-  return foldClose({ speakers, mergedInto: state.mergedInto, frames }, speaker, dims, cost);
+  return foldClose({ speakers, mergedInto: state.mergedInto, frames }, speaker, cost);
 }
 
 /** The offline diarizer's placement of a short segment: the likelihood it loses joining the speaker (per frame). */
@@ -160,21 +152,14 @@ function placement(model: GaussianStats, item: GaussianStats, dims: number): num
   return ((model.n + item.n) * logDetCovariance(sumStats(model, item), dims) - model.n * logDetCovariance(model, dims)) / item.n;
 }
 
-/** The speaker that took the item, if now close enough to another to be one person, is folded into the earlier label. */
-function foldClose(state: OnlineDiarization, speaker: number, dims: number, cost: (a: GaussianStats, b: GaussianStats) => number): { state: OnlineDiarization; label: ItemSpeaker } {
+/** The speaker that took the item, if now close enough to another to be one person, is folded into the earlier label: the item and every later one carry that. */
+function foldClose(state: OnlineDiarization, speaker: number, cost: (a: GaussianStats, b: GaussianStats) => number): { state: OnlineDiarization; speaker: number } {
   const grown = state.speakers.find((s) => s.id === speaker)!;
-  const merged: { from: number; into: number }[] = [];
-  let into = speaker;
-  for (const other of state.speakers) {
-    if (other.id === speaker || state.mergedInto[other.id] !== undefined || other.stats.n < MIN_ITEM_FRAMES) continue;
-    if (cost(grown.stats, other.stats) > 0) continue;
-    const [keep, fold] = other.id < speaker ? [other, grown] : [grown, other];
-    merged.push({ from: fold.id, into: keep.id });
-    into = keep.id;
-    const speakers = state.speakers.map((s) => (s.id === keep.id ? { id: s.id, stats: sumStats(keep.stats, fold.stats) } : s));
-    return { state: { ...state, speakers, mergedInto: { ...state.mergedInto, [fold.id]: keep.id } }, label: { speaker: into, merged } };
-  }
-  return { state, label: { speaker: into, merged } };
+  const other = state.speakers.find((o) => o.id !== speaker && state.mergedInto[o.id] === undefined && o.stats.n >= MIN_ITEM_FRAMES && cost(grown.stats, o.stats) <= 0);
+  if (!other) return { state, speaker };
+  const [keep, fold] = other.id < speaker ? [other, grown] : [grown, other];
+  const speakers = state.speakers.map((s) => (s.id === keep.id ? { id: s.id, stats: sumStats(keep.stats, fold.stats) } : s));
+  return { state: { ...state, speakers, mergedInto: { ...state.mergedInto, [fold.id]: keep.id } }, speaker: keep.id };
 }
 
 /** `speaker_<n>`, the label a realtime item carries. */
