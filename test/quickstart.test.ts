@@ -1,12 +1,12 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav } from "../shared/audio/wav";
 import { wordErrorRate } from "../shared/workers/wer";
-import { REPO_ROOT } from "./support/fixtures";
+import { FIXTURES_DIR, REPO_ROOT } from "./support/fixtures";
 import { freePort } from "./support/ports";
 import { fixture, RELAXED_ADMISSION } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
@@ -17,8 +17,10 @@ import { startStack, type Stack } from "./support/stack";
  * against a started stack as a reader would run it: shell blocks with bash, JavaScript
  * blocks as an .mjs file with node (resolving `openai` and `ws` from the repository's
  * node_modules), the browser app (`js browser`) served by node and opened in Debian's
- * Chromium with jfk.wav as its microphone. The working directory is the repository's,
- * so `../shared/fixtures/audio/jfk.wav` is the fixture; STT_URL, STT_ADMIN_TOKEN and
+ * Chromium with jfk.wav as its microphone. The working directory stands where the
+ * repository does in a reader's checkout, with `../shared` beside it (a link to the
+ * fixtures' folder, wherever the clone is), so `../shared/fixtures/audio/jfk.wav` is the
+ * fixture; STT_URL, STT_ADMIN_TOKEN and
  * STT_KEY point at the stack. A block tagged `no-run` (```bash no-run) is one that starts
  * the service itself or needs another machine; `setup` blocks must only succeed, every
  * other block must print jfk.wav's transcript.
@@ -66,6 +68,8 @@ const name = (b: Block) => `${b.page}:${b.line} ${b.lang}${b.tags.length ? ` ${b
 let stack: Stack;
 let env: NodeJS.ProcessEnv;
 let dir: string;
+/** Where the examples run: `../shared` beside it is the fixtures' folder. */
+let workDir: string;
 let browser: Browser | undefined;
 
 beforeAll(async () => {
@@ -75,6 +79,10 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "quickstart-"));
   // `import "openai"` from a file here resolves through this link, as from a reader's project
   symlinkSync(join(REPO_ROOT, "node_modules"), join(dir, "node_modules"));
+  // a clone without ../shared beside it (made in a temporary folder) still has the fixtures there
+  mkdirSync(join(dir, "repo"));
+  symlinkSync(resolve(FIXTURES_DIR, "../.."), join(dir, "shared"));
+  workDir = join(dir, "repo");
 });
 afterAll(async () => {
   await browser?.close().catch(() => undefined);
@@ -91,7 +99,7 @@ interface Run {
 /** Runs a command in the repository's folder until it exits (or `timeoutMs`, then kills it). */
 function run(command: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}, timeoutMs = 150_000): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: REPO_ROOT, env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, { cwd: workDir, env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -114,7 +122,7 @@ async function runBrowserApp(b: Block, index: number): Promise<string> {
   const file = join(dir, `browser-${index}.mjs`);
   writeFileSync(file, b.code);
   const port = await freePort();
-  const server = spawn(process.execPath, [file], { cwd: REPO_ROOT, env: { ...env, PORT: String(port) }, stdio: ["ignore", "pipe", "inherit"] });
+  const server = spawn(process.execPath, [file], { cwd: workDir, env: { ...env, PORT: String(port) }, stdio: ["ignore", "pipe", "inherit"] });
   try {
     await new Promise<void>((resolve, reject) => {
       server.stdout.on("data", (d) => String(d).includes(`:${port}`) && resolve());
