@@ -163,9 +163,9 @@ const envSchema = z.object({
   RT_ADMIT_MAX_VAD_LAG_MS: int.min(1).default(150),
   RT_ADMIT_MAX_DECISION_MS: int.min(1).default(120),
   RT_ADMIT_MAX_ENGINE_SHARE: num.min(0.01).max(1).default(0.6),
-  RT_ENGINE_SPEAKER_CORES: num.min(0.001).max(8).default(0.085),
+  RT_ENGINE_SPEAKER_CORES: num.min(0.001).max(8).default(0.06),
   RT_ADMIT_BURST: int.min(1).default(50),
-  RT_ADMIT_COLD_BURST: int.min(1).optional(), // an idle plane's first settle window (domain/sessions/admission.ts); unset: the burst
+  RT_ADMIT_SESSIONS_PER_CORE: int.min(1).default(250),
   RT_ADMIT_SETTLE_MS: int.min(0).default(1000),
   RT_MAX_SESSIONS: int.min(0).default(0),
   RT_SHED_LAG_MS: int.min(1).default(1000),
@@ -324,7 +324,7 @@ function build(env: Env) {
         maxEngineShare: env.RT_ADMIT_MAX_ENGINE_SHARE,
         speakerCores: env.RT_ENGINE_SPEAKER_CORES,
         burst: env.RT_ADMIT_BURST,
-        coldBurst: env.RT_ADMIT_COLD_BURST ?? env.RT_ADMIT_BURST,
+        plannedSessions: env.RT_ADMIT_SESSIONS_PER_CORE * availableParallelism(), // the gateway's machine stands for the plane's
         settleMs: env.RT_ADMIT_SETTLE_MS,
         maxSessions: env.RT_MAX_SESSIONS,
         shedLagMs: env.RT_SHED_LAG_MS,

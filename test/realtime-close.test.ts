@@ -203,7 +203,7 @@ describe("close codes (spec 7.3)", () => {
   });
 
   it("503 upstream_unavailable with Retry-After, and no session.created, for an upgrade past the admission burst", async () => {
-    const admission = { ...stack.config.realtime.admission, burst: 1, coldBurst: 1, settleMs: 30_000 };
+    const admission = { ...stack.config.realtime.admission, burst: 1, plannedSessions: 0, settleMs: 30_000 };
     const base = await gatewayWith({}, { admission });
     const first = await connectRt(wsUrl(base), auth());
     await first.next("session.created");
@@ -216,6 +216,20 @@ describe("close codes (spec 7.3)", () => {
     expect(await metricValue(rtAdmissionsRefused, { reason: "admission_burst" })).toBe(refusedBefore + 1);
     await expectOpenAfterWhatWasSent(first);
     first.ws.close(1000);
+  });
+
+  it("a herd arriving at once is admitted whole up to the predicted sessions, past the burst; the next is refused 503 with Retry-After", async () => {
+    const admission = { ...stack.config.realtime.admission, burst: 1, plannedSessions: 4, settleMs: 30_000 };
+    const base = await gatewayWith({}, { admission });
+    // six upgrades at once: none is open when the others are judged, so the four in flight count
+    const tries = await Promise.allSettled(Array.from({ length: 6 }, () => connectRt(wsUrl(base), auth())));
+    const admitted = tries.flatMap((t) => (t.status === "fulfilled" ? [t.value] : []));
+    const refused = tries.flatMap((t) => (t.status === "rejected" ? [t.reason as { status?: number; headers?: Record<string, string> }] : []));
+    expect(admitted).toHaveLength(4);
+    expect(refused.map((r) => r.status)).toEqual([503, 503]);
+    for (const r of refused) expect(Number(r.headers?.["retry-after"])).toBeGreaterThanOrEqual(30);
+    for (const c of admitted) await c.next("session.created");
+    for (const c of admitted) c.ws.close(1000);
   });
 
   it("1013 client_backpressure when the client stops reading its events", async () => {

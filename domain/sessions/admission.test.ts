@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decideAdmission, decideShed, type AdmissionThresholds, type PlaneSignals } from "./admission";
+import { correctedCapacity, decideAdmission, decideShed, type AdmissionThresholds, type PlaneSignals } from "./admission";
 
 const thresholds: AdmissionThresholds = {
   maxLoopDelayMs: 100,
@@ -7,7 +7,7 @@ const thresholds: AdmissionThresholds = {
   maxDecisionMs: 150,
   maxEngineShare: 0.6,
   burst: 50,
-  coldBurst: 400,
+  plannedSessions: 400,
   settleMs: 1000,
   maxSessions: 0,
   shedLagMs: 2000,
@@ -23,6 +23,9 @@ const calm: PlaneSignals = {
   openSessions: 300,
   admittedRecently: 10,
   refusedRecently: 0,
+  inFlight: 0,
+  // past the prediction: the burst decides (the herd's cases set it)
+  predictedSessions: 0,
 };
 
 /** given(signals).when(thresholds).then(verdict). */
@@ -85,18 +88,39 @@ describe("admission: a new session only while the plane keeps up", () => {
     given({ admittedRecently: 49 }).then({ admit: true });
     given({ admittedRecently: 100 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 3 }, { burst: 100, settleMs: 2500 });
   });
-  it("given an idle plane (every open session admitted in this window), admits a crowd up to the cold burst at once, then the burst per window", () => {
-    given({ openSessions: 0, admittedRecently: 0 }).then({ admit: true });
-    given({ openSessions: 399, admittedRecently: 399 }).then({ admit: true });
-    // the crowd refused after it waits its turn at the steady burst: 600 at 50 a window
-    given({ openSessions: 400, admittedRecently: 400, refusedRecently: 599 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 12 });
-    // sessions that came before this window: not idle, the burst
-    given({ openSessions: 460, admittedRecently: 60 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
-    given({ openSessions: 50, admittedRecently: 49 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 }, { burst: 49 });
-    // an idle plane near a bound already (something else loads it): a fifth of the burst
-    given({ openSessions: 10, admittedRecently: 10, decisionP95Ms: 100 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
-    // a cold burst smaller than the burst is the burst
-    given({ openSessions: 45, admittedRecently: 45 }).then({ admit: true }, { coldBurst: 10 });
+  it("given room under the predicted sessions, admits a herd at once whatever the burst; past it, the burst per window", () => {
+    given({ openSessions: 0, admittedRecently: 0, predictedSessions: 400 }).then({ admit: true });
+    given({ openSessions: 399, admittedRecently: 399, predictedSessions: 400 }).then({ admit: true });
+    // upgrades admitted and not open yet count as open
+    given({ openSessions: 200, inFlight: 199, admittedRecently: 399, predictedSessions: 400 }).then({ admit: true });
+    given({ openSessions: 200, inFlight: 200, admittedRecently: 400, predictedSessions: 400, refusedRecently: 599 }).then({
+      admit: false,
+      reason: "admission_burst",
+      // the crowd refused after it waits its turn at the burst: 600 at 50 a window
+      retryAfterSeconds: 12,
+      cause: "400 sessions open (400 predicted to hold at the targets), 400 admitted in the last 1000 ms, the burst past the prediction is 50",
+    });
+    // sessions from before this window under the prediction: admitted whatever came lately
+    given({ openSessions: 300, admittedRecently: 60, predictedSessions: 400 }).then({ admit: true });
+    // past it, sessions admitted long ago leave room for the burst
+    given({ openSessions: 460, admittedRecently: 49, predictedSessions: 400 }).then({ admit: true });
+    given({ openSessions: 460, admittedRecently: 50, predictedSessions: 400 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    // near a bound no herd is admitted at once, whatever the prediction: a fifth of the burst
+    given({ openSessions: 10, admittedRecently: 10, decisionP95Ms: 100, predictedSessions: 400 }).then({ admit: false, reason: "admission_burst", retryAfterSeconds: 1 });
+    // a load refusal comes first
+    given({ openSessions: 10, predictedSessions: 400, gatewayLoopDelayMs: 101 }).then({ admit: false, reason: "gateway_busy", retryAfterSeconds: 5 });
+  });
+  it("corrects the prediction from what the plane showed: down to what is open near a bound, up to what it held with no signal near one", () => {
+    const near = { ...calm, decisionP95Ms: 91 };
+    expect(correctedCapacity(500, { ...near, openSessions: 320 }, thresholds)).toBe(320);
+    // near a bound with fewer open than predicted, and more: never raised there
+    expect(correctedCapacity(300, { ...near, openSessions: 320 }, thresholds)).toBe(300);
+    // calm: what it held before this window is shown
+    expect(correctedCapacity(500, { ...calm, openSessions: 640, admittedRecently: 40 }, thresholds)).toBe(600);
+    // calm with fewer open than predicted: the prediction stands
+    expect(correctedCapacity(500, { ...calm, openSessions: 100, admittedRecently: 0 }, thresholds)).toBe(500);
+    // the sessions just admitted are not shown yet
+    expect(correctedCapacity(500, { ...calm, openSessions: 540, admittedRecently: 50 }, thresholds)).toBe(500);
   });
 
   it("given a plane near a bound (over 60% of it), admits a fifth of the burst per settle window", () => {

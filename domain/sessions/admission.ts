@@ -9,9 +9,11 @@
  * Retry-After, before `session.created`). So admission stops well before the plane is
  * behind, on leading signals (event-loop delay, the VAD's lag behind the audio, audio
  * acks piling up) and on the figure users feel (the VAD decision latency the gateway
- * measures for its sessions), and it admits at most `burst` sessions per `settleMs` whose load
- * cannot have shown in those signals yet: a client that opens a thousand sessions at
- * once would otherwise be admitted whole before the first of them is measured.
+ * measures for its sessions). Sessions whose load cannot have shown in those signals
+ * yet are admitted by predicted cost: up to the sessions the plane is predicted to hold
+ * at its targets (`predictedSessions`: a prior per core, corrected from what the signals
+ * showed, `correctedCapacity`), a herd at once; past the prediction at most `burst` per
+ * `settleMs`, so the signals can show each step before the next.
  *
  * Shedding is the safety net for load that grows after admission (sessions that start
  * talking at once, a replica lost): while the plane is far behind it gives back the
@@ -43,6 +45,10 @@ export interface PlaneSignals {
   openSessions: number;
   /** Sessions this gateway admitted within the last `settleMs`. */
   admittedRecently: number;
+  /** Sessions admitted and not open yet (their upgrade is still being completed): they count as open. */
+  inFlight: number;
+  /** How many sessions this gateway's plane is predicted to hold at its targets (correctedCapacity). */
+  predictedSessions: number;
   /** Upgrades this gateway refused for the burst within the last `settleMs` (they come back after their Retry-After). */
   refusedRecently: number;
 }
@@ -56,15 +62,14 @@ export interface AdmissionThresholds {
   maxDecisionMs: number;
   /** Refuse unless the streaming engine can take one more speaker (and the burst's) within this share of its machine's cores. */
   maxEngineShare: number;
-  /** At most this many admissions per settleMs. */
+  /** Past the predicted sessions, at most this many admissions per settleMs. */
   burst: number;
   /**
-   * … but a plane that holds nothing else yet (every open session was admitted within
-   * the last settleMs) takes up to this many in that first window: a crowd arriving at an
-   * idle plane is admitted at once up to what the plane holds at its targets before
-   * any of it shows in the signals.
+   * The prediction before anything is measured: how many sessions the plane holds at its
+   * targets (RT_ADMIT_SESSIONS_PER_CORE × the gateway machine's cores). A crowd arriving
+   * at an idle plane is admitted at once up to it.
    */
-  coldBurst: number;
+  plannedSessions: number;
   settleMs: number;
   /** Hard cap on a gateway's open sessions (0: none). */
   maxSessions: number;
@@ -111,36 +116,49 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
     }
   }
   if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S, `audio batches over their acks bound for ${ms(s.acksOverloadedMs)}`);
+  // within the predicted headroom a herd is admitted at once: its cost is known ahead
+  if (!nearLimit(s, t) && s.openSessions + s.inFlight < s.predictedSessions) return { admit: true };
   const burst = burstNow(s, t);
   // Retry-After spreads the ones refused together over the windows it takes to admit
-  // them at the steady burst (a queue's honest wait), not all back in one settle time;
-  // after a cold burst too, whose crowd would otherwise return while the plane still
-  // takes in what it admitted
-  const steady = Math.min(burst, t.burst);
-  if (s.admittedRecently >= burst) return refuse("admission_burst", Math.min(MAX_BURST_RETRY_S, (t.settleMs / 1000) * Math.ceil((s.refusedRecently + 1) / steady)), `${s.admittedRecently} sessions admitted in the last ${ms(t.settleMs)}, the burst is ${burst}`);
+  // them at this pace (a queue's honest wait), not all back in one settle time
+  if (s.admittedRecently >= burst) {
+    const cause = `${s.openSessions + s.inFlight} sessions open (${s.predictedSessions} predicted to hold at the targets), ${s.admittedRecently} admitted in the last ${ms(t.settleMs)}, the burst past the prediction is ${burst}`;
+    return refuse("admission_burst", Math.min(MAX_BURST_RETRY_S, (t.settleMs / 1000) * Math.ceil((s.refusedRecently + 1) / burst)), cause);
+  }
   return { admit: true };
 }
 
-/** Past this share of a bound the plane is near its limit, and admits a fifth of the burst per settle window. */
+/**
+ * Past this share of a bound the plane is near its limit: no herd is admitted at once,
+ * and a fifth of the burst per settle window. Latency turns sharply at the knee
+ * (measured on 2 cores, the decisions' p95 stayed 110–125 ms from 250 to 480 sessions and
+ * grew without bound at 650), and the signals lag a second or two.
+ */
 const NEAR_LIMIT = 0.6;
 
-/**
- * The burst allowed now: on an idle plane (nothing open but what this window admitted)
- * the cold burst (RT_ADMIT_COLD_BURST; docs/configuration.md has what 400 did to a herd);
- * otherwise the whole burst; near the limit a fifth, so
- * the last sessions before it are added slowly enough for the signals to show each step
- * (they lag a second or two, and latency turns sharply at the knee: measured on 2 cores,
- * the decisions' p95 stayed 110–125 ms from 250 to 480 sessions and grew without bound
- * at 650).
- */
-function burstNow(s: PlaneSignals, t: AdmissionThresholds): number {
-  const cold = s.openSessions <= s.admittedRecently;
-  const near =
+function nearLimit(s: PlaneSignals, t: AdmissionThresholds): boolean {
+  return (
     s.gatewayLoopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs ||
     (s.vad !== null && (s.vad.lagMs > NEAR_LIMIT * t.maxVadLagMs || s.vad.loopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs)) ||
-    (s.decisionP95Ms !== null && s.decisionP95Ms > NEAR_LIMIT * t.maxDecisionMs);
-  if (near) return Math.max(1, Math.floor(t.burst / 5));
-  return cold ? Math.max(t.burst, t.coldBurst) : t.burst;
+    (s.decisionP95Ms !== null && s.decisionP95Ms > NEAR_LIMIT * t.maxDecisionMs)
+  );
+}
+
+/** Past the prediction, the burst per settle window; near the limit a fifth, so the last sessions before it are added slowly enough for the signals to show each step. */
+function burstNow(s: PlaneSignals, t: AdmissionThresholds): number {
+  return nearLimit(s, t) ? Math.max(1, Math.floor(t.burst / 5)) : t.burst;
+}
+
+/**
+ * The prediction corrected from what the plane showed (each time the signals are
+ * sampled): a plane near a bound holds no more than it has open, so the prediction falls
+ * to that; a plane that holds more than predicted with no signal near its bound has
+ * shown it holds them, so the prediction rises to that. Sessions admitted within the
+ * last settle window do not count as shown: their load may not show yet.
+ */
+export function correctedCapacity(predicted: number, s: PlaneSignals, t: AdmissionThresholds): number {
+  if (nearLimit(s, t)) return Math.min(predicted, s.openSessions);
+  return Math.max(predicted, s.openSessions - s.admittedRecently);
 }
 
 export type ShedReason = "vad_behind" | "gateway_busy" | "decisions_late" | "audio_backlog";

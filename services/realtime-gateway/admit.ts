@@ -85,7 +85,7 @@ export interface AdmitDeps {
   usage: Pick<UsageStore, "budget">;
   limitsFor: (principal: Principal) => Limits;
   /** The plane's headroom (headroom.ts), and the sessions open on this gateway. */
-  headroom: Pick<Headroom, "claim">;
+  headroom: Pick<Headroom, "claim" | "settled">;
   openSessions: () => number;
   now: () => Date;
   logger: Logger;
@@ -193,6 +193,16 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
   if (!verdict.admit) {
     throw new AppError("unavailable", "upstream_unavailable", `${REFUSALS[verdict.reason]} Measured: ${verdict.cause}.`, { headers: { "Retry-After": String(verdict.retryAfterSeconds) } });
   }
+  try {
+    return await admitted(deps, req, principal, now);
+  } catch (err) {
+    deps.headroom.settled(); // refused after all: no longer in flight
+    throw err;
+  }
+}
+
+/** The rest of an admission the plane has room for: the key's audio budget, handshake rate and concurrent sessions, and the audio parameters. */
+async function admitted(deps: AdmitDeps, req: UpgradeRequest, principal: Principal, now: Date): Promise<Admission> {
   const params = parseAudioParams(req.query, deps.config.realtime.defaultSampleRate);
   const limits = deps.limitsFor(principal);
   const budget = deps.usage.budget({ keyId: principal.keyId, limits }, now);

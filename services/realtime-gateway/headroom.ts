@@ -1,4 +1,4 @@
-import { decideAdmission, decideShed, type AdmissionThresholds, type AdmissionVerdict, type PlaneSignals, type ShedReason } from "../../domain/sessions/admission";
+import { correctedCapacity, decideAdmission, decideShed, type AdmissionThresholds, type AdmissionVerdict, type PlaneSignals, type ShedReason } from "../../domain/sessions/admission";
 import type { Logger } from "../../shared/logger";
 import { loopDelayWindow } from "../../shared/loop-delay";
 import { rtAdmissionsRefused, rtSessionsShed } from "../../shared/metrics";
@@ -11,7 +11,8 @@ import { BACKLOG_EVERY_MS, sharedBacklogView, watchVadLoad } from "../../shared/
  * its own event-loop delay (sampled every 500 ms), the VAD decision latency of its
  * sessions (p95 of the last 2 s, sampled with it), the VADs' load reports and the
  * rt-transcribers' backlog reports (core NATS, shared/realtime-backlog.ts), how long its
- * audio batches have been over their acks bound, and the sessions it admitted lately.
+ * audio batches have been over their acks bound, the sessions it admitted lately (and
+ * those not open yet), and the prediction of how many sessions the plane holds.
  *
  * Refusals and sheds are counted in metrics (`stt_realtime_admissions_refused_total`,
  * `stt_realtime_sessions_shed_total`, by reason) and logged at most once per reason
@@ -20,6 +21,8 @@ import { BACKLOG_EVERY_MS, sharedBacklogView, watchVadLoad } from "../../shared/
 export interface Headroom {
   /** Whether one more session may be admitted now; an admission is counted at once (concurrent upgrades see each other). */
   claim(openSessions: number): AdmissionVerdict;
+  /** A session admitted by `claim` is open now (counted in openSessions from here on), or its upgrade failed. */
+  settled(): void;
   /** A VAD decision's latency as the gateway measured it (session-metrics.ts). */
   decided(latencyMs: number): void;
   /** Called by the gateway's sweep: a reason to give back the newest session now, or null. */
@@ -41,6 +44,12 @@ const LOG_EVERY_MS = 5000;
 const DECISION_WINDOW_MS = 2000;
 const MIN_DECISIONS = 20;
 const MAX_DECISIONS = 4096;
+/**
+ * An admitted upgrade not open after this long (refused later for its key's limits, or
+ * its client gone) stops counting as in flight: that is an upgrade's worst time through
+ * its KV writes under a herd, with room.
+ */
+const IN_FLIGHT_MS = 10_000;
 
 export function createHeadroom(options: HeadroomOptions): Headroom {
   const { thresholds: t, logger } = options;
@@ -60,13 +69,20 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     recent.sort((a, b) => a - b);
     decisionP95Ms = recent.length >= MIN_DECISIONS ? recent[Math.floor(recent.length * 0.95)]! : null;
   };
+  /** How many sessions the plane is predicted to hold at its targets (domain/sessions/admission.ts `correctedCapacity`). */
+  let predictedSessions = t.plannedSessions;
+  let openNow = 0;
   const sampler = setInterval(() => {
     loopDelayMs = loop.take();
-    sampleDecisions(now());
+    const at = now();
+    sampleDecisions(at);
+    predictedSessions = correctedCapacity(predictedSessions, signals(openNow, at), t);
   }, BACKLOG_EVERY_MS);
   sampler.unref();
   /** When recent admissions and burst refusals happened, oldest first (pruned past settleMs). */
   const admittedAt: number[] = [];
+  /** When the admissions not open yet were made, oldest first (an upgrade that never opens stops counting after IN_FLIGHT_MS). */
+  const inFlightAt: number[] = [];
   const burstRefusedAt: number[] = [];
   let lastShedAt: number | null = null;
   const lastLogged = new Map<string, { at: number; count: number }>();
@@ -74,6 +90,8 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   const signals = (openSessions: number, at: number): PlaneSignals => {
     while (admittedAt.length > 0 && at - admittedAt[0]! >= t.settleMs) admittedAt.shift();
     while (burstRefusedAt.length > 0 && at - burstRefusedAt[0]! >= t.settleMs) burstRefusedAt.shift();
+    while (inFlightAt.length > 0 && at - inFlightAt[0]! >= IN_FLIGHT_MS) inFlightAt.shift();
+    openNow = openSessions;
     const saturated = backlog.saturated();
     return {
       gatewayLoopDelayMs: loopDelayMs,
@@ -83,6 +101,8 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       engineSaturatedRetryAfterS: saturated ? saturated.max_wait_ms / 1000 : null,
       openSessions,
       admittedRecently: admittedAt.length,
+      inFlight: inFlightAt.length,
+      predictedSessions,
       refusedRecently: burstRefusedAt.length,
     };
   };
@@ -94,7 +114,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     seen.count++;
     lastLogged.set(key, seen);
     if (at - seen.at < LOG_EVERY_MS) return;
-    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently, engine_speakers: s.vad?.engine?.speakers ?? null, engine_load: s.vad?.engine ? Number(s.vad.engine.load.toFixed(3)) : null, ...(cause ? { cause } : {}) };
+    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently, in_flight: s.inFlight, predicted_sessions: s.predictedSessions, engine_speakers: s.vad?.engine?.speakers ?? null, engine_load: s.vad?.engine ? Number(s.vad.engine.load.toFixed(3)) : null, ...(cause ? { cause } : {}) };
     if (what === "refused") logger.warn("refusing realtime sessions: the plane has no headroom", fields);
     else logger.warn("shedding the newest realtime session: the plane is far behind", fields);
     lastLogged.set(key, { at, count: 0 });
@@ -105,13 +125,19 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       const at = now();
       const s = signals(openSessions, at);
       const verdict = decideAdmission(s, t);
-      if (verdict.admit) admittedAt.push(at);
+      if (verdict.admit) {
+        admittedAt.push(at);
+        inFlightAt.push(at);
+      }
       else {
         if (verdict.reason === "admission_burst") burstRefusedAt.push(at);
         rtAdmissionsRefused.inc({ reason: verdict.reason });
         note("refused", verdict.reason, s, at, verdict.cause);
       }
       return verdict;
+    },
+    settled() {
+      inFlightAt.shift();
     },
     decided(latencyMs) {
       decidedAt[decisions % MAX_DECISIONS] = now();

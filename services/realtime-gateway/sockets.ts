@@ -136,16 +136,29 @@ function upgrade(door: Door, c: SocketContext, res: uWS.HttpResponse, req: uWS.H
   // a new session's ownership entry (with the OpenAI door's state) is written before the client can lose it (resume.ts)
   const opened = async (admission: Admission) => {
     const doorStart = openai && newDoorStart(openai, admission, c.defaultTurnDetection, c.nowMs());
-    return (await c.resumes.opened(admission, doorStart?.record), { admission, door: doorStart });
+    try {
+      await c.resumes.opened(admission, doorStart?.record);
+    } catch (err) {
+      c.admitDeps.headroom.settled();
+      throw err;
+    }
+    return { admission, door: doorStart };
   };
   const admitted = resume ? c.resumes.admit(request, resume, door) : admit(c.admitDeps, request).then(opened);
   admitted.then(
     ({ admission, start, door: doorStart }: { admission: Admission; start?: SessionStart; door?: DoorStart }) => {
-      if (aborted) return void c.resumes.abandoned(admission, start).catch(() => undefined);
+      // a new session counts as in flight for admission until it is open (or never will be)
+      const settled = () => resume || c.admitDeps.headroom.settled();
+      if (aborted) {
+        settled();
+        return void c.resumes.abandoned(admission, start).catch(() => undefined);
+      }
       try {
         // one protocol, never the client's list: it may hold a credential entry
         res.upgrade<SocketData>({ admission, start, openai, doorStart }, key, protocolToAnswer(protocol), extensions, context);
+        settled();
       } catch (err) {
+        settled();
         // the socket went away between the check and the upgrade
         c.log.warn("upgrade could not complete", { error: (err as Error).message });
         void c.resumes.abandoned(admission, start).catch(() => undefined);
