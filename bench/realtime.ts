@@ -38,6 +38,8 @@
  * reports over the streaming window (speakers, busy decoders, load, the cost per speaker
  * admission uses).
  *
+ * `--diarize 1`: the native door's sessions ask for live speaker labels (`diarize: true`).
+ *
  * `--audio librivox` streams the five LibriVox clips of pocketsphinx-testdata, each
  * followed by 0.8 s of silence, looped (continuous read speech); the default loops
  * jfk.wav with 1.5 s of silence.
@@ -95,6 +97,8 @@ const native24 = !openaiDoor && args.get("rate") === "24000";
 const encodeOnce = args.has("encode-once");
 // --start-within S: the sessions' upgrades all at once, each starting to speak at a random moment of the first S s
 const startWithinMs = Number(args.get("start-within") ?? 0) * 1000;
+/** `--diarize 1`: the native sessions ask for live speaker labels (docs/diarization.md), whose cost admission counts. */
+const diarize = args.get("diarize") === "1";
 // --probe 1: one more session, 3 s after the last one started: admitted, or refused with its Retry-After
 const probe = args.has("probe");
 const provider = zeroEngine ? await startZeroEngine() : null;
@@ -315,7 +319,7 @@ async function main() {
           if (e.type === "session.created" && openaiDoor) s.sessionId = e.session.id;
           else if (e.type === "session.created") {
             s.sessionId = e.session_id;
-            ws.send(JSON.stringify({ type: "session.update", session: { input_audio_transcription: { interim_results: true } } }));
+            ws.send(JSON.stringify({ type: "session.update", session: { input_audio_transcription: { interim_results: true, ...(diarize ? { diarize: true } : {}) } } }));
           }
           if (openaiDoor && e.type === "input_audio_buffer.committed") {
             // OpenAI's committed carries no times: those of the item's speech events

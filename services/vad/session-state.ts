@@ -108,6 +108,8 @@ export interface HandleEnv {
    * messages (a semantic end of turn decided when the hypothesis arrives, turn-taking.ts).
    */
   track: Map<number, (stored: Promise<unknown>) => void>;
+  /** The event loop's time spent labelling speakers (speaker-labels.ts), ms so far: part of what a diarizing speaker costs (vad-consumer.ts). */
+  labelling: { ms: number };
 }
 
 /** Enough for the longest prefix padding (2 s) plus the VAD's 300 ms start window. */

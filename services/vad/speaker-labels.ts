@@ -18,13 +18,16 @@ export interface SessionSpeakers {
  * streamed decoder, the final decoded ahead, the commit path) carries the same `speaker`
  * and, where the item holds a change of speaker, its runs (`speaker_turns`). Items are
  * labelled in the order they are committed (`chain`): a speaker first heard in one item
- * is known to the next. About 2 ms of CPU per second of speech (features and the VAD).
+ * is known to the next. About 2 ms of CPU per second of speech (features and the VAD),
+ * added to `spent` (the VAD counts it in the engine's cost per speaker, for admission).
  */
-export function withSpeakers(session: { speakers: SessionSpeakers | null }, settings: { diarize?: boolean; speakers?: number; max_speakers?: number; speaker_roles?: Record<string, string> }, command: UtteranceCommand, pcm: Int16Array): Promise<UtteranceCommand> {
+export function withSpeakers(session: { speakers: SessionSpeakers | null }, settings: { diarize?: boolean; speakers?: number; max_speakers?: number; speaker_roles?: Record<string, string> }, command: UtteranceCommand, pcm: Int16Array, spent: { ms: number }): Promise<UtteranceCommand> {
   if (!settings.diarize) return Promise.resolve(command);
   const sp = (session.speakers ??= { state: emptyDiarization(), chain: Promise.resolve() });
   const labelled = sp.chain.then(async () => {
     const vad = await createFrameClassifier(DIARIZER_AGGRESSIVENESS);
+    // the labelling runs on the event loop from here to its result: its time is its CPU
+    const started = performance.now();
     let frames;
     try {
       frames = itemFrames(pcm, vad.classify(pcm));
@@ -32,6 +35,7 @@ export function withSpeakers(session: { speakers: SessionSpeakers | null }, sett
       vad.free();
     }
     const r = labelItemTurns(sp.state, frames, { speakers: settings.speakers, maxSpeakers: settings.max_speakers });
+    spent.ms += performance.now() - started;
     sp.state = r.state;
     if (r.speaker === null) return command;
     const at = (seconds: number) => command.audio_start_ms + Math.round(seconds * 1000);

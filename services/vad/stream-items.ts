@@ -36,7 +36,7 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
   state.stream = null;
   state.awaiting = null;
   // with diarize, the item's speakers first (speaker-labels.ts); every path below carries them
-  const labelled = withSpeakers(state, state.decider.settings, command, pcm);
+  const labelled = withSpeakers(state, state.decider.settings, command, pcm, env.labelling);
   if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return labelled.then((c) => finishStream(env, stream, c, pcm));
   const ahead = stream?.item === command.item_id ? stream.utt.ahead?.take(pcm.length) : null;
   stream?.utt.abort();

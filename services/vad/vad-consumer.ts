@@ -146,7 +146,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   const loops = new Map<number, { stop(how: "handover" | "lost"): Promise<void> }>();
   const defaults = options.defaults ?? defaultTurnDetection;
   const memberId = options.memberId ?? `vad_${hostname()}_${randomBytes(4).toString("hex")}`;
-  const env: HandleEnv = { engine, sessions, defaults, nats, store: options.sessions, kv, pool: options.decoders ?? null, log: logger, track: new Map() };
+  const env: HandleEnv = { engine, sessions, defaults, nats, store: options.sessions, kv, pool: options.decoders ?? null, log: logger, track: new Map(), labelling: { ms: 0 } };
 
   // The replica's load, for the gateways' admission (domain/sessions/admission.ts): the
   // worst lag behind the audio and the loop delay, per report interval, and what its
@@ -159,12 +159,22 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
   // decoders' load per speaker (or per busy decoder, if more), from the configured prior
   // until one has been measured
   let perSpeaker = (options.speakerCores ?? 0.15) / cores;
+  // the speaker labels' share of the machine (diarize), counted with the engine's: it is
+  // per speaker too, so a diarizing plane admits as many fewer speakers as it costs
+  let labelledAt = Date.now();
+  const labellingLoad = () => {
+    const at = Date.now();
+    const share = at > labelledAt ? env.labelling.ms / (at - labelledAt) / cores : 0;
+    env.labelling.ms = 0;
+    labelledAt = at;
+    return share;
+  };
   const engineLoad = () => {
     if (!options.decoders) return undefined;
     const { busy, size, pids, speakers: held } = options.decoders.stats();
     const speakers = continuousSpeakers(sessions.values(), Date.now());
     // re-decodes through the router: the share of the engines' slots their decodes held
-    const load = options.decoders.engineShare ? options.decoders.engineShare() : engineCpu.take(pids) / cores;
+    const load = (options.decoders.engineShare ? options.decoders.engineShare() : engineCpu.take(pids) / cores) + labellingLoad();
     const n = Math.max(busy, speakers);
     if (n > 0 && load > 0) perSpeaker = 0.8 * perSpeaker + 0.2 * (load / n);
     return { load, busy, size, per_speaker: perSpeaker, speakers, held };
