@@ -26,8 +26,15 @@
  *                                    ps-worker on each path (BENCH_PATHS) at each of these
  *                                    settings, with the seeded bare API beside it (the settings table)
  *   BENCH_REPEAT=n                  decode the clips n times (steadier CPU figures)
+ *   BENCH_SPEAKERS=k                the streamed path only, at the pace people speak: k
+ *                                    speakers at once, each decoding the clips at real
+ *                                    time from its own point of the list (bare: k ps-bare
+ *                                    processes with PS_BARE_REALTIME=1, fed 120 ms at a
+ *                                    time; ps-worker: a pool of k decoders fed every 30 ms
+ *                                    VAD frame, partials every partial interval), one
+ *                                    after the other: what k continuous speakers cost
  */
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -93,17 +100,67 @@ async function streamWorker(clips: Clip[], options: string[]): Promise<Run> {
   return { cpu, texts };
 }
 
+/** k ps-bare processes at once, each at real time from its own rotation of the clips. */
+async function bareSpeakers(bin: string, clipFiles: string[], k: number, options: string[]): Promise<Run> {
+  const runs = await Promise.all(
+    Array.from({ length: k }, (_, i) => {
+      const own = join(dir, `speaker-${i}.txt`);
+      const from = Math.floor((i * clipFiles.length) / k);
+      writeFileSync(own, [...clipFiles.slice(from), ...clipFiles.slice(0, from)].join("\n"));
+      return new Promise<Run>((res, rej) =>
+        execFile(bin, [MODEL, own, String(HYP_EVERY), "warm", ...options], { encoding: "utf8", maxBuffer: 1 << 26, env: { ...process.env, PS_BARE_REALTIME: "1" } }, (err, out) => {
+          if (err) return rej(err);
+          const lines = out.trim().split("\n").map((l) => JSON.parse(l) as { hyp: string; cpu: number });
+          res({ cpu: lines.reduce((a, l) => a + l.cpu, 0), texts: [] });
+        }),
+      );
+    }),
+  );
+  return { cpu: runs.reduce((a, r) => a + r.cpu, 0), texts: [] };
+}
+
+/** A pool of k decoders, k speakers at once, each feeding the clips at real time (30 ms VAD frames) from its own point, partials every partial interval. */
+async function workerSpeakers(clipsOf: Clip[], k: number, options: string[]): Promise<Run> {
+  const pool = await createStreamDecoderPool({ size: k, warm: k, decoderOptions: options });
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const speaker = async (i: number) => {
+    const from = Math.floor((i * clipsOf.length) / k);
+    let cpu = 0;
+    for (const c of [...clipsOf.slice(from), ...clipsOf.slice(0, from)]) {
+      const u = pool.acquire({ prompt: null, cmn: null })!;
+      await u.hypothesis(); // the model is loaded: only the clip's decode is counted
+      const cpu0 = cpuSeconds(u.pid);
+      const start = performance.now();
+      const partials: Promise<StreamHypothesis>[] = [];
+      for (let at = 0, since = 0; at < c.pcm.length; at += VAD_FRAME, since += VAD_FRAME) {
+        u.feed(c.pcm.subarray(at, at + VAD_FRAME));
+        if (since >= HYP_EVERY) (since = 0), partials.push(u.hypothesis());
+        const wait = start + ((at + VAD_FRAME) / 16) - performance.now();
+        if (wait > 0) await sleep(wait);
+      }
+      await Promise.all(partials);
+      await u.end();
+      cpu += cpuSeconds(u.pid) - cpu0;
+    }
+    return cpu;
+  };
+  const cpus = await Promise.all(Array.from({ length: k }, (_, i) => speaker(i)));
+  await pool.close();
+  return { cpu: cpus.reduce((a, b) => a + b, 0), texts: [] };
+}
+
 const repeat = Number(process.env.BENCH_REPEAT ?? 1);
 const labelled = await labelledClips();
 const clips = Array.from({ length: repeat }, () => labelled).flat();
 const audio = clips.reduce((a, c) => a + c.pcm.length / 16_000, 0);
 const dir = mkdtempSync(join(tmpdir(), "engine-cost-"));
 const list = join(dir, "clips.txt");
-writeFileSync(list, clips.map((c, i) => {
+const clipFiles = clips.map((c, i) => {
   const path = join(dir, `${i}.raw`);
   writeFileSync(path, c.pcm);
   return path;
-}).join("\n"));
+});
+writeFileSync(list, clipFiles.join("\n"));
 const bin = await buildAgainstPocketsphinx(resolve(import.meta.dirname, "support/ps-bare.c"), resolve(import.meta.dirname, "../build/ps-bare"));
 await ensurePocketsphinxBinary();
 
@@ -120,6 +177,20 @@ const row = (label: string, r: Run) => console.log(`${label.padEnd(56)} ${(r.cpu
 const ratio = (a: Run, b: Run) => console.log(`${"  ps-worker / bare (seeded)".padEnd(56)} ${(a.cpu / b.cpu).toFixed(2)}×`);
 
 console.log(`${labelled.length} clips × ${repeat}, ${audio.toFixed(1)} s of speech`);
+const speakers = Number(process.env.BENCH_SPEAKERS ?? 0);
+if (speakers > 0) {
+  console.log(`\n${speakers} speakers at once at real time, stream path, service settings: ${STREAM_DECODER_OPTIONS.join(" ")}`);
+  const b = await bareSpeakers(bin, clipFiles, speakers, STREAM_DECODER_OPTIONS);
+  const w = await workerSpeakers(clips, speakers, STREAM_DECODER_OPTIONS);
+  const perSpeaker = (r: Run) => console.log(`  ${(r.cpu / (audio * speakers)).toFixed(3)} CPU-s per audio second, ${((r.cpu / (audio * speakers)) * speakers).toFixed(2)} cores for ${speakers} continuous speakers`);
+  console.log(`bare API (ps-bare × ${speakers}, PS_BARE_REALTIME=1)`);
+  perSpeaker(b);
+  console.log(`ps-worker PSS2 through the pool (stream-decoders.ts)`);
+  perSpeaker(w);
+  ratio(w, b);
+  rmSync(dir, { recursive: true, force: true });
+  process.exit(0);
+}
 const paths = process.env.BENCH_PATHS ? [process.env.BENCH_PATHS] : ["commit", "stream"];
 const table: [string, string[]][] | null = process.env.BENCH_TABLE ? JSON.parse(process.env.BENCH_TABLE) : null;
 for (const path of paths) {

@@ -19,6 +19,10 @@
  *   {"hyp":"...","cpu":seconds}
  * where cpu is this process's CPU time spent on that clip only (the file was read
  * before; model loading is not counted).
+ *
+ * PS_BARE_REALTIME=1: the audio is decoded at the pace it is spoken, as a speaker's
+ * decoder gets it in the service: 120 ms at a time (the pool's feed grain), sleeping
+ * until the wall clock reaches the end of what was fed.
  */
 #include <pocketsphinx.h>
 #include <sphinxbase/err.h>
@@ -96,6 +100,8 @@ int main(int argc, char **argv) {
   int ncep = feat_cepsize(feat);
   mfcc_t mean[64];
   fe_t *mean_fe = fe_init_auto_r(config);
+  const char *pace = getenv("PS_BARE_REALTIME");
+  int realtime = pace && !strcmp(pace, "1");
   FILE *list = fopen(argv[2], "r");
   if (!list) { fprintf(stderr, "cannot open %s\n", argv[2]); return 2; }
   char path[4096];
@@ -111,7 +117,15 @@ int main(int argc, char **argv) {
     ps_start_stream(ps);
     ps_start_utt(ps);
     long since_hyp = 0;
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     for (size_t off = 0; off < n; off += 320) {
+      if (realtime && off > 0 && off % 1920 == 0) {
+        /* the next 120 ms of audio is due when the wall clock reaches its start */
+        long long due_ns = (long long)start.tv_sec * 1000000000LL + start.tv_nsec + (long long)off * 62500LL;
+        struct timespec due = { (time_t)(due_ns / 1000000000LL), (long)(due_ns % 1000000000LL) };
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL);
+      }
       size_t len = n - off < 320 ? n - off : 320;
       ps_process_raw(ps, pcm + off, len, FALSE, FALSE);
       since_hyp += (long)len;
