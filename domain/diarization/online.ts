@@ -127,11 +127,14 @@ function labelItem(state: OnlineDiarization, z: Float32Array, dims: number, boun
     const glr = 0.5 * (m.n * logDetCovariance(m, dims) - a.n * logDetCovariance(a, dims) - b.n * logDetCovariance(b, dims));
     return glr / m.n - Math.max(floor, penalty / m.n);
   };
+  // the speaker the item fits best: the likelihood the item loses joining each, per item
+  // frame, the same yardstick for every candidate (ΔBIC per merged frame, used before,
+  // favoured the speakers heard longest: 3–4 speaker DER 17–19% → 12–20%, bench/diarization.ts)
   let best: OnlineSpeaker | undefined;
-  let bestCost = Infinity;
+  let bestFit = Infinity;
   for (const s of live) {
-    const c = n < MIN_ITEM_FRAMES ? placement(s.stats, item, dims) : cost(s.stats, item);
-    if (c < bestCost) [best, bestCost] = [s, c];
+    const fit = placement(s.stats, item, dims);
+    if (fit < bestFit) [best, bestFit] = [s, fit];
   }
   if (n < MIN_ITEM_FRAMES) {
     // too short to judge or to learn from: the best fit, or the first speaker
@@ -139,7 +142,8 @@ function labelItem(state: OnlineDiarization, z: Float32Array, dims: number, boun
     const first = { id: state.speakers.length, stats: item };
     return { state: { ...state, speakers: [...state.speakers, first], frames }, speaker: first.id };
   }
-  const joins = best && (bestCost <= 0 || live.length >= max);
+  // … and whether it is that speaker: merging them costs no more than the BIC penalty
+  const joins = best && (cost(best.stats, item) <= 0 || live.length >= max);
   const speakers = joins
     ? state.speakers.map((s) => (s === best ? { id: s.id, stats: sumStats(s.stats, item) } : s))
     : [...state.speakers, { id: state.speakers.length, stats: item }];
