@@ -157,6 +157,8 @@ function printRound(r: RoundFigures, baseline: RoundFigures, restarts: number): 
   if (herd) {
     const closed = [...r.earlyCloses.values()].reduce((a, b) => a + b, 0);
     console.log(`  herd: admitted in the first 2 s ${r.admittedWithin2s} of ${r.offered}, admitted in all ${r.admitted}, refused ${r.refusedCount}, closed by the server ${closed}; VAD decision p50/p99 ${ms(p50)}/${ms(p99)} (${signed(p50 - base50)}/${signed(p99 - base50)} ms over one session)`);
+    const early = r.decisionsEarly;
+    if (early.length) console.log(`  decisions on each session's first 5 s of audio: ${early.length}, p50/p99 ${ms(pct(early, 50))}/${ms(pct(early, 99))}; on the rest: p99 ${ms(pct(r.decisionsLater, 99))}`);
   }
   console.log(`  server RSS ${r.rssBeforeMb.toFixed(0)} → peak ${r.rssPeakMb.toFixed(0)} MB: ${r.admitted ? ((r.rssPeakMb - r.rssBeforeMb) / r.admitted).toFixed(3) : "–"} MB per admitted session`);
 }

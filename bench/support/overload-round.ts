@@ -6,6 +6,9 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { machineFreeMeter } from "./proc";
 
+/** A session's first this much audio: its decisions are also reported apart (the arrival's share of the latency). */
+const EARLY_MS = 5000;
+
 export interface RoundOptions {
   /** Sessions offered. */
   n: number;
@@ -52,6 +55,9 @@ export interface RoundFigures {
   /** `error` events received, by error.code. */
   serverErrors: Map<string, number>;
   decisions: number[];
+  /** Of those, the decisions on each session's first EARLY_MS of audio (a herd's arrival shows there). */
+  decisionsEarly: number[];
+  decisionsLater: number[];
   noDecisions: number;
   unmatched: number;
   worstSessionP99: number;
@@ -78,6 +84,8 @@ interface Session {
   log: ReturnType<typeof createSendLog>;
   silenceMs: number;
   decisions: number[];
+  decisionsEarly: number[];
+  decisionsLater: number[];
   unmatched: number;
   endedAt?: number;
   close?: string;
@@ -138,6 +146,8 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
     noClose: 0,
     serverErrors: new Map(),
     decisions: [],
+    decisionsEarly: [],
+    decisionsLater: [],
     noDecisions: 0,
     unmatched: 0,
     worstSessionP99: NaN,
@@ -203,7 +213,7 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
       // ws, as in the issue's measurement: the client shares the machine's cores.
       generateMask: (mask: Buffer) => void mask.fill(0),
     });
-    const s: Session = { ws, offeredAt: performance.now(), answered: undefined as never, sent: 0, next: Math.floor(Math.random() * o.frames.length), log: createSendLog(totalFrames + 1), silenceMs: 500, decisions: [], unmatched: 0 };
+    const s: Session = { ws, offeredAt: performance.now(), answered: undefined as never, sent: 0, next: Math.floor(Math.random() * o.frames.length), log: createSendLog(totalFrames + 1), silenceMs: 500, decisions: [], decisionsEarly: [], decisionsLater: [], unmatched: 0 };
     s.answered = new Promise<void>((resolve) => {
       awaitingAnswer++;
       const answer = () => {
@@ -269,7 +279,10 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
         const e = JSON.parse(text) as { audio_end_ms?: number };
         if (e.audio_end_ms === undefined) return;
         const sentAt = s.log.sentAt(decisionOffset(e.audio_end_ms, s.silenceMs));
-        if (sentAt !== undefined) s.decisions.push(t - sentAt);
+        if (sentAt !== undefined) {
+          s.decisions.push(t - sentAt);
+          (e.audio_end_ms < EARLY_MS ? s.decisionsEarly : s.decisionsLater).push(t - sentAt);
+        }
         // after session.close the open utterance ends with the audio, no VAD decision
         else if (s.endedAt === undefined) s.unmatched++;
       } else if (text.includes('"session.created"')) {
@@ -323,6 +336,8 @@ export async function measureRound(o: RoundOptions): Promise<RoundFigures> {
     if (!s.decisions.length) f.noDecisions++;
     else perSessionP99.push(pct(s.decisions, 99));
     for (const d of s.decisions) f.decisions.push(d);
+    for (const d of s.decisionsEarly) f.decisionsEarly.push(d);
+    for (const d of s.decisionsLater) f.decisionsLater.push(d);
   }
   f.worstSessionP99 = perSessionP99.length ? Math.max(...perSessionP99) : NaN;
   const lateTotal = late.reduce((a, b) => a + b, 0);
