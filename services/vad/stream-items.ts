@@ -35,8 +35,12 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
   state.spokeAt = Date.now();
   state.stream = null;
   state.awaiting = null;
-  // with diarize, the item's speakers first (speaker-labels.ts); every path below carries them
-  const labelled = withSpeakers(state, state.decider.settings, command, pcm);
+  // with diarize, the item's speakers first (speaker-labels.ts); every path below carries
+  // them, and a fold it made is stored before the item's transcript
+  const labelled = withSpeakers(state, state.decider.settings, command, pcm).then(async (r) => {
+    if (r.merged.length) await env.store.appendSpeakerMerges(command.session_id, r.merged);
+    return r.command;
+  });
   if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return labelled.then((c) => finishStream(env, stream, c, pcm));
   const ahead = stream?.item === command.item_id ? stream.utt.ahead?.take(pcm.length) : null;
   stream?.utt.abort();
