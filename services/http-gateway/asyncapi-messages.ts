@@ -59,7 +59,10 @@ export const NATIVE_SERVER_TEXT: Record<ServerEvent["type"], MessageText> = {
     summary: "The whole running hypothesis of the open item (opt-in: `interim_results`), replacing the previous interim",
     description: "Unstable: words may still change. `delta` and `completed` are authoritative.",
   },
-  "conversation.item.input_audio_transcription.completed": { summary: "The item's final transcript, with word timings on the session's audio timeline" },
+  "conversation.item.input_audio_transcription.completed": {
+    summary: "The item's final transcript, with word timings on the session's audio timeline",
+    description: "With `diarize`: `speaker` (`speaker_<n>`, in order of first appearance; never changed once sent), `speaker_role` where `speaker_roles` names it, and `speaker` on each word where the item holds a change of speaker.",
+  },
   "conversation.item.input_audio_transcription.failed": { summary: "The item could not be transcribed (e.g. `transcription_failed`)" },
   "conversation.speaker.merged": {
     summary: "With `diarize`: two speaker labels turned out to be one person; `from` is folded into the earlier `into`",
@@ -102,7 +105,7 @@ export const OPENAI_SERVER_TEXT: Record<OpenAiServerEvent["type"], MessageText> 
   "conversation.item.input_audio_transcription.delta": { summary: "Append-only text of an item (words once the decoder stops revising them)" },
   "conversation.item.input_audio_transcription.completed": {
     summary: "The item's final transcript; `usage` in seconds of audio, `logprobs` when included",
-    description: "Exactly one `completed` or `failed` per committed item. Authoritative: may differ from the deltas' concatenation.",
+    description: "Exactly one `completed` or `failed` per committed item. Authoritative: may differ from the deltas' concatenation. With the `diarize` extension: `speaker` and, where `speaker_roles` names it, `speaker_role`.",
   },
   "conversation.item.input_audio_transcription.failed": { summary: "The item could not be transcribed" },
   "conversation.speaker.merged": { summary: "Not OpenAI's: with the `diarize` extension, speaker label `from` is folded into the earlier `into` (the native event)" },
