@@ -25,7 +25,6 @@
  * as close to numbers.raw's as one speaker's clips lie to each other, so they may be the
  * same person.
  */
-import { readFileSync } from "node:fs";
 import { diarizePcm, type SpeakerCountHint, type SpeakerTurn } from "../domain/diarization/diarize";
 import { embeddedDiarizer, pcmAudio, speechRegions } from "../domain/diarization/embedded";
 import { diarizationErrorRate, type LabelledTurn } from "../domain/diarization/der";
@@ -33,9 +32,8 @@ import { createFrameClassifier } from "../shared/audio/vad-frames";
 import { emptyDiarization, itemFrames, labelItemTurns } from "../domain/diarization/online";
 import { loadVadEngine } from "../shared/audio/vad";
 import { defaultTurnDetection } from "../schemas/realtime";
-import { pcm16MonoFromWav } from "../shared/audio/wav";
-import { fixturePath } from "../test/support/fixtures";
-import { pocketsphinxRaw, POCKETSPHINX_DATA } from "./support/turns";
+import { seededRandom, speakerMaterial, testSpeakers } from "../test/support/conversations";
+import { telephone } from "../test/support/telephone";
 import { recordResults, type ResultRow } from "./support/results";
 
 const args = new Map<string, string>();
@@ -45,63 +43,9 @@ const seed = Number(args.get("seed") ?? 29);
 const longMinutes = Number(args.get("long-minutes") ?? 30);
 const RATE = 16_000;
 const overrides: Record<string, number> = Object.fromEntries((args.get("set") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
-const DATA = POCKETSPHINX_DATA;
 
-const wav = (path: string) => pcm16MonoFromWav(readFileSync(path))!;
-const librivox = ["0870", "0880", "0890", "0920", "0930"].map((n) => wav(`${DATA}/librivox/sense_and_sensibility_01_austen_64kb-${n}.wav`));
-const SPEAKERS: { name: string; clips: Int16Array[] }[] = [
-  { name: "jfk", clips: [wav(fixturePath("jfk.wav"))] },
-  { name: "timit", clips: [wav(fixturePath("ldc93s1.wav"))] },
-  { name: "silero", clips: [wav(fixturePath("silero_test.wav"))] },
-  { name: "librivox", clips: librivox },
-  { name: "cards", clips: [1, 2, 3, 4, 5].map((n) => wav(`${DATA}/cards/00${n}.wav`)) },
-  { name: "numbers", clips: [pocketsphinxRaw("numbers.raw")] },
-  { name: "tidigits", clips: [pocketsphinxRaw("tidigits/dhd.2934z.raw")] },
-];
-
-function mulberry32(a: number): () => number {
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** A speaker's recordings end to end (0.2 s apart), read round and round. */
-function material(clips: Int16Array[]): Int16Array {
-  const gap = 0.2 * RATE;
-  const out = new Int16Array(clips.reduce((a, c) => a + c.length + gap, 0));
-  let at = 0;
-  for (const c of clips) {
-    out.set(c, at);
-    at += c.length + gap;
-  }
-  return out;
-}
-const MATERIAL = SPEAKERS.map((s) => material(s.clips));
-
-/** RBJ biquad, in place. */
-function biquad(x: Float64Array, kind: "lowpass" | "highpass", f0: number): void {
-  const w = (2 * Math.PI * f0) / RATE;
-  const alpha = Math.sin(w) / (2 * Math.SQRT1_2);
-  const c = Math.cos(w);
-  const [b0, b1, b2] = kind === "lowpass" ? [(1 - c) / 2, 1 - c, (1 - c) / 2] : [(1 + c) / 2, -(1 + c), (1 + c) / 2];
-  const [a0, a1, a2] = [1 + alpha, -2 * c, 1 - alpha];
-  let [x1, x2, y1, y2] = [0, 0, 0, 0];
-  for (let i = 0; i < x.length; i++) {
-    const y = (b0 * x[i]! + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2) / a0;
-    [x2, x1, y2, y1] = [x1, x[i]!, y1, y];
-    x[i] = y;
-  }
-}
-
-function telephone(pcm: Int16Array): Int16Array {
-  const x = Float64Array.from(pcm);
-  biquad(x, "highpass", 300);
-  biquad(x, "lowpass", 3400);
-  return Int16Array.from(x, (v) => Math.max(-32768, Math.min(32767, Math.round(v * 0.5))));
-}
+const SPEAKERS = testSpeakers();
+const MATERIAL = SPEAKERS.map((s) => speakerMaterial(s.clips));
 
 interface Conversation {
   pcm: Int16Array;
@@ -213,7 +157,7 @@ async function main() {
   // the embedded diarizer as the planes run it; with --set, the same steps with those settings
   const diarize = async (pcm: Int16Array, hint: SpeakerCountHint): Promise<SpeakerTurn[]> =>
     Object.keys(overrides).length ? diarizePcm(pcm, speechRegions(await classify(pcm, 2)), hint, overrides) : embeddedDiarizer.diarize(pcmAudio(pcm), hint);
-  const rand = mulberry32(seed);
+  const rand = seededRandom(seed);
   const rows: { label: string; speakers: number; channel: string; estimated: Tally; given: Tally; online: Tally }[] = [];
   for (const count of [2, 3, 4]) {
     for (const channelDifference of [false, true]) {

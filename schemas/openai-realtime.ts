@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { resumeOffer } from "./realtime";
+import { resumeOffer, speakerCount, speakerRoles } from "./realtime";
 import { keytermsJson } from "./keyterms";
 
 /**
@@ -49,10 +49,11 @@ const transcription = z
     keywords: keytermsJson.optional(),
     /** Languages expected; the first is the engines' language hint, as `language` is (which wins when both are given). */
     languages: z.array(languageCode).min(1).max(10).optional(),
-    /** Extensions OpenAI clients do not send: live speaker labels (`speaker` on each completed item) and the count if known (docs/diarization.md). */
+    /** Extensions OpenAI clients do not send: live speaker labels (`speaker` on each completed item), the count if known and the speakers' roles, as the native settings (docs/diarization.md). */
     diarize: z.boolean().optional(),
-    speakers: z.number().int().min(1).max(10).optional(),
-    max_speakers: z.number().int().min(1).max(10).optional(),
+    speakers: speakerCount.optional(),
+    max_speakers: speakerCount.optional(),
+    speaker_roles: speakerRoles.optional(),
   })
   .nullable();
 export type OpenAiTranscription = z.infer<typeof transcription>;
@@ -172,6 +173,10 @@ const transcriptionView = z
     delay: z.string().optional(),
     keywords: z.array(z.string()).optional(),
     languages: z.array(z.string()).optional(),
+    diarize: z.boolean().optional(),
+    speakers: z.number().int().optional(),
+    max_speakers: z.number().int().optional(),
+    speaker_roles: z.record(z.string(), z.string()).optional(),
   })
   .nullable();
 
@@ -244,9 +249,12 @@ export const openAiServerEvent = z.discriminatedUnion("type", [
     transcript: z.string(),
     usage: z.object({ type: z.literal("duration"), seconds: z.number().nonnegative() }),
     logprobs: z.array(logprob).optional(),
-    /** An extension: with `diarize`, who spoke the item (`speaker_<n>`; docs/diarization.md). */
+    /** Extensions: with `diarize`, who spoke the item (`speaker_<n>`; docs/diarization.md) and the role `speaker_roles` gives that speaker. */
     speaker: z.string().optional(),
+    speaker_role: z.string().optional(),
   }),
+  /** Not OpenAI's: with `diarize`, label `from` is folded into the earlier `into` (the native event; docs/diarization.md). */
+  z.object({ type: z.literal("conversation.speaker.merged"), ...withId, item_id: z.string(), from: z.string(), into: z.string() }),
   z.object({
     type: z.literal("conversation.item.input_audio_transcription.failed"),
     ...withId,

@@ -86,7 +86,9 @@ export const DEFAULT_PARTIAL_INTERVAL_MS = 300;
 /** The server VAD keeps up to this much audio after the last voiced frame: `audio_end_ms` = that frame's end + at most this. */
 export const VAD_TRAILING_MS = 200;
 /** A speaker count for live diarization: 1–10, as on the segment and batch planes. */
-const speakerCount = z.number().int().min(1).max(10);
+export const speakerCount = z.number().int().min(1).max(10);
+/** Names for the speakers, as a job's `metadata.speaker_roles`: `{"0": "agent", "1": "customer"}` gives `speaker_0` the role "agent". */
+export const speakerRoles = z.record(z.string().regex(/^(?:[0-9]|10)$/, "a speaker number 0-10"), safeString(64));
 /**
  * Live speaker labels (docs/diarization.md "Realtime sessions"): `diarize` on, and the
  * count if known (`speakers`: exactly; `max_speakers`: at most, default 10).
@@ -95,8 +97,7 @@ const diarizeSettings = {
   diarize: z.boolean().optional(),
   speakers: speakerCount.optional(),
   max_speakers: speakerCount.optional(),
-  /** Names for the speakers, as a job's `metadata.speaker_roles`: `{"0": "agent", "1": "customer"}` gives `speaker_0` the role "agent". */
-  speaker_roles: z.record(z.string().regex(/^(?:[0-9]|10)$/, "a speaker number 0-10"), safeString(64)).optional(),
+  speaker_roles: speakerRoles.optional(),
 };
 /** A session's streaming settings, as session.created / session.updated show them. */
 const streamingSettings = z.object({
@@ -291,6 +292,18 @@ const transcriptionCompleted = z.object({
   /** Milliseconds the utterance waited for a transcription slot (stored command → router call). */
   queue_ms: z.number().int().nonnegative(),
 });
+/**
+ * With `diarize`: later audio showed that two labels are one person. `from` (a label given
+ * earlier) is folded into `into` (an earlier one): items already sent keep their labels,
+ * later items carry `into`. Said once per folded label, before the `completed` of the item
+ * whose labelling folded it (`item_id`).
+ */
+const speakerMerged = z.object({
+  type: z.literal("conversation.speaker.merged"),
+  ...itemBase,
+  from: z.string(),
+  into: z.string(),
+});
 const transcriptionFailed = z.object({
   type: z.literal("conversation.item.input_audio_transcription.failed"),
   ...itemBase,
@@ -350,6 +363,7 @@ export const serverEvent = z.discriminatedUnion("type", [
   transcriptionInterim,
   transcriptionCompleted,
   transcriptionFailed,
+  speakerMerged,
   errorEvent,
 ]);
 export type ServerEvent = z.infer<typeof serverEvent>;

@@ -3,22 +3,21 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import WebSocket from "ws";
 import { OPENAI_REALTIME_PATH } from "../schemas/openai-realtime";
-import { createResampler } from "../shared/audio/resample";
 import { pcm16MonoFromWav } from "../shared/audio/wav";
 import type { Door } from "../services/http-gateway/asyncapi";
 import { messageChecker, serverEventTypes } from "./support/documented-messages";
-import { connectRt, fixture, RELAXED_ADMISSION, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
+import { appendToOpenAiDoor, connectRt, fixture, RELAXED_ADMISSION, silence, streamPcm, wsUrl, type RtClient } from "./support/realtime-support";
 import { cut, lastEventId } from "./support/resume";
+import { oneVoiceTwoChannels } from "./support/speaker-fold";
 import { startStack, type Stack } from "./support/stack";
 
 /**
  * GET /asyncapi.json on the real stack: it parses with @asyncapi/parser (AsyncAPI 3,
  * no error or warning), /docs links it, and sessions played through both doors make the
  * gateway send every server event the document describes: partials (deltas, interims),
- * semantic_vad's early turn events, errors, a resume, a multichannel session, a failed
- * transcription (a second stack whose only engine is a real local server answering 500).
+ * semantic_vad's early turn events, errors, a resume, a multichannel session, live
+ * speaker labels with a fold, a failed transcription (a second stack whose only engine is a real local server answering 500).
  * Every message received validates against its documented payload, and every documented
  * server event is received: a new server event fails here until it is both described
  * and played (and fails every realtime test that receives it undescribed:
@@ -69,19 +68,6 @@ const has = (type: string, extra: (e: any) => boolean = () => true) => (events: 
 async function close(c: RtClient) {
   c.sendJson({ type: "session.close" });
   expect((await c.closed).code).toBe(1000);
-}
-
-/** 24 kHz PCM16 as the door's base64 appends of 40 ms, at `speed` × real time. */
-async function appendPcm(c: RtClient, pcm16k: Int16Array, speed = 4) {
-  const pcm = createResampler(16000, 24000, 1).push(pcm16k);
-  const bytes = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
-  const start = Date.now();
-  for (let at = 0; at < bytes.length; at += 1920) {
-    if (c.ws.readyState !== WebSocket.OPEN) return;
-    c.sendJson({ type: "input_audio_buffer.append", audio: bytes.subarray(at, at + 1920).toString("base64") });
-    const due = start + ((at + 1920) / 48_000 / speed) * 1000;
-    if (due > Date.now()) await new Promise((r) => setTimeout(r, due - Date.now()));
-  }
 }
 
 describe("GET /asyncapi.json", () => {
@@ -155,8 +141,8 @@ describe("GET /asyncapi.json", () => {
     await c.next("error");
     c.sendJson({ type: "input_audio_buffer.clear" });
     await c.next("input_audio_buffer.cleared");
-    await appendPcm(c, fixture("ldc93s1.wav"));
-    await appendPcm(c, silence(1.5));
+    await appendToOpenAiDoor(c, fixture("ldc93s1.wav"));
+    await appendToOpenAiDoor(c, silence(1.5));
     await until(c, "completed", has(`${T}.completed`));
     cut(c);
     const r = await connectRt(doorUrl(stack.baseUrl, `resume=${encodeURIComponent(created.resume.credential)}&last_event_id=${encodeURIComponent(lastEventId(c.events))}`), bearer(key));
@@ -171,10 +157,30 @@ describe("GET /asyncapi.json", () => {
     await c.next("transcription_session.created");
     c.sendJson({ type: "transcription_session.update", session: { turn_detection: null } });
     await c.next("transcription_session.updated");
-    await appendPcm(c, fixture("ldc93s1.wav"), Infinity);
+    await appendToOpenAiDoor(c, fixture("ldc93s1.wav"), Infinity);
     c.sendJson({ type: "input_audio_buffer.commit" });
     await until(c, "completed", has(`${T}.completed`));
     await close(c);
+  });
+
+  it("both doors: live speaker labels, one person through two channels: a label folded into another", async () => {
+    const n = await connectRt(wsUrl(stack.baseUrl), bearer(key));
+    keep("native", n);
+    await n.next("session.created");
+    n.sendJson({ type: "session.update", session: { input_audio_transcription: { diarize: true, speaker_roles: { "0": "caller" } } } });
+    await n.next("session.updated");
+    await streamPcm(n, oneVoiceTwoChannels(), { speed: 4 });
+    await n.next("conversation.speaker.merged", 60_000);
+    await close(n);
+
+    const o = await connectRt(doorUrl(stack.baseUrl), bearer(key));
+    keep("openai", o);
+    await o.next("session.created");
+    o.sendJson({ type: "session.update", session: { type: "transcription", audio: { input: { transcription: { language: "en", diarize: true, speaker_roles: { "0": "caller" } } } } } });
+    await o.next("session.updated");
+    await appendToOpenAiDoor(o, oneVoiceTwoChannels());
+    await o.next("conversation.speaker.merged", 60_000);
+    await close(o);
   });
 
   it("both doors: an item the engine fails is `failed`", async () => {
@@ -192,7 +198,7 @@ describe("GET /asyncapi.json", () => {
     await o.next("session.created");
     o.sendJson({ type: "session.update", session: { type: "transcription", audio: { input: { turn_detection: null } } } });
     await o.next("session.updated");
-    await appendPcm(o, speech, Infinity);
+    await appendToOpenAiDoor(o, speech, Infinity);
     o.sendJson({ type: "input_audio_buffer.commit" });
     await o.next(`${T}.failed`, 60_000);
     await close(o);

@@ -4,8 +4,9 @@ import WebSocket from "ws";
 import { OPENAI_REALTIME_PATH } from "../schemas/openai-realtime";
 import { encodeWav } from "../shared/audio/wav";
 import { concatPcm } from "./support/fixtures";
-import { connectRt, fixture, RELAXED_ADMISSION, silence, streamPcm, wsUrl } from "./support/realtime-support";
-import { cut, lastEventId, resume as resumeAt } from "./support/resume";
+import { appendToOpenAiDoor, connectRt, fixture, RELAXED_ADMISSION, silence, streamPcm, wsUrl } from "./support/realtime-support";
+import { cut, lastEventId, outcomes, resume as resumeAt } from "./support/resume";
+import { oneVoiceTwoChannels } from "./support/speaker-fold";
 import { startStack, type Stack } from "./support/stack";
 
 /**
@@ -14,7 +15,9 @@ import { startStack, type Stack } from "./support/stack";
  * turns with a second between them, streamed (at four times real time: labels do not depend on the pace) through the native door and
  * through the OpenAI door. Every completed item carries a speaker; A's items share one
  * label and B's another, from the first item of each to the last; no item is labelled
- * twice.
+ * twice. And one person heard through a microphone, a telephone and the microphone again
+ * (support/speaker-fold.ts): the telephone's label is folded into the first, said once by
+ * `conversation.speaker.merged`, stored and replayed like every session event.
  */
 const T = "conversation.item.input_audio_transcription";
 let stack: Stack;
@@ -69,6 +72,26 @@ function expectTwoVoices(completed: Array<{ item_id: string; speaker?: string; a
   expect(a[0]).not.toBe(b[0]);
 }
 
+/** The folds a session announced, checked: each label folded once, into an earlier one, and never given again after its fold. */
+function expectFoldsSaidOnce(events: any[]) {
+  const merged = events.filter((e) => e.type === "conversation.speaker.merged");
+  console.log(events.filter((e) => e.type === `${T}.completed` || e.type === "conversation.speaker.merged").map((e) => (e.from ? `${e.from}->${e.into}` : e.speaker)).join(" "));
+  expect(merged.length).toBeGreaterThanOrEqual(1);
+  expect(new Set(merged.map((m) => m.from)).size).toBe(merged.length);
+  const number = (label: string) => Number(/^speaker_(\d+)$/.exec(label)![1]);
+  for (const m of merged) {
+    expect(number(m.into)).toBeLessThan(number(m.from));
+    const after = events.slice(events.indexOf(m) + 1).filter((e) => e.type === `${T}.completed`);
+    // the item whose labelling folded it comes after the event, and it and every later item speak as `into`
+    expect(after.map((e) => e.item_id)).toContain(m.item_id);
+    for (const e of after) {
+      expect(e.speaker).not.toBe(m.from);
+      for (const w of e.words ?? []) expect(w.speaker).not.toBe(m.from);
+    }
+  }
+  return merged;
+}
+
 describe("live speaker labels", () => {
   it("native door: every completed item names its speaker, stable from a speaker's first item to the last", { timeout: 120_000 }, async () => {
     const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
@@ -111,6 +134,32 @@ describe("live speaker labels", () => {
     expectTwoVoices(completed);
   });
 
+  it("native door: one person through two channels gets a second label, folded into the first once, by an event stored and replayed", { timeout: 120_000 }, async () => {
+    const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
+    const created = await c.next("session.created");
+    c.sendJson({ type: "session.update", session: { input_audio_transcription: { diarize: true } } });
+    await c.next("session.updated");
+    await streamPcm(c, oneVoiceTwoChannels(), { speed: 4 });
+    await outcomes(() => c.events);
+    const merged = expectFoldsSaidOnce(c.events);
+    const completed = c.events.filter((e) => e.type === `${T}.completed`);
+    expect(new Set(completed.map((e) => e.item_id)).size).toBe(completed.length);
+    // the folded label was given before its fold (on an item or a run of one)
+    const before = c.events.slice(0, c.events.indexOf(merged[0])).filter((e) => e.type === `${T}.completed`);
+    expect(before.flatMap((e) => [e.speaker, ...e.words.map((w: { speaker?: string }) => w.speaker)])).toContain(merged[0].from);
+    // a resume from before the fold replays it, with the same event id
+    const previous = c.events[c.events.indexOf(merged[0]) - 1];
+    cut(c);
+    await c.closed;
+    const r = await resumeAt(stack.baseUrl, created.resume.credential, previous.event_id, key);
+    await r.next("session.resumed");
+    const replayed = await r.next("conversation.speaker.merged");
+    expect(replayed).toMatchObject({ event_id: merged[0].event_id, item_id: merged[0].item_id, from: merged[0].from, into: merged[0].into });
+    r.sendJson({ type: "session.close" });
+    await r.closed;
+    expect(r.events.filter((e) => e.type === "conversation.speaker.merged")).toHaveLength(merged.length);
+  });
+
   it("refuses a count without diarize, and both kinds of count at once", async () => {
     const c = await connectRt(wsUrl(stack.baseUrl), { authorization: `Bearer ${key}` });
     await c.next("session.created");
@@ -122,6 +171,28 @@ describe("live speaker labels", () => {
     expect((await c.next("error")).error).toMatchObject({ event_id: "u3" });
     c.sendJson({ type: "session.update", event_id: "u4", session: { input_audio_transcription: { diarize: true, speaker_roles: { agent: "0" } } } });
     expect((await c.next("error")).error).toMatchObject({ event_id: "u4", param: expect.stringContaining("speaker_roles") });
+    c.sendJson({ type: "session.close" });
+    await c.closed;
+  });
+
+  it("OpenAI door: `speaker_roles` as on the native door, `speaker_role` on completed, the fold as the same extension event", { timeout: 120_000 }, async () => {
+    const c = await connectRt(`${stack.baseUrl.replace(/^http/, "ws")}${OPENAI_REALTIME_PATH}?intent=transcription`, { authorization: `Bearer ${key}` });
+    await c.next("session.created");
+    const update = (event_id: string, transcription: object) => c.sendJson({ type: "session.update", event_id, session: { type: "transcription", audio: { input: { transcription: { language: "en", ...transcription } } } } });
+    // refused as the native door refuses them, and the session keeps its settings
+    update("bad-role", { diarize: true, speaker_roles: { agent: "0" } });
+    expect((await c.next("error")).error).toMatchObject({ event_id: "bad-role", param: expect.stringContaining("speaker_roles") });
+    update("count-alone", { speakers: 2 });
+    expect((await c.next("error")).error).toMatchObject({ code: "invalid_event", event_id: "count-alone" });
+    update("ok", { diarize: true, speaker_roles: { "0": "president" } });
+    const updated = await c.next("session.updated");
+    expect(updated.session.audio.input.transcription).toMatchObject({ diarize: true, speaker_roles: { "0": "president" } });
+    await appendToOpenAiDoor(c, oneVoiceTwoChannels());
+    await outcomes(() => c.events);
+    expectFoldsSaidOnce(c.events);
+    const completed = c.events.filter((e) => e.type === `${T}.completed`);
+    for (const e of completed) expect(e.speaker_role, JSON.stringify(e)).toBe(e.speaker === "speaker_0" ? "president" : undefined);
+    expect(completed.at(-1).speaker).toBe("speaker_0");
     c.sendJson({ type: "session.close" });
     await c.closed;
   });

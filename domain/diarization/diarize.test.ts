@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { clusterBic, statsOf } from "./cluster";
 import { diarizationErrorRate } from "./der";
-import { diarizePcm } from "./diarize";
+import { diarizeFeatures, diarizePcm } from "./diarize";
 import { frameFeatures } from "./features";
 import { embeddedDiarizer, pcmAudio, speechRegions } from "./embedded";
 import { createFrameClassifier } from "../../shared/audio/vad-frames";
@@ -90,6 +90,45 @@ describe("the embedded diarizer on synthetic voices", () => {
     expect(diarizationErrorRate(reference, found).der).toBeLessThan(0.05);
     expect(diarizePcm(pcm, speech, { speakers: 1 }).every((t) => t.speaker === 0)).toBe(true);
     expect(diarizePcm(pcm, [])).toEqual([]);
+  });
+});
+
+describe("a long recording's voices, the count estimated", () => {
+  /**
+   * Two "phrases" of one voice, the same average but differently correlated features (as
+   * one person's different words are), and a second voice with another average; 5 s
+   * segments with 0.5 s pauses, in turns A Y B Y A Y B Y …, `each` segments of each.
+   */
+  function recording(each: number) {
+    const rand = random(11);
+    const dims = 6;
+    const correlated = (pair: [number, number], mean: number) => () => {
+      const v = Array.from({ length: dims }, () => mean + gaussian(rand));
+      v[pair[1]] = mean + 0.9 * (v[pair[0]]! - mean) + Math.sqrt(1 - 0.81) * gaussian(rand);
+      return v;
+    };
+    const sources = { A: correlated([0, 1], 0), B: correlated([2, 3], 0), Y: () => Array.from({ length: dims }, () => 1.5 + gaussian(rand)) };
+    const order = Array.from({ length: each * 4 }, (_, k) => (k % 2 ? "Y" : k % 4 === 0 ? "A" : "B")) as (keyof typeof sources)[];
+    const values = new Float32Array(order.length * 550 * dims);
+    order.forEach((source, k) => {
+      for (let f = 0; f < 550; f++) values.set(f < 500 ? sources[source]() : Array.from({ length: dims }, () => gaussian(rand)), (k * 550 + f) * dims);
+    });
+    const speech = order.map((_, k) => ({ start: k * 5.5, end: k * 5.5 + 5 }));
+    return { features: { frames: order.length * 550, dims, values }, speech };
+  }
+  const count = (turns: { speaker: number }[]) => new Set(turns.map((t) => t.speaker)).size;
+
+  it("given over a minute of each phrase, then the phrases the BIC keeps apart are joined by their averages: one voice", () => {
+    const { features, speech } = recording(16);
+    expect(count(diarizeFeatures(features, speech, {}, { longVoiceDistance: 0 }))).toBe(3);
+    expect(count(diarizeFeatures(features, speech))).toBe(2);
+    // never joined below the min_speakers asked for
+    expect(count(diarizeFeatures(features, speech, { minSpeakers: 3 }))).toBe(3);
+  });
+
+  it("given 20 s of each, then they are too short to be judged by their averages and stay apart", () => {
+    const { features, speech } = recording(4);
+    expect(count(diarizeFeatures(features, speech))).toBe(3);
   });
 });
 

@@ -3,24 +3,27 @@ import { describe, expect, it } from "vitest";
 import { createFrameClassifier } from "../../shared/audio/vad-frames";
 import { pcm16MonoFromWav } from "../../shared/audio/wav";
 import { fixturePath } from "../../test/support/fixtures";
-import { emptyDiarization, itemFrames, labelItemTurns, type OnlineBounds, type OnlineDiarization } from "./online";
+import { telephone } from "../../test/support/telephone";
+import { emptyDiarization, itemFrames, labelItemTurns, type OnlineBounds, type OnlineDiarization, type SpeakerFold } from "./online";
 
 const clip = (name: string) => pcm16MonoFromWav(readFileSync(fixturePath(name)))!;
 const A = clip("silero_test.wav");
 const B = clip("jfk.wav");
 const cut = (pcm: Int16Array, from: number, to: number) => pcm.subarray(from * 16_000, to * 16_000);
 
-async function label(items: Int16Array[], bounds: OnlineBounds = {}): Promise<{ speakers: (number | null)[]; state: OnlineDiarization }> {
+async function label(items: Int16Array[], bounds: OnlineBounds = {}): Promise<{ speakers: (number | null)[]; merged: SpeakerFold[][]; state: OnlineDiarization }> {
   let state = emptyDiarization();
   const speakers: (number | null)[] = [];
+  const merged: SpeakerFold[][] = [];
   for (const pcm of items) {
     const vad = await createFrameClassifier(2);
     const r = labelItemTurns(state, itemFrames(pcm, vad.classify(pcm)), bounds);
     vad.free();
     state = r.state;
     speakers.push(r.speaker);
+    merged.push(r.merged);
   }
-  return { speakers, state };
+  return { speakers, merged, state };
 }
 
 describe("live speaker labels, one item at a time", () => {
@@ -28,6 +31,16 @@ describe("live speaker labels, one item at a time", () => {
     const { speakers, state } = await label([cut(A, 0, 6), cut(B, 0, 5), cut(A, 6, 12), cut(B, 5, 11), cut(A, 12, 18)]);
     expect(speakers).toEqual([0, 1, 0, 1, 0]);
     expect(state.speakers).toHaveLength(2);
+  });
+
+  it("given one person first through a microphone, then through a telephone, then the microphone again, when the third item bridges the two, then the telephone's label is folded into the first, said once", async () => {
+    // JFK at 0-4 s, through a telephone band at 4-8 s (a new label: the channel differs
+    // more than the penalty allows), at 8-11 s as recorded: that item joins speaker 0,
+    // whose Gaussian then covers both channels closely enough to take speaker 1 in
+    const { speakers, merged, state } = await label([cut(B, 0, 4), telephone(cut(B, 4, 8)), cut(B, 8, 11), telephone(cut(B, 0, 4)), cut(B, 4, 8)]);
+    expect(speakers).toEqual([0, 1, 0, 0, 0]);
+    expect(merged).toEqual([[], [], [{ from: 1, into: 0 }], [], []]);
+    expect(state.mergedInto).toEqual({ 1: 0 });
   });
 
   it("given max_speakers 1, then every item is the one speaker", async () => {

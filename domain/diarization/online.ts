@@ -14,7 +14,8 @@ const FRAME_SECONDS = FRAME_HOP_SAMPLES / FEATURE_SAMPLE_RATE;
  * or start a new speaker, up to `maxSpeakers`. Labels already given never change: when
  * two speakers' Gaussians have grown close enough to merge (one person heard first
  * through two different items), the later label is folded into the earlier one from then
- * on (`mergedInto`; no event tells the client yet).
+ * on (`mergedInto`), and the item whose labelling folded it says so once (`merged`: the
+ * session's `conversation.speaker.merged`).
  *
  * Raw cepstra, not standardized as offline (the session's statistics are not known
  * ahead): the full-covariance likelihood ratio does not change under an affine map of
@@ -80,6 +81,12 @@ function voicedFrames(features: FrameFeatures, vad: Uint8Array, vadFrameSamples:
   return keep;
 }
 
+/** A label folded into an earlier one: `from` is never given again, `into` stands for it. */
+export interface SpeakerFold {
+  from: number;
+  into: number;
+}
+
 /** A run of one speaker in an item: seconds from the item's start. */
 export interface ItemTurn {
   start: number;
@@ -90,30 +97,47 @@ export interface ItemTurn {
 /**
  * An item's speakers: its voiced frames cut where the speaker changes (diarize.ts
  * `speakerSegments`: a turn taken within 500 ms of silence stays in one item), each run
- * labelled in order (`labelItem`). `speaker`: who spoke most of it.
+ * labelled in order (`labelItem`). `speaker`: who spoke most of it. `merged`: the labels
+ * this item folded (each folded once in a session, so each is reported once); the item
+ * is not sent yet, so a run labelled before a fold later in the item carries `into` too.
  */
-export function labelItemTurns(state: OnlineDiarization, frames: { z: Float32Array; dims: number; voiced: number[] }, bounds: OnlineBounds = {}): { state: OnlineDiarization; speaker: number | null; turns: ItemTurn[] } {
+export function labelItemTurns(
+  state: OnlineDiarization,
+  frames: { z: Float32Array; dims: number; voiced: number[] },
+  bounds: OnlineBounds = {},
+): { state: OnlineDiarization; speaker: number | null; turns: ItemTurn[]; merged: SpeakerFold[] } {
   const { z, dims, voiced } = frames;
-  const turns: ItemTurn[] = [];
-  const spoken = new Map<number, number>();
+  const runs: (ItemTurn & { frames: number })[] = [];
+  const merged: SpeakerFold[] = [];
   for (const g of speakerSegments(z, dims, voiced)) {
     const r = labelItem(state, z.subarray(g.from * dims, g.to * dims), dims, bounds);
     state = r.state;
-    const speaker = r.speaker;
-    if (speaker === null) continue;
-    spoken.set(speaker, (spoken.get(speaker) ?? 0) + g.to - g.from);
-    const start = voiced[g.from]! * FRAME_SECONDS;
-    const end = (voiced[g.to - 1]! + 1) * FRAME_SECONDS;
+    if (r.folded) merged.push(r.folded);
+    if (r.speaker === null) continue;
+    runs.push({ start: voiced[g.from]! * FRAME_SECONDS, end: (voiced[g.to - 1]! + 1) * FRAME_SECONDS, speaker: r.speaker, frames: g.to - g.from });
+  }
+  const turns: ItemTurn[] = [];
+  const spoken = new Map<number, number>();
+  for (const run of runs) {
+    const speaker = speakingAs(state, run.speaker);
+    spoken.set(speaker, (spoken.get(speaker) ?? 0) + run.frames);
     const last = turns.at(-1);
-    if (last && last.speaker === speaker) last.end = end;
-    else turns.push({ start, end, speaker });
+    if (last && last.speaker === speaker) last.end = run.end;
+    else turns.push({ start: run.start, end: run.end, speaker });
   }
   const speaker = [...spoken.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? null;
-  return { state, speaker, turns };
+  return { state, speaker, turns, merged };
+}
+
+/** The label a speaker id goes by now: itself, or where its folds lead. */
+function speakingAs(state: OnlineDiarization, id: number): number {
+  let at = id;
+  while (state.mergedInto[at] !== undefined) at = state.mergedInto[at]!;
+  return at;
 }
 
 /** The speaker of the next item, from its voiced frames (`dims` values each), and the state after it. */
-function labelItem(state: OnlineDiarization, z: Float32Array, dims: number, bounds: OnlineBounds = {}): { state: OnlineDiarization; speaker: number | null } {
+function labelItem(state: OnlineDiarization, z: Float32Array, dims: number, bounds: OnlineBounds = {}): { state: OnlineDiarization; speaker: number | null; folded?: SpeakerFold } {
   const n = Math.floor(z.length / dims);
   if (n === 0) return { state, speaker: null };
   const item = statsOf(z, dims, 0, n);
@@ -157,13 +181,13 @@ function placement(model: GaussianStats, item: GaussianStats, dims: number): num
 }
 
 /** The speaker that took the item, if now close enough to another to be one person, is folded into the earlier label: the item and every later one carry that. */
-function foldClose(state: OnlineDiarization, speaker: number, cost: (a: GaussianStats, b: GaussianStats) => number): { state: OnlineDiarization; speaker: number } {
+function foldClose(state: OnlineDiarization, speaker: number, cost: (a: GaussianStats, b: GaussianStats) => number): { state: OnlineDiarization; speaker: number; folded?: SpeakerFold } {
   const grown = state.speakers.find((s) => s.id === speaker)!;
   const other = state.speakers.find((o) => o.id !== speaker && state.mergedInto[o.id] === undefined && o.stats.n >= MIN_ITEM_FRAMES && cost(grown.stats, o.stats) <= 0);
   if (!other) return { state, speaker };
   const [keep, fold] = other.id < speaker ? [other, grown] : [grown, other];
   const speakers = state.speakers.map((s) => (s.id === keep.id ? { id: s.id, stats: sumStats(keep.stats, fold.stats) } : s));
-  return { state: { ...state, speakers, mergedInto: { ...state.mergedInto, [fold.id]: keep.id } }, speaker: keep.id };
+  return { state: { ...state, speakers, mergedInto: { ...state.mergedInto, [fold.id]: keep.id } }, speaker: keep.id, folded: { from: fold.id, into: keep.id } };
 }
 
 /** `speaker_<n>`, the label a realtime item carries. */

@@ -62,13 +62,15 @@ export const rtEventEnvelope = envelopeOf(rtEvent);
  * - `partial`: many per item, told apart by `at` (a delta: the words out before it; an
  *   interim: the samples fed when it was read);
  * - `control`: the answer to a control message, by the control's place (`seq`) in the
- *   session's audio stream (cleared, the error of an empty commit, resumed).
+ *   session's audio stream (cleared, the error of an empty commit, resumed);
+ * - `speaker`: once per speaker label (a label folded into another: `from`).
  */
 export type SessionEventKey =
   | { kind: "session" }
   | { kind: "item"; item: string }
   | { kind: "partial"; item: string; at: number }
-  | { kind: "control"; seq: number };
+  | { kind: "control"; seq: number }
+  | { kind: "speaker"; speaker: string };
 
 /** The server event a stored rt event carries, or null for lifecycle facts. */
 export function toServerEvent(event: RtEvent): ServerEvent | null {

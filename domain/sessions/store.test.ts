@@ -39,6 +39,12 @@ describe("the event id rule: <sessionId>:<name>[:<key>]", () => {
     expect(sessionEventId(sessionId, server({ type: "input_audio_buffer.cleared", event_id: "evt_9" }), { kind: "control", seq: 9 })).toBe(`${sessionId}:input_audio_buffer.cleared:control-9`);
   });
 
+  it("a speaker label's fold: the folded label, whichever item folded it", () => {
+    const merged = (itemId: string) => server({ type: "conversation.speaker.merged", event_id: "evt_m", item_id: itemId, from: "speaker_2", into: "speaker_0" });
+    expect(sessionEventId(sessionId, merged(item), { kind: "speaker", speaker: "speaker_2" })).toBe(`${sessionId}:conversation.speaker.merged:speaker_2`);
+    expect(sessionEventId(sessionId, merged("item_other"), { kind: "speaker", speaker: "speaker_2" })).toBe(`${sessionId}:conversation.speaker.merged:speaker_2`);
+  });
+
   it("the client-facing event_id plays no part: the same fact written again gets the same id", () => {
     const a = sessionEventId(sessionId, server({ ...delta("hello"), event_id: "evt_a" }), { kind: "item", item });
     const b = sessionEventId(sessionId, server({ ...delta("hello"), event_id: "evt_b" }), { kind: "item", item });

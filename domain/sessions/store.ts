@@ -1,4 +1,4 @@
-import type { ServerEvent } from "../../schemas/realtime";
+import type { ServerEvent, ServerEventOf } from "../../schemas/realtime";
 import { appendEvents, type AppendResult, type NewEvent } from "../../shared/event-store";
 import { safeJson } from "../../shared/json";
 import type { Nats } from "../../shared/nats";
@@ -20,7 +20,7 @@ import { rtEventEnvelope, sessionOpened, type RtEvent, type SessionClosed, type 
  *   word (`opened`, `closed`, `flushed`) for the others;
  * - key (events.ts `SessionEventKey`): none for once-per-session facts, `<itemId>` for
  *   once-per-item events, `<itemId>:<at>` for partials, `control-<seq>` for the answer
- *   to a control.
+ *   to a control, `<label>` for a speaker label's fold.
  *
  * Nothing in an id is random or read from a clock, and item ids come from the audio
  * timeline (decider.ts `itemId`), so the same fact written again (an audio batch
@@ -44,6 +44,8 @@ export interface SessionStore {
    * ever ran the stream keeps one), or `failed`.
    */
   appendOutcome(sessionId: string, itemId: string, events: ServerEvent[]): Promise<AppendResult>;
+  /** Speaker labels folded into earlier ones (`conversation.speaker.merged`), keyed by the folded label: each is stored once, whichever item's labelling is repeated. */
+  appendSpeakerMerges(sessionId: string, events: ServerEventOf<"conversation.speaker.merged">[]): Promise<AppendResult>;
   /** The session's `rt.session.opened`, if it is among the first few records of its subject. */
   readOpened(sessionId: string): Promise<SessionOpened | undefined>;
 }
@@ -66,6 +68,8 @@ export function sessionEventId(sessionId: string, event: RtEvent, key: SessionEv
       return `${sessionId}:${name}:${key.item}:${key.at}`;
     case "control":
       return `${sessionId}:${name}:control-${key.seq}`;
+    case "speaker":
+      return `${sessionId}:${name}:${key.speaker}`;
     default: {
       const never: never = key;
       return never;
@@ -120,6 +124,7 @@ export function createSessionStore(nats: Pick<Nats, "js" | "jsm" | "topology">):
         VAD_APPEND_TIMEOUT_MS,
       ),
     appendOutcome: (sessionId, itemId, events) => append(sessionId, events.map((e) => ({ event: server(e), key: { kind: "item", item: itemId } }))),
+    appendSpeakerMerges: (sessionId, events) => append(sessionId, events.map((e) => ({ event: server(e), key: { kind: "speaker", speaker: e.from } })), VAD_APPEND_TIMEOUT_MS),
     async readOpened(sessionId) {
       let seq = 0;
       for (let i = 0; i < OPENED_SCAN; i++) {

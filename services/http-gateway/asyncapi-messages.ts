@@ -59,8 +59,15 @@ export const NATIVE_SERVER_TEXT: Record<ServerEvent["type"], MessageText> = {
     summary: "The whole running hypothesis of the open item (opt-in: `interim_results`), replacing the previous interim",
     description: "Unstable: words may still change. `delta` and `completed` are authoritative.",
   },
-  "conversation.item.input_audio_transcription.completed": { summary: "The item's final transcript, with word timings on the session's audio timeline" },
+  "conversation.item.input_audio_transcription.completed": {
+    summary: "The item's final transcript, with word timings on the session's audio timeline",
+    description: "With `diarize`: `speaker` (`speaker_<n>`, in order of first appearance; never changed once sent), `speaker_role` where `speaker_roles` names it, and `speaker` on each word where the item holds a change of speaker.",
+  },
   "conversation.item.input_audio_transcription.failed": { summary: "The item could not be transcribed (e.g. `transcription_failed`)" },
+  "conversation.speaker.merged": {
+    summary: "With `diarize`: two speaker labels turned out to be one person; `from` is folded into the earlier `into`",
+    description: "Said once per folded label, before the `completed` of the item whose labelling folded it (`item_id`). Labels already sent never change; later items carry `into`.",
+  },
   error: {
     summary: "A client message or frame was refused; the socket stays open",
     description: "`error.event_id` echoes the client's `event_id`. Codes include `invalid_json`, `unknown_event_type`, `invalid_event`, `invalid_string`, `invalid_audio_frame`, `input_audio_buffer_commit_empty`, `semantic_vad_unavailable`, `resume_in_progress`.",
@@ -98,9 +105,10 @@ export const OPENAI_SERVER_TEXT: Record<OpenAiServerEvent["type"], MessageText> 
   "conversation.item.input_audio_transcription.delta": { summary: "Append-only text of an item (words once the decoder stops revising them)" },
   "conversation.item.input_audio_transcription.completed": {
     summary: "The item's final transcript; `usage` in seconds of audio, `logprobs` when included",
-    description: "Exactly one `completed` or `failed` per committed item. Authoritative: may differ from the deltas' concatenation.",
+    description: "Exactly one `completed` or `failed` per committed item. Authoritative: may differ from the deltas' concatenation. With the `diarize` extension: `speaker` and, where `speaker_roles` names it, `speaker_role`.",
   },
   "conversation.item.input_audio_transcription.failed": { summary: "The item could not be transcribed" },
+  "conversation.speaker.merged": { summary: "Not OpenAI's: with the `diarize` extension, speaker label `from` is folded into the earlier `into` (the native event)" },
   error: {
     summary: "A client event was refused (`type`, `code`, `message`, `param`, the client's `event_id`); the socket stays open",
     description: "Codes include `invalid_json`, `invalid_value` (also an unknown or conversation event type, `param: \"type\"`), `invalid_event` (a binary frame), `missing_required_parameter`, `input_audio_buffer_commit_empty`, `semantic_vad_unavailable`.",

@@ -48,4 +48,13 @@ describe("OpenAI door: session config", () => {
     const beta = applyBetaUpdate(start, { input_audio_transcription: { keywords: ["Zorblax"], delay: "high" } }, vad);
     expect(beta.ok && nativeSettings(beta.config, vad).input_audio_transcription).toEqual({ keyterms: ["Zorblax"], partial_interval_ms: 600 });
   });
+
+  it("the diarize extension goes to the native session as given, speaker_roles with it, for the native session to judge (a count without diarize too)", () => {
+    const r = applySessionUpdate(start, { type: "transcription", audio: { input: { transcription: { diarize: true, max_speakers: 3, speaker_roles: { "0": "agent" } } } } }, vad);
+    if (!r.ok) throw new Error("refused");
+    expect(nativeSettings(r.config, vad).input_audio_transcription).toMatchObject({ diarize: true, max_speakers: 3, speaker_roles: { "0": "agent" } });
+    const alone = applySessionUpdate(start, { type: "transcription", audio: { input: { transcription: { speakers: 2 } } } }, vad);
+    expect(alone.ok && nativeSettings(alone.config, vad).input_audio_transcription).toMatchObject({ speakers: 2 });
+    expect(alone.ok && nativeSettings(alone.config, vad).input_audio_transcription).not.toHaveProperty("diarize");
+  });
 });

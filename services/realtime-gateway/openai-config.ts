@@ -132,10 +132,12 @@ export function nativeSettings(config: DoorConfig, vad: TurnDetection): SessionU
       ...(tr.prompt ? { prompt: tr.prompt } : {}),
       keyterms: tr.keywords ?? [],
       partial_interval_ms: delay?.partialIntervalMs ?? DEFAULT_PARTIAL_INTERVAL_MS,
-      // the extension as given; `diarize: false` turns it off again
+      // the extension as given, for the native session to judge as it judges its own
+      // (a count without diarize is refused there); `diarize: false` turns it off again
       ...(tr.diarize !== undefined ? { diarize: tr.diarize } : {}),
-      ...(tr.diarize && tr.speakers ? { speakers: tr.speakers } : {}),
-      ...(tr.diarize && tr.max_speakers ? { max_speakers: tr.max_speakers } : {}),
+      ...(tr.speakers !== undefined ? { speakers: tr.speakers } : {}),
+      ...(tr.max_speakers !== undefined ? { max_speakers: tr.max_speakers } : {}),
+      ...(tr.speaker_roles !== undefined ? { speaker_roles: tr.speaker_roles } : {}),
     },
   };
 }

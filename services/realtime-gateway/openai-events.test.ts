@@ -56,6 +56,17 @@ describe("OpenAI door: native events → OpenAI's", () => {
     expect(done).toEqual({ type: `${T}.completed`, event_id: "event_4", item_id: "item_1", content_index: 0, transcript: "Ask not.", usage: { type: "duration", seconds: 1.5 } });
   });
 
+  it("with diarize: completed carries speaker and speaker_role, and a fold goes out as the native extension event (not without transcription)", () => {
+    const labelled: ServerEvent = { ...completed("item_2"), speaker: "speaker_0", speaker_role: "agent" } as ServerEvent;
+    const merged: ServerEvent = { type: "conversation.speaker.merged", event_id: "n", item_id: "item_2", from: "speaker_1", into: "speaker_0" };
+    const out = when(ga(), committed("item_2"), merged, labelled);
+    expect(out.slice(3)).toEqual([
+      { type: "conversation.speaker.merged", event_id: "event_4", item_id: "item_2", from: "speaker_1", into: "speaker_0" },
+      expect.objectContaining({ type: `${T}.completed`, item_id: "item_2", speaker: "speaker_0", speaker_role: "agent" }),
+    ]);
+    expect(when(ga({ transcription: null }), merged)).toEqual([]);
+  });
+
   it("exactly one completed or failed per item", () => {
     const failed: ServerEvent = { type: `${T}.failed`, event_id: "n", item_id: "item_1", content_index: 0, error: { type: "server_error", code: "engine_failed", message: "x" } };
     expect(when(ga(), committed("item_1"), completed("item_1"), completed("item_1"), failed).filter((e) => e.type.startsWith(T)).length).toBe(1);

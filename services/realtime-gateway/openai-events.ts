@@ -16,7 +16,9 @@ import { betaView, gaView, wantsLogprobs, type DoorConfig } from "./openai-confi
  *   commit: OpenAI clients learn an item at `committed`, so its deltas are held until then.
  * - Exactly one `completed` or `failed` per item, whatever the native feed repeats.
  * - Native extensions (interims, early turn events) and, in manual mode, the VAD's
- *   speech_started / speech_stopped (OpenAI sends none there) are not sent.
+ *   speech_started / speech_stopped (OpenAI sends none there) are not sent; the live
+ *   speaker labels' (`speaker`, `speaker_role`, `conversation.speaker.merged`) are, as
+ *   extensions an OpenAI client ignores.
  * - With `include: ["item.input_audio_transcription.logprobs"]`, `completed` carries one
  *   token per word: `logprob` = ln of the engine's word confidence (PocketSphinx: the
  *   word's posterior probability in the decoding lattice, ps_seg_prob); a word without
@@ -122,6 +124,22 @@ export function logprobsOf(words: ServerEventOf<"conversation.item.input_audio_t
   return out;
 }
 
+/** An item's `completed` in OpenAI's shape: `usage` in seconds of audio, `logprobs` when included. */
+function completedOf(s: DoorState, event: ServerEventOf<"conversation.item.input_audio_transcription.completed">, eventId: string): OpenAiServerEvent {
+  return {
+    type: event.type,
+    event_id: eventId,
+    item_id: event.item_id,
+    content_index: 0,
+    transcript: event.transcript,
+    usage: { type: "duration", seconds: Math.max(0, event.audio_end_ms - event.audio_start_ms) / 1000 },
+    ...(wantsLogprobs(s.config) ? { logprobs: logprobsOf(event.words) } : {}),
+    // extensions OpenAI clients ignore: the live speaker label (`diarize`) and its role
+    ...(event.speaker ? { speaker: event.speaker } : {}),
+    ...(event.speaker_role ? { speaker_role: event.speaker_role } : {}),
+  };
+}
+
 /** Native error codes whose OpenAI `param` is known. */
 const PARAM_OF_CODE: Record<string, string> = {
   semantic_vad_unavailable: "session.audio.input.turn_detection.type",
@@ -182,22 +200,11 @@ export function translateServerEvent(s: DoorState, event: ServerEvent, ctx: Tran
       if (s.finished.has(event.item_id)) return [];
       remember(s.finished, event.item_id);
       s.held.delete(event.item_id);
-      if (!transcribing) return [];
-      const seconds = Math.max(0, event.audio_end_ms - event.audio_start_ms) / 1000;
-      return [
-        {
-          type: event.type,
-          event_id: id(),
-          item_id: event.item_id,
-          content_index: 0,
-          transcript: event.transcript,
-          usage: { type: "duration", seconds },
-          ...(wantsLogprobs(s.config) ? { logprobs: logprobsOf(event.words) } : {}),
-          // an extension OpenAI clients ignore: the live speaker label (`diarize`)
-          ...(event.speaker ? { speaker: event.speaker } : {}),
-        },
-      ];
+      return transcribing ? [completedOf(s, event, id())] : [];
     }
+    case "conversation.speaker.merged":
+      // an extension event OpenAI clients ignore, sent as the native door sends it
+      return transcribing ? [{ type: event.type, event_id: id(), item_id: event.item_id, from: event.from, into: event.into }] : [];
     case `${T}.failed`: {
       if (s.finished.has(event.item_id)) return [];
       remember(s.finished, event.item_id);

@@ -131,6 +131,8 @@ function onEvent(e) {
       break;
     }
     case T + ".failed": view.failed(e.item_id, ch, e.error.message); break;
+    // labels already shown stay as sent; the log says which one now speaks as which
+    case "conversation.speaker.merged": logConnection(e.from.replace("_", " ") + " is " + e.into.replace("_", " ") + ": the later label is folded into the earlier one"); break;
     case "error": status("error: " + e.error.message); logConnection("error " + e.error.code + ": " + e.error.message, "failed"); break;
   }
 }

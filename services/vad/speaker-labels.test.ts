@@ -21,14 +21,14 @@ describe("withSpeakers: an item's speaker, and what labelling it cost", () => {
     const session: { speakers: SessionSpeakers | null } = { speakers: null };
     const spent = { ms: 0 };
     const labelled = await withSpeakers(session, { diarize: true }, command, fixture("jfk.wav"), spent);
-    expect(labelled.speaker).toBe("speaker_0");
+    expect(labelled.command.speaker).toBe("speaker_0");
     // features and the frame VAD over 11 s of speech: some milliseconds, not nothing
     expect(spent.ms).toBeGreaterThan(1);
   });
   it("given no diarize, labels nothing and costs nothing", async () => {
     const spent = { ms: 0 };
     const labelled = await withSpeakers({ speakers: null }, {}, command, fixture("jfk.wav"), spent);
-    expect(labelled.speaker).toBeUndefined();
+    expect(labelled.command.speaker).toBeUndefined();
     expect(spent.ms).toBe(0);
   });
 });

@@ -1,3 +1,5 @@
+import { randomUUID } from "node:crypto";
+import type { ServerEventOf } from "../../schemas/realtime";
 import type { UtteranceCommand } from "../../schemas/realtime-internal";
 import { createFrameClassifier } from "../../shared/audio/vad-frames";
 import { emptyDiarization, itemFrames, labelItemTurns, speakerLabel, type OnlineDiarization } from "../../domain/diarization/online";
@@ -20,9 +22,20 @@ export interface SessionSpeakers {
  * labelled in the order they are committed (`chain`): a speaker first heard in one item
  * is known to the next. About 2 ms of CPU per second of speech (features and the VAD),
  * added to `spent` (the VAD counts it in the engine's cost per speaker, for admission).
+ *
+ * `merged`: the labels this item's labelling folded into earlier ones, as the
+ * `conversation.speaker.merged` events the caller stores before the item's transcript
+ * (each label is folded once in a session, so each event is said once).
  */
-export function withSpeakers(session: { speakers: SessionSpeakers | null }, settings: { diarize?: boolean; speakers?: number; max_speakers?: number; speaker_roles?: Record<string, string> }, command: UtteranceCommand, pcm: Int16Array, spent: { ms: number }): Promise<UtteranceCommand> {
-  if (!settings.diarize) return Promise.resolve(command);
+export function withSpeakers(
+  session: { speakers: SessionSpeakers | null },
+  settings: { diarize?: boolean; speakers?: number; max_speakers?: number; speaker_roles?: Record<string, string> },
+  command: UtteranceCommand,
+  pcm: Int16Array,
+  spent: { ms: number },
+): Promise<{ command: UtteranceCommand; merged: SpeakerMerged[] }> {
+  const unlabelled = { command, merged: [] };
+  if (!settings.diarize) return Promise.resolve(unlabelled);
   const sp = (session.speakers ??= { state: emptyDiarization(), chain: Promise.resolve() });
   const labelled = sp.chain.then(async () => {
     const vad = await createFrameClassifier(DIARIZER_AGGRESSIVENESS);
@@ -37,13 +50,16 @@ export function withSpeakers(session: { speakers: SessionSpeakers | null }, sett
     const r = labelItemTurns(sp.state, frames, { speakers: settings.speakers, maxSpeakers: settings.max_speakers });
     spent.ms += performance.now() - started;
     sp.state = r.state;
-    if (r.speaker === null) return command;
+    const merged = r.merged.map((m): SpeakerMerged => ({ type: "conversation.speaker.merged", event_id: `evt_${randomUUID()}`, item_id: command.item_id, from: speakerLabel(m.from), into: speakerLabel(m.into) }));
+    if (r.speaker === null) return { command, merged };
     const at = (seconds: number) => command.audio_start_ms + Math.round(seconds * 1000);
     const turns = r.turns.length > 1 ? { speaker_turns: r.turns.map((t) => ({ start_ms: at(t.start), end_ms: at(t.end), speaker: speakerLabel(t.speaker) })) } : {};
     const role = settings.speaker_roles?.[String(r.speaker)];
-    return { ...command, speaker: speakerLabel(r.speaker), ...(role ? { speaker_role: role } : {}), ...turns };
+    return { command: { ...command, speaker: speakerLabel(r.speaker), ...(role ? { speaker_role: role } : {}), ...turns }, merged };
   });
   sp.chain = labelled.catch(() => undefined);
   // a labelling that fails leaves the item unlabelled, never untranscribed
-  return labelled.catch(() => command);
+  return labelled.catch(() => unlabelled);
 }
+
+type SpeakerMerged = ServerEventOf<"conversation.speaker.merged">;

@@ -35,21 +35,29 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
   state.spokeAt = Date.now();
   state.stream = null;
   state.awaiting = null;
-  // with diarize, the item's speakers first (speaker-labels.ts); every path below carries them
-  const labelled = withSpeakers(state, state.decider.settings, command, pcm, env.labelling);
-  if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return labelled.then((c) => finishStream(env, stream, c, pcm));
+  // with diarize, the item's speakers first (speaker-labels.ts); every path below carries
+  // them. A fold the labelling made (conversation.speaker.merged) is stored before the
+  // item's transcript; if storing it fails, that failure is the entry's like any of its
+  // appends (vad-consumer.ts logs it, unretried) and the transcript still goes
+  const labels = withSpeakers(state, state.decider.settings, command, pcm, env.labelling);
+  const announced = labels.then((r) => (r.merged.length ? env.store.appendSpeakerMerges(command.session_id, r.merged) : undefined));
+  const labelled = announced.then(() => labels, () => labels).then((r) => r.command);
+  const withAnnounced = (ended: Promise<unknown>) => Promise.all([ended, announced]);
+  if (stream && stream.item === command.item_id && !stream.utt.lost && !stream.utt.finalByCommit) return withAnnounced(labelled.then((c) => finishStream(env, stream, c, pcm)));
   const ahead = stream?.item === command.item_id ? stream.utt.ahead?.take(pcm.length) : null;
   stream?.utt.abort();
   if (stream) stream.ended = true;
-  if (waiting && waiting.item === command.item_id && env.pool?.endsItems) return labelled.then((c) => whenDecoderFrees(env, waiting, c, pcm));
+  if (waiting && waiting.item === command.item_id && env.pool?.endsItems) return withAnnounced(labelled.then((c) => whenDecoderFrees(env, waiting, c, pcm)));
   waiting?.cancel();
   // the commit path decodes the item whole and keeps the words its deltas sent (a re-decoded
   // item, redecode.ts; a decoder lost mid-item), so they still add up to its completed
   const emitted = stream?.item === command.item_id && stream.emitted.length ? stream.emitted : undefined;
-  return labelled.then((c) => {
-    const withEmitted = emitted ? { ...c, emitted } : c;
-    return ahead ? finishAhead(env, withEmitted, pcm, ahead) : publishUtterance(env.nats, withEmitted, pcm);
-  });
+  return withAnnounced(
+    labelled.then((c) => {
+      const withEmitted = emitted ? { ...c, emitted } : c;
+      return ahead ? finishAhead(env, withEmitted, pcm, ahead) : publishUtterance(env.nats, withEmitted, pcm);
+    }),
+  );
 }
 
 /**

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import WebSocket from "ws";
 import { REALTIME_PATH } from "../../schemas/realtime";
+import { createResampler } from "../../shared/audio/resample";
 import { pcm16MonoFromWav } from "../../shared/audio/wav";
 import { fixturePath } from "./fixtures";
 import type { Config } from "../../shared/config";
@@ -117,6 +118,19 @@ export async function streamPcm(client: RtClient, pcm: Int16Array, options: { sp
 }
 
 export const silence = (seconds: number, rate = 16000) => new Int16Array(Math.round(seconds * rate));
+
+/** 16 kHz PCM as the OpenAI door takes it: 24 kHz PCM16 in base64 appends of 40 ms, at `speed` × real time. */
+export async function appendToOpenAiDoor(c: RtClient, pcm16k: Int16Array, speed = 4): Promise<void> {
+  const pcm = createResampler(16000, 24000, 1).push(pcm16k);
+  const bytes = Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+  const start = Date.now();
+  for (let at = 0; at < bytes.length; at += 1920) {
+    if (c.ws.readyState !== WebSocket.OPEN) return;
+    c.sendJson({ type: "input_audio_buffer.append", audio: bytes.subarray(at, at + 1920).toString("base64") });
+    const due = start + ((at + 1920) / 48_000 / speed) * 1000;
+    if (due > Date.now()) await new Promise((r) => setTimeout(r, due - Date.now()));
+  }
+}
 
 /** Stack settings that keep a loaded machine from refusing upgrades by headroom (for tests of something else; docs/realtime-reference.md "Admission and shedding"). */
 export const RELAXED_ADMISSION = { RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000", RT_ADMIT_MAX_LOOP_DELAY_MS: "60000" };
