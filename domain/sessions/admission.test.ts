@@ -24,6 +24,7 @@ const calm: PlaneSignals = {
   admittedRecently: 10,
   refusedRecently: 0,
   inFlight: 0,
+  closedRecently: 0,
   // past the prediction: the burst decides (the herd's cases set it)
   predictedSessions: 0,
 };
@@ -182,4 +183,11 @@ describe("shedding: the newest session, one at a time, only while the plane is f
     expect(shed({ gatewayLoopDelayMs: 3000 }, T - 1000)).toBe("gateway_busy");
   });
   it("given no open session, sheds nothing", () => expect(shed({ gatewayLoopDelayMs: 3000, openSessions: 0 })).toBeNull());
+  it("given many sessions closing together (load leaving), sheds nothing; a few closing does not stop it", () => {
+    // the measured case: 500 of a herd closed at once, 200 still open, a VAD 1.1 s behind
+    expect(shed({ vad: { lagMs: 1125, loopDelayMs: 131 }, decisionP95Ms: 1166, openSessions: 200, closedRecently: 500 })).toBeNull();
+    expect(shed({ vad: { lagMs: 2500, loopDelayMs: 0 }, openSessions: 200, closedRecently: 51 })).toBeNull();
+    expect(shed({ vad: { lagMs: 2500, loopDelayMs: 0 }, openSessions: 200, closedRecently: 50 })).toBe("vad_behind");
+    expect(shed({ vad: { lagMs: 2500, loopDelayMs: 0 }, openSessions: 300, closedRecently: 10 })).toBe("vad_behind");
+  });
 });

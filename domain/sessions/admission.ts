@@ -49,6 +49,8 @@ export interface PlaneSignals {
   inFlight: number;
   /** How many sessions this gateway's plane is predicted to hold at its targets (correctedCapacity). */
   predictedSessions: number;
+  /** Sessions that closed on this gateway within the last few seconds (CLOSES_WINDOW_MS in headroom.ts). */
+  closedRecently: number;
   /** Upgrades this gateway refused for the burst within the last `settleMs` (they come back after their Retry-After). */
   refusedRecently: number;
 }
@@ -161,14 +163,23 @@ export function correctedCapacity(predicted: number, s: PlaneSignals, t: Admissi
   return Math.max(predicted, s.openSessions - s.admittedRecently);
 }
 
+/** Sessions closed lately past this fraction of those open (1/LEAVING_SHARE) are load leaving the plane. */
+const LEAVING_SHARE = 4;
+
 export type ShedReason = "vad_behind" | "gateway_busy" | "decisions_late" | "audio_backlog";
 
 /**
  * Whether to give back a session now (the gateway closes its newest one 1013
  * upstream_backpressure). `lastShedAt`: when this gateway last shed (null: never).
  */
-export function decideShed(s: Pick<PlaneSignals, "gatewayLoopDelayMs" | "vad" | "decisionP95Ms" | "acksOverloadedMs" | "openSessions">, t: AdmissionThresholds, now: number, lastShedAt: number | null): ShedReason | null {
+export function decideShed(s: Pick<PlaneSignals, "gatewayLoopDelayMs" | "vad" | "decisionP95Ms" | "acksOverloadedMs" | "openSessions" | "closedRecently">, t: AdmissionThresholds, now: number, lastShedAt: number | null): ShedReason | null {
   if (s.openSessions === 0) return null;
+  // Load that is leaving: many sessions closing together (each ends its last item and
+  // its audio) put the plane behind for a moment, and shedding cannot relieve that: it
+  // gives back the newest session, not the ones closing, and the plane catches up as
+  // they finish. Measured: 500 sessions of a herd closing at once put a VAD 1.1 s behind
+  // and 3 of the 200 still open were shed.
+  if (s.closedRecently * LEAVING_SHARE > s.openSessions) return null;
   if (lastShedAt !== null && now - lastShedAt < t.shedEveryMs) return null;
   if (s.vad && Math.max(s.vad.lagMs, s.vad.loopDelayMs) > t.shedLagMs) return "vad_behind";
   if (s.gatewayLoopDelayMs > t.shedLagMs) return "gateway_busy";

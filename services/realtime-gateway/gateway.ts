@@ -140,7 +140,10 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     defaultTurnDetection,
     streaming: rt.streaming,
     now: nowMs,
-    onClosed: (s: Session) => sessions.delete(s),
+    onClosed: (s: Session) => {
+      sessions.delete(s);
+      headroom.closed();
+    },
     onDecision: (ms: number) => headroom.decided(ms),
   };
   const sockets = new Set<WebSocket<SocketData>>();

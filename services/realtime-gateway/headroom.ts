@@ -23,6 +23,8 @@ export interface Headroom {
   claim(openSessions: number): AdmissionVerdict;
   /** A session admitted by `claim` is open now (counted in openSessions from here on), or its upgrade failed. */
   settled(): void;
+  /** A session on this gateway closed (load leaving the plane, for shedding). */
+  closed(): void;
   /** A VAD decision's latency as the gateway measured it (session-metrics.ts). */
   decided(latencyMs: number): void;
   /** Called by the gateway's sweep: a reason to give back the newest session now, or null. */
@@ -50,6 +52,8 @@ const MAX_DECISIONS = 4096;
  * its KV writes under a herd, with room.
  */
 const IN_FLIGHT_MS = 10_000;
+/** Closes this recent are load still leaving the plane: a session's last item is decoded and stored within a few seconds of its close. */
+const CLOSES_WINDOW_MS = 5000;
 
 export function createHeadroom(options: HeadroomOptions): Headroom {
   const { thresholds: t, logger } = options;
@@ -83,6 +87,8 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   const admittedAt: number[] = [];
   /** When the admissions not open yet were made, oldest first (an upgrade that never opens stops counting after IN_FLIGHT_MS). */
   const inFlightAt: number[] = [];
+  /** When sessions closed lately, oldest first (pruned past CLOSES_WINDOW_MS). */
+  const closedAt: number[] = [];
   const burstRefusedAt: number[] = [];
   let lastShedAt: number | null = null;
   const lastLogged = new Map<string, { at: number; count: number }>();
@@ -91,6 +97,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     while (admittedAt.length > 0 && at - admittedAt[0]! >= t.settleMs) admittedAt.shift();
     while (burstRefusedAt.length > 0 && at - burstRefusedAt[0]! >= t.settleMs) burstRefusedAt.shift();
     while (inFlightAt.length > 0 && at - inFlightAt[0]! >= IN_FLIGHT_MS) inFlightAt.shift();
+    while (closedAt.length > 0 && at - closedAt[0]! >= CLOSES_WINDOW_MS) closedAt.shift();
     openNow = openSessions;
     const saturated = backlog.saturated();
     return {
@@ -103,6 +110,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       admittedRecently: admittedAt.length,
       inFlight: inFlightAt.length,
       predictedSessions,
+      closedRecently: closedAt.length,
       refusedRecently: burstRefusedAt.length,
     };
   };
@@ -138,6 +146,9 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     },
     settled() {
       inFlightAt.shift();
+    },
+    closed() {
+      closedAt.push(now());
     },
     decided(latencyMs) {
       decidedAt[decisions % MAX_DECISIONS] = now();
