@@ -94,8 +94,8 @@ const DIARIZE_DEFAULTS = {
    * voice's material; docs/diarization.md).
    */
   longVoiceSeconds: 60,
-  /** …and two such speakers are one voice when their means differ by less than this (squared, per dimension, in units of their variance): 0.2 joined two voices recorded alike, 0.12 left 12 of the 35 at 4. */
-  longVoiceDistance: 0.15,
+  /** …and two such speakers are one voice when their means differ by less than this (squared, per dimension, in units of their variance): 0.2 joined two voices recorded alike, 0.15 two of the four of bench/diarization.ts's 24-minute recording; 0.12 left 12 of the 35 at 4. */
+  longVoiceDistance: 0.12,
   /** A gap of at most this between two turns of one speaker is bridged. */
   bridgeSeconds: 0.5,
   /** Segments clustered at most (clustering is cubic in them); more are sampled evenly and the rest placed. */
