@@ -15,8 +15,8 @@ import { startStack, type Stack } from "./support/stack";
  * turns with a second between them, streamed (at four times real time: labels do not depend on the pace) through the native door and
  * through the OpenAI door. Every completed item carries a speaker; A's items share one
  * label and B's another, from the first item of each to the last; no item is labelled
- * twice. And one person heard through a microphone, a telephone and the microphone again
- * (support/speaker-fold.ts): the telephone's label is folded into the first, said once by
+ * twice. And one person heard through a telephone, a microphone and the telephone again
+ * (support/speaker-fold.ts): the microphone's label is folded into the first, said once by
  * `conversation.speaker.merged`, stored and replayed like every session event.
  */
 const T = "conversation.item.input_audio_transcription";
