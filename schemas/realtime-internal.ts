@@ -16,6 +16,8 @@ import { transcriptionSettings, turnDetection } from "./realtime";
  * gateway reads when a resume needs them: one name for both sides.
  */
 export const vadSessionKey = (sessionId: string) => `vad.session.${sessionId}`;
+/** Beside it, a diarizing session's speakers (domain/diarization/online.ts `savedDiarization`), for a replica that takes the partition over. */
+export const vadSpeakersKey = (sessionId: string) => `vad.speakers.${sessionId}`;
 
 // ---------------------------------------------------------------- JetStream: RT_AUDIO
 

@@ -11,7 +11,7 @@ import { startServiceProcess, type ServiceProcess } from "./support/service-proc
  * half (the first stops, then releases them); the second is then killed with SIGKILL
  * and the first takes its partitions back once their leases expire. A session whose
  * partition moves both ways keeps its settings (restored from KV by the new owner) and
- * keeps getting speech events and transcripts.
+ * keeps getting speech events and transcripts; a diarizing session keeps its speakers.
  */
 const TTL_MS = 1500;
 const PARTITIONS = 4;
@@ -123,6 +123,23 @@ describe("VAD replicas share the partitions (leases in KV)", () => {
       expect(done.map((e) => e.transcript).join(" ").trim().length).toBeGreaterThan(0);
     }
 
+    // a diarizing session on a partition of the second replica: two people before it dies
+    let talker: { c: RtClient; id: string; partition: number } | undefined;
+    for (let tries = 0; !talker && tries < 20; tries++) {
+      const c = await connectRt(wsUrl(stack.baseUrl), auth);
+      const created = await c.next("session.created");
+      const partition = partitionOf(created.session_id, PARTITIONS);
+      if (split[second].includes(partition)) talker = { c, id: created.session_id, partition };
+      else c.ws.close(1000);
+    }
+    talker!.c.sendJson({ type: "session.update", session: { input_audio_transcription: { diarize: true } } });
+    await talker!.c.next("session.updated");
+    const [a, b] = [fixture("silero_test.wav").subarray(0, 16000 * 6), fixture("jfk.wav").subarray(0, 16000 * 5)];
+    const labels = (done: any[]) => done.map((e) => e.speaker as string);
+    const [first_a, first_b] = [labels((await speakAndCollect(talker!.c, a)).done), labels((await speakAndCollect(talker!.c, b)).done)];
+    const [labelA, labelB] = [first_a.at(-1)!, first_b.at(-1)!];
+    expect(labelA).not.toBe(labelB);
+
     // the second replica dies without any cleanup; speech sent meanwhile waits in the stream
     const killedAt = Date.now();
     await replica.kill();
@@ -137,6 +154,12 @@ describe("VAD replicas share the partitions (leases in KV)", () => {
     const { committed, done } = await after;
     expect(committed.some((e) => e.reason === "max_length")).toBe(true);
     expect(done.length).toBeGreaterThanOrEqual(committed.length);
+    // the first replica took the diarizing session with its speakers (kept in KV): the
+    // second person is still who they were, not the first label of a fresh session
+    const again = labels((await speakAndCollect(talker!.c, b)).done);
+    expect(again.at(-1), JSON.stringify({ first_a, first_b, again })).toBe(labelB);
+    talker!.c.sendJson({ type: "session.close" });
+    await talker!.c.closed;
 
     // over the whole session: item ids never repeat, and each committed item has one transcript
     const all = moved!.c.events;

@@ -4,7 +4,7 @@ import { createFrameClassifier } from "../../shared/audio/vad-frames";
 import { pcm16MonoFromWav } from "../../shared/audio/wav";
 import { fixturePath } from "../../test/support/fixtures";
 import { telephone } from "../../test/support/telephone";
-import { emptyDiarization, itemFrames, labelItemTurns, type OnlineBounds, type OnlineDiarization, type SpeakerFold } from "./online";
+import { emptyDiarization, itemFrames, labelItemTurns, restoredDiarization, savedDiarization, type OnlineBounds, type OnlineDiarization, type SpeakerFold } from "./online";
 
 const clip = (name: string) => pcm16MonoFromWav(readFileSync(fixturePath(name)))!;
 const A = clip("silero_test.wav");
@@ -70,5 +70,18 @@ describe("live speaker labels, one item at a time", () => {
     expect(r.turns.map((t) => t.speaker)).toEqual([0, 1]);
     expect(r.turns[1]!.start).toBeGreaterThan(3.5);
     expect(r.turns[1]!.start).toBeLessThan(4.6);
+  });
+
+  it("given the speakers kept as JSON and restored (a takeover), then the next items get the labels the original state would give", async () => {
+    const { state } = await label([cut(A, 0, 6), cut(B, 0, 5), cut(A, 6, 12)]);
+    const restored = restoredDiarization(JSON.parse(JSON.stringify(savedDiarization(state))))!;
+    expect(restored).toEqual(state);
+    const vad = await createFrameClassifier(2);
+    const next = (st: OnlineDiarization, pcm: Int16Array) => labelItemTurns(st, itemFrames(pcm, vad.classify(pcm))).speaker;
+    expect(next(restored, cut(B, 5, 11))).toBe(1);
+    expect(next(restored, cut(B, 5, 11))).toBe(next(state, cut(B, 5, 11)));
+    vad.free();
+    expect(restoredDiarization({ speakers: "no" })).toBeNull();
+    expect(restoredDiarization(null)).toBeNull();
   });
 });

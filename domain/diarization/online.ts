@@ -61,6 +61,19 @@ const DEFAULT_MAX_SPEAKERS = 10;
 
 export const emptyDiarization = (): OnlineDiarization => ({ speakers: [], mergedInto: {}, frames: 0 });
 
+/** The state as plain JSON (a takeover's copy of it: services/vad/session-state.ts). */
+export function savedDiarization(state: OnlineDiarization): unknown {
+  return { ...state, speakers: state.speakers.map((s) => ({ id: s.id, n: s.stats.n, sum: [...s.stats.sum], outer: [...s.stats.outer] })) };
+}
+
+/** The state back from `savedDiarization`'s JSON, or null when it is not one. */
+export function restoredDiarization(json: unknown): OnlineDiarization | null {
+  const j = json as { speakers?: { id: number; n: number; sum: number[]; outer: number[] }[]; mergedInto?: Record<number, number>; frames?: number } | null;
+  if (!j || !Array.isArray(j.speakers) || typeof j.frames !== "number" || typeof j.mergedInto !== "object" || j.mergedInto === null) return null;
+  const speakers = j.speakers.map((s) => ({ id: s.id, stats: { n: s.n, sum: Float64Array.from(s.sum), outer: Float64Array.from(s.outer) } }));
+  return { speakers, mergedInto: j.mergedInto, frames: j.frames };
+}
+
 /** An item's voiced cepstra (`dims` values a frame; `voiced`: their 10 ms frame indices), from its PCM and its 30 ms WebRTC VAD decisions (the diarizer's aggressiveness). */
 export function itemFrames(pcm: Int16Array, vad: Uint8Array): { z: Float32Array; dims: number; voiced: number[] } {
   const features = frameFeatures(pcm);

@@ -1,6 +1,7 @@
 import type { KV } from "@nats-io/kv";
 import { type TurnDetection } from "../../schemas/realtime";
-import { audioControl, vadSessionKey } from "../../schemas/realtime-internal";
+import { audioControl, vadSessionKey, vadSpeakersKey } from "../../schemas/realtime-internal";
+import { restoredDiarization, savedDiarization, type OnlineDiarization } from "../../domain/diarization/online";
 import { initialState, type DeciderState, type StartControl } from "../../domain/sessions/decider";
 import type { SessionStore } from "../../domain/sessions/store";
 import { VAD_SAMPLE_RATE, type VadEngine, type VadSegmenter } from "../../shared/audio/vad";
@@ -140,9 +141,9 @@ export function segmenterSettings(t: TurnDetection): TurnDetection {
   return t.type === "semantic_vad" ? { ...t, silence_duration_ms: timingOf(t.eagerness ?? "auto").maxMs } : t;
 }
 
-/** Keeps the session's settings for a takeover; null deletes them (the session is over). */
+/** Keeps the session's settings for a takeover; null deletes them (the session is over), and its speakers with them. */
 export function saveSettings(env: HandleEnv, sessionId: string, state: SessionState, settings: StartControl | null): Promise<unknown> {
-  if (!settings) return env.kv.delete(settingsKey(sessionId));
+  if (!settings) return Promise.all([env.kv.delete(settingsKey(sessionId)), state.speakers ? env.kv.delete(vadSpeakersKey(sessionId)) : undefined]);
   state.settingsSavedAt = Date.now();
   return env.kv.put(settingsKey(sessionId), JSON.stringify(settings));
 }
@@ -159,5 +160,20 @@ export async function restoreSession(env: HandleEnv, sessionId: string, partitio
   settings ??= { kind: "start", turn_detection: env.defaults, language: null, prompt: null, model: null, max_concurrent_utterances: 2, key_id: "unknown" };
   const state = newState(env, initialState(settings), partition);
   state.settingsSavedAt = Date.now();
+  // a diarizing session keeps its speakers: the labels it sent go on meaning the same people
+  if (settings.diarize) {
+    const saved = await env.kv.get(vadSpeakersKey(sessionId)).catch(() => null);
+    const speakers = saved?.operation === "PUT" ? restoredDiarization(saved.json()) : null;
+    if (speakers) state.speakers = { state: speakers, chain: Promise.resolve() };
+  }
   env.sessions.set(sessionId, state);
+}
+
+/**
+ * Keeps a diarizing session's speakers for a takeover, after each item is labelled (one
+ * KV write per item, about 8 KB per speaker; unawaited: a replica lost between the
+ * labelling and the write leaves its successor one item behind, the labels it sent stand).
+ */
+export function saveSpeakers(env: HandleEnv, sessionId: string, speakers: OnlineDiarization) {
+  env.kv.put(vadSpeakersKey(sessionId), JSON.stringify(savedDiarization(speakers))).catch((err) => env.log.warn("speakers not kept for a takeover", { session_id: sessionId, error: (err as Error).message }));
 }

@@ -20,14 +20,17 @@ describe("withSpeakers: an item's speaker, and what labelling it cost", () => {
   it("given diarize, labels the item speaker_0 and adds its labelling time to what the VAD counts per speaker", async () => {
     const session: { speakers: SessionSpeakers | null } = { speakers: null };
     const spent = { ms: 0 };
-    const labelled = await withSpeakers(session, { diarize: true }, command, fixture("jfk.wav"), spent);
+    const kept: unknown[] = [];
+    const labelled = await withSpeakers(session, { diarize: true }, command, fixture("jfk.wav"), { spent, saved: (s) => kept.push(s) });
     expect(labelled.command.speaker).toBe("speaker_0");
     // features and the frame VAD over 11 s of speech: some milliseconds, not nothing
     expect(spent.ms).toBeGreaterThan(1);
+    // and the speakers after it are handed on to be kept for a takeover
+    expect(kept).toEqual([session.speakers!.state]);
   });
   it("given no diarize, labels nothing and costs nothing", async () => {
     const spent = { ms: 0 };
-    const labelled = await withSpeakers({ speakers: null }, {}, command, fixture("jfk.wav"), spent);
+    const labelled = await withSpeakers({ speakers: null }, {}, command, fixture("jfk.wav"), { spent, saved: () => expect.unreachable() });
     expect(labelled.command.speaker).toBeUndefined();
     expect(spent.ms).toBe(0);
   });

@@ -21,7 +21,8 @@ export interface SessionSpeakers {
  * and, where the item holds a change of speaker, its runs (`speaker_turns`). Items are
  * labelled in the order they are committed (`chain`): a speaker first heard in one item
  * is known to the next. About 2 ms of CPU per second of speech (features and the VAD),
- * added to `spent` (the VAD counts it in the engine's cost per speaker, for admission).
+ * added to `io.spent` (the VAD counts it in the engine's cost per speaker, for admission);
+ * the speakers after each item go to `io.saved` (kept for a replica that takes over).
  *
  * `merged`: the labels this item's labelling folded into earlier ones, as the
  * `conversation.speaker.merged` events the caller stores before the item's transcript
@@ -32,7 +33,7 @@ export function withSpeakers(
   settings: { diarize?: boolean; speakers?: number; max_speakers?: number; speaker_roles?: Record<string, string> },
   command: UtteranceCommand,
   pcm: Int16Array,
-  spent: { ms: number },
+  io: { spent: { ms: number }; saved: (state: OnlineDiarization) => void },
 ): Promise<{ command: UtteranceCommand; merged: SpeakerMerged[] }> {
   const unlabelled = { command, merged: [] };
   if (!settings.diarize) return Promise.resolve(unlabelled);
@@ -48,8 +49,9 @@ export function withSpeakers(
       vad.free();
     }
     const r = labelItemTurns(sp.state, frames, { speakers: settings.speakers, maxSpeakers: settings.max_speakers });
-    spent.ms += performance.now() - started;
+    io.spent.ms += performance.now() - started;
     sp.state = r.state;
+    io.saved(r.state);
     const merged = r.merged.map((m): SpeakerMerged => ({ type: "conversation.speaker.merged", event_id: `evt_${randomUUID()}`, item_id: command.item_id, from: speakerLabel(m.from), into: speakerLabel(m.into) }));
     if (r.speaker === null) return { command, merged };
     const at = (seconds: number) => command.audio_start_ms + Math.round(seconds * 1000);

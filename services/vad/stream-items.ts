@@ -13,7 +13,7 @@ import { ITEM_CUTS } from "../../domain/transcript/redact";
 import type { StreamHypothesis, StreamUtterance } from "./stream-decoders";
 import { newlyStable } from "./streaming";
 import { withSpeakers } from "./speaker-labels";
-import type { AwaitingItem, HandleEnv, OpenStream, SessionState } from "./session-state";
+import { saveSpeakers, type AwaitingItem, type HandleEnv, type OpenStream, type SessionState } from "./session-state";
 
 /**
  * A committed utterance's way to its transcript, and the streaming half of the VAD
@@ -39,7 +39,7 @@ export function transcribe(env: HandleEnv, state: SessionState, command: Utteran
   // them. A fold the labelling made (conversation.speaker.merged) is stored before the
   // item's transcript; if storing it fails, that failure is the entry's like any of its
   // appends (vad-consumer.ts logs it, unretried) and the transcript still goes
-  const labels = withSpeakers(state, state.decider.settings, command, pcm, env.labelling);
+  const labels = withSpeakers(state, state.decider.settings, command, pcm, { spent: env.labelling, saved: (speakers) => saveSpeakers(env, command.session_id, speakers) });
   const announced = labels.then((r) => (r.merged.length ? env.store.appendSpeakerMerges(command.session_id, r.merged) : undefined));
   const labelled = announced.then(() => labels, () => labels).then((r) => r.command);
   const withAnnounced = (ended: Promise<unknown>) => Promise.all([ended, announced]);
