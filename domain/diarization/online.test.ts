@@ -83,5 +83,8 @@ describe("live speaker labels, one item at a time", () => {
     vad.free();
     expect(restoredDiarization({ speakers: "no" })).toBeNull();
     expect(restoredDiarization(null)).toBeNull();
+    // sums of products that do not match the sums' dimensions
+    expect(restoredDiarization({ speakers: [{ id: 0, n: 5, sum: [1, 2], outer: [1] }], mergedInto: {}, frames: 5 })).toBeNull();
+    expect(restoredDiarization({ speakers: [], mergedInto: { 1: "x" }, frames: 5 })).toBeNull();
   });
 });

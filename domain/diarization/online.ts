@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { logDetCovariance, statsOf, sumStats, type GaussianStats } from "./cluster";
 import { speakerSegments } from "./diarize";
 import { FEATURE_SAMPLE_RATE, FRAME_HOP_SAMPLES, frameFeatures, type FrameFeatures } from "./features";
@@ -66,12 +67,20 @@ export function savedDiarization(state: OnlineDiarization): unknown {
   return { ...state, speakers: state.speakers.map((s) => ({ id: s.id, n: s.stats.n, sum: [...s.stats.sum], outer: [...s.stats.outer] })) };
 }
 
+const savedShape = z.object({
+  speakers: z
+    .array(z.object({ id: z.number().int().nonnegative(), n: z.number().nonnegative(), sum: z.array(z.number()), outer: z.array(z.number()) }))
+    .refine((ss) => ss.every((sp) => sp.outer.length === sp.sum.length ** 2), "outer holds dims × dims sums"),
+  mergedInto: z.record(z.string(), z.number().int().nonnegative()),
+  frames: z.number().nonnegative(),
+});
+
 /** The state back from `savedDiarization`'s JSON, or null when it is not one. */
 export function restoredDiarization(json: unknown): OnlineDiarization | null {
-  const j = json as { speakers?: { id: number; n: number; sum: number[]; outer: number[] }[]; mergedInto?: Record<number, number>; frames?: number } | null;
-  if (!j || !Array.isArray(j.speakers) || typeof j.frames !== "number" || typeof j.mergedInto !== "object" || j.mergedInto === null) return null;
-  const speakers = j.speakers.map((s) => ({ id: s.id, stats: { n: s.n, sum: Float64Array.from(s.sum), outer: Float64Array.from(s.outer) } }));
-  return { speakers, mergedInto: j.mergedInto, frames: j.frames };
+  const parsed = savedShape.safeParse(json);
+  if (!parsed.success) return null;
+  const speakers = parsed.data.speakers.map((s) => ({ id: s.id, stats: { n: s.n, sum: Float64Array.from(s.sum), outer: Float64Array.from(s.outer) } }));
+  return { speakers, mergedInto: Object.fromEntries(Object.entries(parsed.data.mergedInto).map(([k, v]) => [Number(k), v])), frames: parsed.data.frames };
 }
 
 /** An item's voiced cepstra (`dims` values a frame; `voiced`: their 10 ms frame indices), from its PCM and its 30 ms WebRTC VAD decisions (the diarizer's aggressiveness). */

@@ -150,23 +150,27 @@ export function saveSettings(env: HandleEnv, sessionId: string, state: SessionSt
 
 /** A session this replica has not seen start (a takeover): its saved settings, or the defaults. */
 export async function restoreSession(env: HandleEnv, sessionId: string, partition: number) {
-  const entry = await env.kv.get(settingsKey(sessionId)).catch(() => null);
-  let settings: StartControl | null = null;
-  if (entry && entry.operation === "PUT") {
-    const parsed = audioControl.safeParse(entry.json());
-    if (parsed.success && parsed.data.kind === "start") settings = parsed.data;
-  }
-  // never saved (or already ended): the defaults, as before the session's start
-  settings ??= { kind: "start", turn_detection: env.defaults, language: null, prompt: null, model: null, max_concurrent_utterances: 2, key_id: "unknown" };
+  const parsed = audioControl.safeParse(await savedJson(env, settingsKey(sessionId)));
+  // never saved, already ended or not readable: the defaults, as before the session's start
+  const settings: StartControl = parsed.success && parsed.data.kind === "start" ? parsed.data : { kind: "start", turn_detection: env.defaults, language: null, prompt: null, model: null, max_concurrent_utterances: 2, key_id: "unknown" };
   const state = newState(env, initialState(settings), partition);
   state.settingsSavedAt = Date.now();
   // a diarizing session keeps its speakers: the labels it sent go on meaning the same people
-  if (settings.diarize) {
-    const saved = await env.kv.get(vadSpeakersKey(sessionId)).catch(() => null);
-    const speakers = saved?.operation === "PUT" ? restoredDiarization(saved.json()) : null;
-    if (speakers) state.speakers = { state: speakers, chain: Promise.resolve() };
-  }
+  const speakers = settings.diarize ? restoredDiarization(await savedJson(env, vadSpeakersKey(sessionId))) : null;
+  if (speakers) state.speakers = { state: speakers, chain: Promise.resolve() };
   env.sessions.set(sessionId, state);
+}
+
+/** A KV value kept for a takeover, parsed; null when absent, deleted, unreachable or not JSON (the session then starts from the defaults, never stuck on it). */
+async function savedJson(env: HandleEnv, key: string): Promise<unknown> {
+  const entry = await env.kv.get(key).catch(() => null);
+  if (entry?.operation !== "PUT") return null;
+  try {
+    return entry.json();
+  } catch {
+    env.log.warn("a value kept for a takeover is not JSON; ignored", { key });
+    return null;
+  }
 }
 
 /**
