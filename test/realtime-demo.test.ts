@@ -4,9 +4,9 @@ import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav } from "../shared/audio/wav";
-import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
+import type { RealtimeGateway } from "../services/realtime-gateway/gateway";
 import { startStack, type Stack } from "./support/stack";
-import { fixture } from "./support/realtime-support";
+import { fixture, startDemoGateway } from "./support/realtime-support";
 import { cuttableProxy, launchWithFakeMic } from "./support/chromium";
 
 /**
@@ -23,13 +23,7 @@ let dir: string;
 beforeAll(async () => {
   stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6" });
   const { key } = await stack.issueKey("pro");
-  // The demo's backend holds a key (RT_DEMO_API_KEY); issued keys exist only once the
-  // stack runs, so this gateway is started with the key in its config.
-  const config = { ...stack.config, realtime: { ...stack.config.realtime, demoApiKey: key } };
-  gateway = await startRealtimeGateway(
-    { config, nats: stack.nats, sessions: stack.runtime.ctx.sessions, db: stack.db, keys: stack.runtime.ctx.keys, usage: stack.runtime.ctx.usage, logger: stack.runtime.ctx.logger, router: stack.runtime.ctx.router },
-    { port: 0, host: "127.0.0.1", fetch: stack.runtime.ctx.slots.httpFetch },
-  );
+  gateway = await startDemoGateway(stack, key);
   dir = mkdtempSync(join(tmpdir(), "rt-demo-"));
   // speech then 2 s of silence, so the looping fake microphone has a pause between repeats
   const jfk = fixture("jfk.wav");

@@ -4,10 +4,10 @@ import { dirname, join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav } from "../shared/audio/wav";
-import { startRealtimeGateway, type RealtimeGateway } from "../services/realtime-gateway/gateway";
+import type { RealtimeGateway } from "../services/realtime-gateway/gateway";
 import { cuttableProxy, launchWithFakeMic } from "./support/chromium";
 import { concatPcm, REPO_ROOT } from "./support/fixtures";
-import { fixture, RELAXED_ADMISSION, silence } from "./support/realtime-support";
+import { fixture, RELAXED_ADMISSION, silence, startDemoGateway } from "./support/realtime-support";
 import { startStack, type Stack } from "./support/stack";
 import { JFK_WORDS, LDC_WORDS, stereoCall } from "./support/stereo";
 
@@ -30,11 +30,7 @@ let dir: string;
 beforeAll(async () => {
   stack = await startStack({ POCKETSPHINX_REAL_TIME_FACTOR: "6", RT_STREAM_DECODERS: "2", ...RELAXED_ADMISSION });
   const { key } = await stack.issueKey("pro");
-  const config = { ...stack.config, realtime: { ...stack.config.realtime, demoApiKey: key } };
-  gateway = await startRealtimeGateway(
-    { config, nats: stack.nats, sessions: stack.runtime.ctx.sessions, db: stack.db, keys: stack.runtime.ctx.keys, usage: stack.runtime.ctx.usage, logger: stack.runtime.ctx.logger, router: stack.runtime.ctx.router },
-    { port: 0, host: "127.0.0.1", fetch: stack.runtime.ctx.slots.httpFetch },
-  );
+  gateway = await startDemoGateway(stack, key);
   dir = mkdtempSync(join(tmpdir(), "rt-playground-"));
   const jfk = fixture("jfk.wav");
   const mic = new Int16Array(jfk.length + 32000); // a 2 s pause between the looped repeats
