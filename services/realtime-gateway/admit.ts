@@ -84,9 +84,8 @@ export interface AdmitDeps {
   /** The live audio budget. */
   usage: Pick<UsageStore, "budget">;
   limitsFor: (principal: Principal) => Limits;
-  /** The plane's headroom (headroom.ts), and the sessions open on this gateway. */
+  /** The plane's headroom (headroom.ts). */
   headroom: Pick<Headroom, "claim" | "settled">;
-  openSessions: () => number;
   now: () => Date;
   logger: Logger;
 }
@@ -189,7 +188,7 @@ export async function admit(deps: AdmitDeps, req: UpgradeRequest): Promise<Admis
   }
   // Headroom (domain/sessions/admission.ts): the sessions already admitted keep their
   // latency; the one the plane cannot serve now is refused before session.created.
-  const verdict = deps.headroom.claim(deps.openSessions());
+  const verdict = deps.headroom.claim();
   if (!verdict.admit) {
     throw new AppError("unavailable", "upstream_unavailable", `${REFUSALS[verdict.reason]} Measured: ${verdict.cause}.`, { headers: { "Retry-After": String(verdict.retryAfterSeconds) } });
   }

@@ -107,8 +107,8 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     now: nowMs,
   });
 
-  const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), logger: log });
-  const admitDeps = { ...ctx, flag, leases, keyCache, limitsFor, headroom, openSessions: () => sessions.size, now };
+  const headroom = createHeadroom({ nats, thresholds: rt.admission, acksOverloadedMs: (at) => audio.overloadedForMs(at), openSessions: () => sessions.size, logger: log });
+  const admitDeps = { ...ctx, flag, leases, keyCache, limitsFor, headroom, now };
   const resumes = createResumes({ ...admitDeps, kv: leasesKv, gatewayId, open: sessions, audio, partitions: rt.vadPartitions }, leases, log);
 
   // A revoked key's sessions end at once (1008 key_revoked), and those held for a resume
@@ -168,7 +168,7 @@ export async function startRealtimeGateway(ctx: RealtimeContext, options: Realti
     for (const s of sessions) s.tick(t, upstream);
     // Past capacity despite admission (load grew after it): give back the newest
     // session, one at a time, never the ones admitted while there was headroom.
-    if (upstream && nh.ok && headroom.shedNow(sessions.size, t)) newestOpen(sessions)?.shed();
+    if (upstream && nh.ok && headroom.shedNow(t)) newestOpen(sessions)?.shed();
   }, SWEEP_MS);
 
   log.info("realtime gateway listening", { host, port });

@@ -20,7 +20,7 @@ import { BACKLOG_EVERY_MS, sharedBacklogView, watchVadLoad } from "../../shared/
  */
 export interface Headroom {
   /** Whether one more session may be admitted now; an admission is counted at once (concurrent upgrades see each other). */
-  claim(openSessions: number): AdmissionVerdict;
+  claim(): AdmissionVerdict;
   /** A session admitted by `claim` is open now (counted in openSessions from here on), or its upgrade failed. */
   settled(): void;
   /** A session on this gateway closed (load leaving the plane, for shedding). */
@@ -28,7 +28,7 @@ export interface Headroom {
   /** A VAD decision's latency as the gateway measured it (session-metrics.ts). */
   decided(latencyMs: number): void;
   /** Called by the gateway's sweep: a reason to give back the newest session now, or null. */
-  shedNow(openSessions: number, now: number): ShedReason | null;
+  shedNow(now: number): ShedReason | null;
   stop(): void;
 }
 
@@ -37,6 +37,8 @@ export interface HeadroomOptions {
   thresholds: AdmissionThresholds;
   /** How long the gateway's audio batches in flight have been over their bound, worst partition (ms; 0: under). */
   acksOverloadedMs(now: number): number;
+  /** Sessions open on this gateway. */
+  openSessions(): number;
   logger: Logger;
   now?: () => number;
 }
@@ -75,12 +77,11 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   };
   /** How many sessions the plane is predicted to hold at its targets (domain/sessions/admission.ts `correctedCapacity`). */
   let predictedSessions = t.plannedSessions;
-  let openNow = 0;
   const sampler = setInterval(() => {
     loopDelayMs = loop.take();
     const at = now();
     sampleDecisions(at);
-    predictedSessions = correctedCapacity(predictedSessions, signals(openNow, at), t);
+    predictedSessions = correctedCapacity(predictedSessions, signals(at), t);
   }, BACKLOG_EVERY_MS);
   sampler.unref();
   /** When recent admissions and burst refusals happened, oldest first (pruned past settleMs). */
@@ -93,12 +94,11 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   let lastShedAt: number | null = null;
   const lastLogged = new Map<string, { at: number; count: number }>();
 
-  const signals = (openSessions: number, at: number): PlaneSignals => {
+  const signals = (at: number): PlaneSignals => {
     while (admittedAt.length > 0 && at - admittedAt[0]! >= t.settleMs) admittedAt.shift();
     while (burstRefusedAt.length > 0 && at - burstRefusedAt[0]! >= t.settleMs) burstRefusedAt.shift();
     while (inFlightAt.length > 0 && at - inFlightAt[0]! >= IN_FLIGHT_MS) inFlightAt.shift();
     while (closedAt.length > 0 && at - closedAt[0]! >= CLOSES_WINDOW_MS) closedAt.shift();
-    openNow = openSessions;
     const saturated = backlog.saturated();
     return {
       gatewayLoopDelayMs: loopDelayMs,
@@ -106,7 +106,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       decisionP95Ms,
       acksOverloadedMs: options.acksOverloadedMs(at),
       engineSaturatedRetryAfterS: saturated ? saturated.max_wait_ms / 1000 : null,
-      openSessions,
+      openSessions: options.openSessions(),
       admittedRecently: admittedAt.length,
       inFlight: inFlightAt.length,
       predictedSessions,
@@ -129,9 +129,9 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   };
 
   return {
-    claim(openSessions) {
+    claim() {
       const at = now();
-      const s = signals(openSessions, at);
+      const s = signals(at);
       const verdict = decideAdmission(s, t);
       if (verdict.admit) {
         admittedAt.push(at);
@@ -155,8 +155,8 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       decisionMs[decisions % MAX_DECISIONS] = latencyMs;
       decisions++;
     },
-    shedNow(openSessions, at) {
-      const s = signals(openSessions, at);
+    shedNow(at) {
+      const s = signals(at);
       const reason = decideShed(s, t, at, lastShedAt);
       if (reason) {
         lastShedAt = at;
