@@ -7,6 +7,7 @@ const thresholds: AdmissionThresholds = {
   maxDecisionMs: 150,
   maxEngineShare: 0.6,
   burst: 50,
+  maxMachineShare: 0.75,
   plannedSessions: 400,
   settleMs: 1000,
   maxSessions: 0,
@@ -27,6 +28,7 @@ const calm: PlaneSignals = {
   closedRecently: 0,
   // past the prediction: the burst decides (the herd's cases set it)
   predictedSessions: 0,
+  machine: null,
 };
 
 /** given(signals).when(thresholds).then(verdict). */
@@ -122,6 +124,51 @@ describe("admission: a new session only while the plane keeps up", () => {
     expect(correctedCapacity(500, { ...calm, openSessions: 100, admittedRecently: 0 }, thresholds)).toBe(500);
     // the sessions just admitted are not shown yet
     expect(correctedCapacity(500, { ...calm, openSessions: 540, admittedRecently: 50 }, thresholds)).toBe(500);
+  });
+
+  it("given a handful of sessions, a signal near its bound does not lower the prediction: one late decision at one session is not what the plane holds", () => {
+    expect(correctedCapacity(650, { ...calm, openSessions: 1, admittedRecently: 0, gatewayLoopDelayMs: 70 }, thresholds)).toBe(650);
+    expect(correctedCapacity(650, { ...calm, openSessions: 9, admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 90 } }, thresholds)).toBe(650);
+    expect(correctedCapacity(650, { ...calm, openSessions: 10, admittedRecently: 0, vad: { lagMs: 0, loopDelayMs: 90 } }, thresholds)).toBe(10);
+  });
+
+  it("given the machine's busy cores, predicts the sessions that fill its share of them", () => {
+    // 200 sessions shown keep 1.2 of 2 cores busy: 0.75 × 2 cores fit 250
+    const costly = { ...calm, openSessions: 210, admittedRecently: 10, machine: { busyCores: 1.2, cores: 2 } };
+    expect(correctedCapacity(650, costly, thresholds)).toBe(250);
+    // past the share the plane is near its limit: down to what is open, and none past it
+    const full = { ...costly, machine: { busyCores: 1.6, cores: 2 } };
+    expect(correctedCapacity(650, full, thresholds)).toBe(210);
+    expect(decideAdmission({ ...full, predictedSessions: 650, admittedRecently: 10 }, thresholds)).toMatchObject({ admit: false, reason: "plane_full" });
+    // the prediction measured: none past it (no burst), refused plane_full naming the machine's figures
+    expect(decideAdmission({ ...costly, predictedSessions: 250, openSessions: 250 }, thresholds)).toEqual({
+      admit: false,
+      reason: "plane_full",
+      retryAfterSeconds: 5,
+      cause: "250 sessions open, 250 predicted to fill 75.0% of the machine's 2 cores (1.20 busy)",
+    });
+    expect(decideAdmission({ ...costly, predictedSessions: 250, openSessions: 249 }, thresholds)).toEqual({ admit: true });
+    // a cheaper machine than the prior's: up, at most to twice the sessions shown at a step
+    const cheap = { ...calm, openSessions: 150, admittedRecently: 0, machine: { busyCores: 0.3, cores: 2 } };
+    expect(correctedCapacity(400, cheap, thresholds)).toBe(400);
+    expect(correctedCapacity(150, cheap, { ...thresholds, plannedSessions: 150 })).toBe(300);
+    expect(correctedCapacity(150, { ...cheap, openSessions: 400, machine: { busyCores: 0.8, cores: 2 } }, { ...thresholds, plannedSessions: 150 })).toBe(750);
+  });
+
+  it("given a crowd refused together for load, spreads their Retry-After over the windows after 5 s, a burst's worth a window (at most 30 s)", () => {
+    given({ openSessions: 10, gatewayLoopDelayMs: 101, refusedRecently: 49 }).then({ admit: false, reason: "gateway_busy", retryAfterSeconds: 5 });
+    given({ openSessions: 10, gatewayLoopDelayMs: 101, refusedRecently: 120 }).then({ admit: false, reason: "gateway_busy", retryAfterSeconds: 7 });
+    given({ openSessions: 10, gatewayLoopDelayMs: 101, refusedRecently: 5000 }).then({ admit: false, reason: "gateway_busy", retryAfterSeconds: 30 });
+  });
+
+  it("given too few sessions to show their cost, the machine's load holds nothing back: a herd's own upgrades or the service starting are not the sessions' load", () => {
+    const starting = { ...calm, openSessions: 9, admittedRecently: 0, machine: { busyCores: 1.9, cores: 2 } };
+    expect(correctedCapacity(650, starting, thresholds)).toBe(650);
+    expect(decideAdmission({ ...starting, predictedSessions: 650 }, thresholds)).toEqual({ admit: true });
+    // … and past the prediction the burst, as before
+    expect(decideAdmission({ ...starting, predictedSessions: 0 }, thresholds)).toEqual({ admit: true });
+    // a herd just admitted is not shown yet either
+    expect(decideAdmission({ ...starting, openSessions: 600, admittedRecently: 600, predictedSessions: 650 }, thresholds)).toEqual({ admit: true });
   });
 
   it("given a plane near a bound (over 60% of it), admits a fifth of the burst per settle window", () => {

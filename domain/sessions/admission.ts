@@ -12,7 +12,7 @@
  * measures for its sessions). Sessions whose load cannot have shown in those signals
  * yet are admitted by predicted cost: up to the sessions the plane is predicted to hold
  * at its targets (`predictedSessions`: a prior per core, corrected from what the signals
- * showed, `correctedCapacity`), a herd at once; past the prediction at most `burst` per
+ * showed and from what the sessions open cost the machine, `correctedCapacity`), a herd at once; past the prediction at most `burst` per
  * `settleMs`, so the signals can show each step before the next.
  *
  * Shedding is the safety net for load that grows after admission (sessions that start
@@ -51,8 +51,13 @@ export interface PlaneSignals {
   predictedSessions: number;
   /** Sessions that closed on this gateway within the last few seconds (CLOSES_WINDOW_MS in headroom.ts). */
   closedRecently: number;
-  /** Upgrades this gateway refused for the burst within the last `settleMs` (they come back after their Retry-After). */
+  /** Upgrades this gateway refused within the last `settleMs`, for any reason (they come back after their Retry-After). */
   refusedRecently: number;
+  /**
+   * The gateway machine's CPU, every process on it counted: cores busy lately (null
+   * until measured).
+   */
+  machine: { busyCores: number; cores: number } | null;
 }
 
 export interface AdmissionThresholds {
@@ -66,6 +71,8 @@ export interface AdmissionThresholds {
   maxEngineShare: number;
   /** Past the predicted sessions, at most this many admissions per settleMs. */
   burst: number;
+  /** The share of the machine's cores the sessions are predicted to fill at most (correctedCapacity); past it the plane is near its limit. */
+  maxMachineShare: number;
   /**
    * The prediction before anything is measured: how many sessions the plane holds at its
    * targets (RT_ADMIT_SESSIONS_PER_CORE × the gateway machine's cores). A crowd arriving
@@ -82,7 +89,7 @@ export interface AdmissionThresholds {
   shedEveryMs: number;
 }
 
-export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "engine_full" | "engine_busy" | "audio_backlog" | "admission_burst";
+export type RefusalReason = "engine_saturated" | "session_cap" | "gateway_busy" | "vad_behind" | "decisions_late" | "engine_full" | "engine_busy" | "audio_backlog" | "admission_burst" | "plane_full";
 
 /** A refusal names its reason (the metric label) and the measured cause (for the refusal's message and the log). */
 export type AdmissionVerdict = { admit: true } | { admit: false; reason: RefusalReason; retryAfterSeconds: number; cause: string };
@@ -97,12 +104,17 @@ const share = (v: number) => `${(v * 100).toFixed(1)}%`;
 
 export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): AdmissionVerdict {
   const refuse = (reason: RefusalReason, retryAfterSeconds: number, cause: string): AdmissionVerdict => ({ admit: false, reason, retryAfterSeconds: Math.max(1, Math.ceil(retryAfterSeconds)), cause });
+  // A crowd refused together for load is spread over the windows after LOAD_RETRY_S, a
+  // burst's worth a window, not sent back all in one moment: 850 clients refused at once
+  // and all retrying 5 s later made a herd every 5 s whose upgrades alone put the VAD
+  // behind (decisions p99 +736 ms over 150 sessions that hold +185 ms without it).
+  const loadRetryS = Math.min(MAX_BURST_RETRY_S, LOAD_RETRY_S + (t.settleMs / 1000) * Math.floor(s.refusedRecently / t.burst));
   if (s.engineSaturatedRetryAfterS !== null) return refuse("engine_saturated", s.engineSaturatedRetryAfterS, `utterances wait for an engine past ${s.engineSaturatedRetryAfterS} s`);
-  if (t.maxSessions > 0 && s.openSessions >= t.maxSessions) return refuse("session_cap", LOAD_RETRY_S, `${s.openSessions} sessions open, the cap is ${t.maxSessions}`);
-  if (s.gatewayLoopDelayMs > t.maxLoopDelayMs) return refuse("gateway_busy", LOAD_RETRY_S, `gateway event-loop delay ${ms(s.gatewayLoopDelayMs)} > ${ms(t.maxLoopDelayMs)}`);
-  if (s.vad && s.vad.lagMs > t.maxVadLagMs) return refuse("vad_behind", LOAD_RETRY_S, `voice activity detection reads the audio ${ms(s.vad.lagMs)} late > ${ms(t.maxVadLagMs)}`);
-  if (s.vad && s.vad.loopDelayMs > t.maxLoopDelayMs) return refuse("vad_behind", LOAD_RETRY_S, `voice activity detection's event-loop delay ${ms(s.vad.loopDelayMs)} > ${ms(t.maxLoopDelayMs)}`);
-  if (s.decisionP95Ms !== null && s.decisionP95Ms > t.maxDecisionMs) return refuse("decisions_late", LOAD_RETRY_S, `voice activity decisions p95 ${ms(s.decisionP95Ms)} > ${ms(t.maxDecisionMs)}`);
+  if (t.maxSessions > 0 && s.openSessions >= t.maxSessions) return refuse("session_cap", loadRetryS, `${s.openSessions} sessions open, the cap is ${t.maxSessions}`);
+  if (s.gatewayLoopDelayMs > t.maxLoopDelayMs) return refuse("gateway_busy", loadRetryS, `gateway event-loop delay ${ms(s.gatewayLoopDelayMs)} > ${ms(t.maxLoopDelayMs)}`);
+  if (s.vad && s.vad.lagMs > t.maxVadLagMs) return refuse("vad_behind", loadRetryS, `voice activity detection reads the audio ${ms(s.vad.lagMs)} late > ${ms(t.maxVadLagMs)}`);
+  if (s.vad && s.vad.loopDelayMs > t.maxLoopDelayMs) return refuse("vad_behind", loadRetryS, `voice activity detection's event-loop delay ${ms(s.vad.loopDelayMs)} > ${ms(t.maxLoopDelayMs)}`);
+  if (s.decisionP95Ms !== null && s.decisionP95Ms > t.maxDecisionMs) return refuse("decisions_late", loadRetryS, `voice activity decisions p95 ${ms(s.decisionP95Ms)} > ${ms(t.maxDecisionMs)}`);
   const engine = s.vad?.engine;
   if (engine) {
     // Counted: the speakers still talking, this one, and those admitted lately that are
@@ -110,16 +122,23 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
     // utterance still costs while it is decoded is a transient, not a speaker).
     const admittedOpen = Math.min(s.admittedRecently, s.openSessions);
     const predicted = engine.perSpeaker * (engine.speakers + 1 + admittedOpen);
-    if (engine.full) return refuse("engine_full", LOAD_RETRY_S, `every streaming decoder is held by a speaker still talking (${engine.speakers})`);
+    if (engine.full) return refuse("engine_full", loadRetryS, `every streaming decoder is held by a speaker still talking (${engine.speakers})`);
     // with nobody talking the new session has the engine to itself, whatever one costs
     if (engine.speakers + admittedOpen > 0 && predicted > t.maxEngineShare) {
       const who = `${engine.speakers} speaker${engine.speakers === 1 ? "" : "s"} talking${admittedOpen > 0 ? `, ${admittedOpen} admitted lately` : ""} and this one`;
-      return refuse("engine_busy", LOAD_RETRY_S, `${who} at ${share(engine.perSpeaker)} of the machine each: ${share(predicted)} > ${share(t.maxEngineShare)}`);
+      return refuse("engine_busy", loadRetryS, `${who} at ${share(engine.perSpeaker)} of the machine each: ${share(predicted)} > ${share(t.maxEngineShare)}`);
     }
   }
-  if (s.acksOverloadedMs > 0) return refuse("audio_backlog", LOAD_RETRY_S, `audio batches over their acks bound for ${ms(s.acksOverloadedMs)}`);
+  if (s.acksOverloadedMs > 0) return refuse("audio_backlog", loadRetryS, `audio batches over their acks bound for ${ms(s.acksOverloadedMs)}`);
   // within the predicted headroom a herd is admitted at once: its cost is known ahead
   if (!nearLimit(s, t) && s.openSessions + s.inFlight < s.predictedSessions) return { admit: true };
+  // the prediction is the machine's measured cost (correctedCapacity): no burst past it,
+  // which on a machine with a costlier session than the prior's put 250 on a plane that
+  // held 150 (the prediction rises as the sessions open show room)
+  if (measured(s)) {
+    const m = s.machine!;
+    return refuse("plane_full", loadRetryS, `${s.openSessions + s.inFlight} sessions open, ${s.predictedSessions} predicted to fill ${share(t.maxMachineShare)} of the machine's ${m.cores} cores (${m.busyCores.toFixed(2)} busy)`);
+  }
   const burst = burstNow(s, t);
   // Retry-After spreads the ones refused together over the windows it takes to admit
   // them at this pace (a queue's honest wait), not all back in one settle time
@@ -140,6 +159,7 @@ const NEAR_LIMIT = 0.6;
 
 function nearLimit(s: PlaneSignals, t: AdmissionThresholds): boolean {
   return (
+    (measured(s) && s.machine!.busyCores > t.maxMachineShare * s.machine!.cores) ||
     s.gatewayLoopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs ||
     (s.vad !== null && (s.vad.lagMs > NEAR_LIMIT * t.maxVadLagMs || s.vad.loopDelayMs > NEAR_LIMIT * t.maxLoopDelayMs)) ||
     (s.decisionP95Ms !== null && s.decisionP95Ms > NEAR_LIMIT * t.maxDecisionMs)
@@ -152,15 +172,48 @@ function burstNow(s: PlaneSignals, t: AdmissionThresholds): number {
 }
 
 /**
+ * Sessions the prediction is corrected from, at least: a handful cannot show what the
+ * plane holds (one late decision or one collection pause at one session put a signal
+ * near its bound; the prediction fell to 1 and a herd after it met the burst alone).
+ */
+const MIN_SHOWN = 10;
+
+/**
+ * Whether the prediction is the machine's measured cost: enough sessions shown on a
+ * measured machine. Before that the machine's load is not the sessions' (a herd's own
+ * upgrades, the service starting) and does not hold a herd back.
+ */
+function measured(s: PlaneSignals): boolean {
+  return s.machine !== null && s.openSessions - s.admittedRecently >= MIN_SHOWN;
+}
+
+/**
  * The prediction corrected from what the plane showed (each time the signals are
- * sampled): a plane near a bound holds no more than it has open, so the prediction falls
- * to that; a plane that holds more than predicted with no signal near its bound has
- * shown it holds them, so the prediction rises to that. Sessions admitted within the
- * last settle window do not count as shown: their load may not show yet.
+ * sampled), from the sessions open before the last settle window (`shown`: those admitted
+ * since may not show yet):
+ * - near a bound, the plane holds no more than it has open: the prediction falls to that;
+ * - otherwise, from what the machine is busy with per session shown: as many as fill
+ *   `maxMachineShare` of its cores, extrapolated to at most twice the sessions shown. The
+ *   prior per core is one machine's; this is the one the plane runs on (measured: the same
+ *   sessions cost one 2-core machine 3.4 times what they cost another). Everything the
+ *   machine does counts as the sessions' (the service's own idle work, nats-server,
+ *   other processes): no idle baseline to get wrong (one taken while the service started
+ *   put 1.3 of 2 cores down as idle and the prediction fell to 10). It errs low on a
+ *   small load and converges as sessions are added: it rises while the machine is under
+ *   its share and falls past it.
+ * - with too few sessions shown, or the machine not measured, the prediction stands, or
+ *   rises to what the plane has shown it holds.
  */
 export function correctedCapacity(predicted: number, s: PlaneSignals, t: AdmissionThresholds): number {
+  const shown = s.openSessions - s.admittedRecently;
+  if (shown < MIN_SHOWN) return predicted;
   if (nearLimit(s, t)) return Math.min(predicted, s.openSessions);
-  return Math.max(predicted, s.openSessions - s.admittedRecently);
+  const m = s.machine;
+  if (m && m.busyCores > 0) {
+    const fits = Math.floor((shown * t.maxMachineShare * m.cores) / m.busyCores);
+    return Math.max(shown, Math.min(fits, Math.max(t.plannedSessions, 2 * shown)));
+  }
+  return Math.max(predicted, shown);
 }
 
 /** Sessions closed lately past this fraction of those open (1/LEAVING_SHARE) are load leaving the plane. */

@@ -101,6 +101,7 @@ const REFUSALS: Record<RefusalReason, string> = {
   engine_busy: "Streaming recognition is at capacity (the engine cannot take another speaker); retry later.",
   audio_backlog: "The realtime plane is at capacity (audio is waiting to be stored); retry later.",
   admission_burst: "Too many realtime sessions are starting at once; retry in a moment.",
+  plane_full: "The realtime plane is at capacity (the sessions open fill the share of the machine they are predicted to); retry later.",
 };
 
 function newSessionId(): string {

@@ -1,6 +1,7 @@
 import { correctedCapacity, decideAdmission, decideShed, type AdmissionThresholds, type AdmissionVerdict, type PlaneSignals, type ShedReason } from "../../domain/sessions/admission";
 import type { Logger } from "../../shared/logger";
 import { loopDelayWindow } from "../../shared/loop-delay";
+import { machineLoadWindow } from "../../shared/machine-load";
 import { rtAdmissionsRefused, rtSessionsShed } from "../../shared/metrics";
 import type { Nats } from "../../shared/nats";
 import { BACKLOG_EVERY_MS, sharedBacklogView, watchVadLoad } from "../../shared/realtime-backlog";
@@ -10,7 +11,8 @@ import { BACKLOG_EVERY_MS, sharedBacklogView, watchVadLoad } from "../../shared/
  * (domain/sessions/admission.ts decides; this gathers the signals and keeps count):
  * its own event-loop delay (sampled every 500 ms), the VAD decision latency of its
  * sessions (p95 of the last 2 s, sampled with it), the VADs' load reports and the
- * rt-transcribers' backlog reports (core NATS, shared/realtime-backlog.ts), how long its
+ * rt-transcribers' backlog reports (core NATS, shared/realtime-backlog.ts), its machine's
+ * busy cores (shared/machine-load.ts), how long its
  * audio batches have been over their acks bound, the sessions it admitted lately (and
  * those not open yet), and the prediction of how many sessions the plane holds.
  *
@@ -75,10 +77,19 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     recent.sort((a, b) => a - b);
     decisionP95Ms = recent.length >= MIN_DECISIONS ? recent[Math.floor(recent.length * 0.95)]! : null;
   };
+  // the machine's busy cores, averaged over the last second or two (a half-second window
+  // swings with the audio's batches and collections)
+  const machineLoad = machineLoadWindow();
+  let busyCores: number | null = null;
+  const sampleMachine = () => {
+    const busy = machineLoad.take();
+    if (busy !== null) busyCores = busyCores === null ? busy : 0.5 * busyCores + 0.5 * busy;
+  };
   /** How many sessions the plane is predicted to hold at its targets (domain/sessions/admission.ts `correctedCapacity`). */
   let predictedSessions = t.plannedSessions;
   const sampler = setInterval(() => {
     loopDelayMs = loop.take();
+    sampleMachine();
     const at = now();
     sampleDecisions(at);
     predictedSessions = correctedCapacity(predictedSessions, signals(at), t);
@@ -90,13 +101,13 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   const inFlightAt: number[] = [];
   /** When sessions closed lately, oldest first (pruned past CLOSES_WINDOW_MS). */
   const closedAt: number[] = [];
-  const burstRefusedAt: number[] = [];
+  const refusedAt: number[] = [];
   let lastShedAt: number | null = null;
   const lastLogged = new Map<string, { at: number; count: number }>();
 
   const signals = (at: number): PlaneSignals => {
     while (admittedAt.length > 0 && at - admittedAt[0]! >= t.settleMs) admittedAt.shift();
-    while (burstRefusedAt.length > 0 && at - burstRefusedAt[0]! >= t.settleMs) burstRefusedAt.shift();
+    while (refusedAt.length > 0 && at - refusedAt[0]! >= t.settleMs) refusedAt.shift();
     while (inFlightAt.length > 0 && at - inFlightAt[0]! >= IN_FLIGHT_MS) inFlightAt.shift();
     while (closedAt.length > 0 && at - closedAt[0]! >= CLOSES_WINDOW_MS) closedAt.shift();
     const saturated = backlog.saturated();
@@ -111,7 +122,8 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
       inFlight: inFlightAt.length,
       predictedSessions,
       closedRecently: closedAt.length,
-      refusedRecently: burstRefusedAt.length,
+      refusedRecently: refusedAt.length,
+      machine: busyCores !== null ? { busyCores, cores: machineLoad.cores } : null,
     };
   };
 
@@ -122,7 +134,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     seen.count++;
     lastLogged.set(key, seen);
     if (at - seen.at < LOG_EVERY_MS) return;
-    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently, in_flight: s.inFlight, predicted_sessions: s.predictedSessions, engine_speakers: s.vad?.engine?.speakers ?? null, engine_load: s.vad?.engine ? Number(s.vad.engine.load.toFixed(3)) : null, ...(cause ? { cause } : {}) };
+    const fields = { reason, count: seen.count, open_sessions: s.openSessions, loop_delay_ms: Math.round(s.gatewayLoopDelayMs), vad_lag_ms: s.vad ? Math.round(s.vad.lagMs) : null, vad_loop_delay_ms: s.vad ? Math.round(s.vad.loopDelayMs) : null, decision_p95_ms: s.decisionP95Ms === null ? null : Math.round(s.decisionP95Ms), acks_overloaded_ms: s.acksOverloadedMs, admitted_recently: s.admittedRecently, in_flight: s.inFlight, predicted_sessions: s.predictedSessions, machine_busy_cores: s.machine ? Number(s.machine.busyCores.toFixed(2)) : null, engine_speakers: s.vad?.engine?.speakers ?? null, engine_load: s.vad?.engine ? Number(s.vad.engine.load.toFixed(3)) : null, ...(cause ? { cause } : {}) };
     if (what === "refused") logger.warn("refusing realtime sessions: the plane has no headroom", fields);
     else logger.warn("shedding the newest realtime session: the plane is far behind", fields);
     lastLogged.set(key, { at, count: 0 });
@@ -138,7 +150,7 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
         inFlightAt.push(at);
       }
       else {
-        if (verdict.reason === "admission_burst") burstRefusedAt.push(at);
+        refusedAt.push(at);
         rtAdmissionsRefused.inc({ reason: verdict.reason });
         note("refused", verdict.reason, s, at, verdict.cause);
       }
