@@ -137,6 +137,22 @@ export interface RunningVad {
   partitions(): number[];
 }
 
+/** The engine's share of the machine past which its decoders are starved, not finishing transients (costSharers). */
+const SATURATED_ENGINE_SHARE = 0.75;
+
+/**
+ * Among how many the engine's load is shared to give one continuous speaker's cost.
+ * Decoders busy past the speakers are finishing utterances already committed: a
+ * transient on a machine with room (a long commit's decode is no speaker, so the load is
+ * shared among the busy decoders), a backlog on a machine without (the decoders starved,
+ * each getting less CPU than it needs: only the speakers share it). Shared among the busy
+ * decoders there, 20 speakers whose decoding needed 2.4 of 2 cores measured 0.059 cores
+ * each, and all were admitted.
+ */
+export function costSharers(load: number, busy: number, speakers: number): number {
+  return load >= SATURATED_ENGINE_SHARE ? speakers : Math.max(busy, speakers);
+}
+
 export async function startVadConsumers(options: VadServiceOptions): Promise<RunningVad> {
   const { nats, logger } = options;
   const top = nats.topology;
@@ -175,7 +191,7 @@ export async function startVadConsumers(options: VadServiceOptions): Promise<Run
     const speakers = continuousSpeakers(sessions.values(), Date.now());
     // re-decodes through the router: the share of the engines' slots their decodes held
     const load = (options.decoders.engineShare ? options.decoders.engineShare() : engineCpu.take(pids) / cores) + labellingLoad();
-    const n = Math.max(busy, speakers);
+    const n = costSharers(load, busy, speakers);
     if (n > 0 && load > 0) perSpeaker = 0.8 * perSpeaker + 0.2 * (load / n);
     return { load, busy, size, per_speaker: perSpeaker, speakers, held };
   };
