@@ -166,7 +166,7 @@ const envSchema = z.object({
   RT_ENGINE_SPEAKER_CORES: num.min(0.001).max(8).default(0.06),
   RT_ADMIT_BURST: int.min(1).default(50),
   RT_ADMIT_SESSIONS_PER_CORE: int.min(1).default(75),
-  RT_ADMIT_MAX_MACHINE_SHARE: z.coerce.number().gt(0).max(1).default(0.75),
+  RT_ADMIT_MAX_MACHINE_SHARE: num.min(0.01).max(1).default(0.75),
   RT_ADMIT_SETTLE_MS: int.min(0).default(1000),
   RT_MAX_SESSIONS: int.min(0).default(0),
   RT_SHED_LAG_MS: int.min(1).default(1000),
@@ -200,10 +200,9 @@ function deepFreeze<T>(value: T): T {
  * engine's share of the machine holds at one speaker's cost (what admission lets in,
  * RT_ADMIT_MAX_ENGINE_SHARE × cores / RT_ENGINE_SPEAKER_CORES), and a quarter more for
  * the decoders still ending a committed utterance as their speaker's next one starts.
- * Sized below the speakers admitted, the rest queue for a decoder at every utterance
- * (20 speakers on the 16 decoders of 8 per core: no partials for a quarter of the
- * utterances, the overflow's finals whole-utterance decodes). At most 24 per core (the
- * settings of a test stack admit without bound). docs/realtime-reference.md, "Admission and shedding".
+ * Sized below the speakers admitted, the rest queue for a decoder at every utterance (20
+ * speakers on 16 decoders: no partials for a quarter of the utterances). At most 24 per
+ * core (a test stack admits without bound). docs/realtime-reference.md, "Admission and shedding".
  */
 function streamDecodersFor(env: Env, cores: number): number {
   const speakers = Math.floor((env.RT_ADMIT_MAX_ENGINE_SHARE * cores) / env.RT_ENGINE_SPEAKER_CORES);
@@ -211,9 +210,8 @@ function streamDecodersFor(env: Env, cores: number): number {
 }
 
 /**
- * `decoders`: the embedded PocketSphinx streaming decoders, when it is the only engine;
- * `redecode`: the open item re-decoded whole through the worker router, for whisper.cpp
- * and (opt-in, RT_UPSTREAM_PARTIALS) an OpenAI-compatible upstream; null: commit only.
+ * `decoders`: the embedded PocketSphinx streaming decoders, when it is the only engine; `redecode`: the open item
+ * re-decoded whole through the worker router, for whisper.cpp and (RT_UPSTREAM_PARTIALS) an upstream; null: commit only.
  */
 function partialsBy(env: Env, streamDecoders: number): "decoders" | "redecode" | null {
   if (streamDecoders === 0) return null;
