@@ -166,7 +166,7 @@ const envSchema = z.object({
   RT_ENGINE_SPEAKER_CORES: num.min(0.001).max(8).default(0.06),
   RT_ADMIT_BURST: int.min(1).default(50),
   RT_ADMIT_SESSIONS_PER_CORE: int.min(1).default(75),
-  RT_ADMIT_MAX_MACHINE_SHARE: num.min(0.01).max(1).default(0.75),
+  RT_ADMIT_MAX_MACHINE_SHARE: num.min(0).max(1).default(0.75),
   RT_ADMIT_SETTLE_MS: int.min(0).default(1000),
   RT_MAX_SESSIONS: int.min(0).default(0),
   RT_SHED_LAG_MS: int.min(1).default(1000),

@@ -71,7 +71,7 @@ export interface AdmissionThresholds {
   maxEngineShare: number;
   /** Past the predicted sessions, at most this many admissions per settleMs. */
   burst: number;
-  /** The share of the machine's cores the sessions are predicted to fill at most (correctedCapacity); past it the plane is near its limit. */
+  /** The share of the machine's cores the sessions are predicted to fill at most (correctedCapacity); past it the plane is near its limit. 0: not measured (machine null). */
   maxMachineShare: number;
   /**
    * The prediction before anything is measured: how many sessions the plane holds at its

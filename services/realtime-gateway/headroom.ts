@@ -82,6 +82,8 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
   const machineLoad = machineLoadWindow();
   let busyCores: number | null = null;
   const sampleMachine = () => {
+    // 0: the machine's CPU is not the plane's to judge by (shared with other work)
+    if (t.maxMachineShare === 0) return;
     const busy = machineLoad.take();
     if (busy !== null) busyCores = busyCores === null ? busy : 0.5 * busyCores + 0.5 * busy;
   };

@@ -133,7 +133,7 @@ export async function appendToOpenAiDoor(c: RtClient, pcm16k: Int16Array, speed 
 }
 
 /** Stack settings that keep a loaded machine from refusing upgrades by headroom (for tests of something else; docs/realtime-reference.md "Admission and shedding"). */
-export const RELAXED_ADMISSION = { RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000", RT_ADMIT_MAX_LOOP_DELAY_MS: "60000" };
+export const RELAXED_ADMISSION = { RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ADMIT_MAX_MACHINE_SHARE: "1", RT_ENGINE_SPEAKER_CORES: "0.001", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000", RT_ADMIT_MAX_LOOP_DELAY_MS: "60000" };
 
 /** A realtime gateway on the stack whose demo backend holds `key` (RT_DEMO_API_KEY: issued keys exist only once the stack runs), serving the demo page and the playground. */
 export function startDemoGateway(stack: Stack, key: string): Promise<RealtimeGateway> {

@@ -53,6 +53,8 @@ export async function startStack(overrides: Record<string, string | undefined> =
     JOB_ALLOW_PRIVATE_URLS: "true",
     // two streaming decoders per test stack (not the production default of all)
     RT_STREAM_DECODERS_WARM: "2",
+    // the machine runs other test files' stacks: its busy cores are not this stack's sessions' (admission's own tests set it)
+    RT_ADMIT_MAX_MACHINE_SHARE: "0",
     ...overrides,
   });
   const runtime = await startRuntime(config, createLogger(config.logLevel, { test: id }));
