@@ -108,7 +108,7 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
   // burst's worth a window, not sent back all in one moment: 850 clients refused at once
   // and all retrying 5 s later made a herd every 5 s whose upgrades alone put the VAD
   // behind (decisions p99 +736 ms over 150 sessions that hold +185 ms without it).
-  const loadRetryS = Math.min(MAX_BURST_RETRY_S, LOAD_RETRY_S + (t.settleMs / 1000) * Math.floor(s.refusedRecently / t.burst));
+  const loadRetryS = queuedRetryS(s, t, LOAD_RETRY_S, t.burst);
   if (s.engineSaturatedRetryAfterS !== null) return refuse("engine_saturated", s.engineSaturatedRetryAfterS, `utterances wait for an engine past ${s.engineSaturatedRetryAfterS} s`);
   if (t.maxSessions > 0 && s.openSessions >= t.maxSessions) return refuse("session_cap", loadRetryS, `${s.openSessions} sessions open, the cap is ${t.maxSessions}`);
   if (s.gatewayLoopDelayMs > t.maxLoopDelayMs) return refuse("gateway_busy", loadRetryS, `gateway event-loop delay ${ms(s.gatewayLoopDelayMs)} > ${ms(t.maxLoopDelayMs)}`);
@@ -144,9 +144,14 @@ export function decideAdmission(s: PlaneSignals, t: AdmissionThresholds): Admiss
   // them at this pace (a queue's honest wait), not all back in one settle time
   if (s.admittedRecently >= burst) {
     const cause = `${s.openSessions + s.inFlight} sessions open (${s.predictedSessions} predicted to hold at the targets), ${s.admittedRecently} admitted in the last ${ms(t.settleMs)}, the burst past the prediction is ${burst}`;
-    return refuse("admission_burst", Math.min(MAX_BURST_RETRY_S, (t.settleMs / 1000) * Math.ceil((s.refusedRecently + 1) / burst)), cause);
+    return refuse("admission_burst", queuedRetryS(s, t, t.settleMs / 1000, burst), cause);
   }
   return { admit: true };
+}
+
+/** A refusal's Retry-After as a queue's place: `baseS`, and a settle window for each `perWindow` refused lately before it (at most MAX_BURST_RETRY_S). */
+function queuedRetryS(s: PlaneSignals, t: AdmissionThresholds, baseS: number, perWindow: number): number {
+  return Math.min(MAX_BURST_RETRY_S, baseS + (t.settleMs / 1000) * Math.floor(s.refusedRecently / perWindow));
 }
 
 /**

@@ -97,12 +97,13 @@ export function createHeadroom(options: HeadroomOptions): Headroom {
     predictedSessions = correctedCapacity(predictedSessions, signals(at), t);
   }, BACKLOG_EVERY_MS);
   sampler.unref();
-  /** When recent admissions and burst refusals happened, oldest first (pruned past settleMs). */
+  /** When recent admissions happened, oldest first (pruned past settleMs). */
   const admittedAt: number[] = [];
   /** When the admissions not open yet were made, oldest first (an upgrade that never opens stops counting after IN_FLIGHT_MS). */
   const inFlightAt: number[] = [];
   /** When sessions closed lately, oldest first (pruned past CLOSES_WINDOW_MS). */
   const closedAt: number[] = [];
+  /** When recent refusals happened, for any reason, oldest first (pruned past settleMs). */
   const refusedAt: number[] = [];
   let lastShedAt: number | null = null;
   const lastLogged = new Map<string, { at: number; count: number }>();
