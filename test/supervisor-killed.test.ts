@@ -122,11 +122,13 @@ describe("a supervisor killed with SIGKILL takes its children with it", () => {
     process.kill(-first.proc.pid!, "SIGKILL");
     // Probed every 5 ms (a tighter loop takes the CPU the dying processes need): the port
     // closes when the kernel has torn down the process holding it, tens of ms for a
-    // ~220 MB node process; the children are gone with it, none left to run a stop.
+    // ~220 MB node process on an idle machine, 251 ms measured with both cores busy (a CI
+    // run beside a bench); the children are gone with it, none left to run a stop. A
+    // child that outlived the group would hold the port for good (waitFor's 5 s).
     const refusedAfter = await waitFor(async () => (await probe(port)) === "ECONNREFUSED" && Date.now() - killedAt, { timeoutMs: 5_000, everyMs: 5, what: "the port to refuse" });
     const childrenGoneAfter = await waitFor(async () => children.every(gone) && Date.now() - killedAt, { timeoutMs: 5_000, everyMs: 5, what: "the children to be gone" });
-    expect(refusedAfter, "ms from kill -9 of the group until the port refused").toBeLessThan(250);
-    expect(childrenGoneAfter, "ms from kill -9 of the group until its children were gone").toBeLessThan(250);
+    expect(refusedAfter, "ms from kill -9 of the group until the port refused").toBeLessThan(1_000);
+    expect(childrenGoneAfter, "ms from kill -9 of the group until its children were gone").toBeLessThan(1_000);
 
     // at once, as a second ./scripts/start.sh; every request from now on meets either nothing or the new instance
     const second = start(port);
