@@ -1,8 +1,10 @@
 /**
  * Embedded diarizer benchmark: `scripts/bench.sh diarization [--conversations 8] [--seed 29]
- * [--long-minutes 30] [--set changeThreshold=0.6,bicPenalty=4] [--verbose 1]` (`--set`: DiarizeSettings
- * to try; `--verbose`: one line per conversation; `--long-minutes`: the one long recording at the end)
- * (no services needed; run it under `nice -n 19`).
+ * [--long-minutes 30] [--set changeThreshold=0.6,bicPenalty=4] [--verbose 1] [--online 1|session [--pace 1]]`
+ * (`--set`: DiarizeSettings to try; `--verbose`: one line per conversation; `--long-minutes`:
+ * the one long recording at the end; `--online`: the live labels, below) (no services
+ * needed but with `--online session`, which starts `stt serve` on the machine's NATS and
+ * Postgres; run it under `nice -n 19` otherwise).
  *
  * Builds conversations from real recordings of different people: turns of 2–15 s (as
  * long as the speaker's material allows), 2, 3 or 4 speakers, taking turns in random
@@ -35,6 +37,9 @@ import { defaultTurnDetection } from "../schemas/realtime";
 import { seededRandom, speakerMaterial, testSpeakers } from "../test/support/conversations";
 import { telephone } from "../test/support/telephone";
 import { recordResults, type ResultRow } from "./support/results";
+import { BenchDeployment } from "./support/deployment";
+import { streamDiarized } from "./support/live-diarization";
+import { stopServer } from "./support/server";
 
 const args = new Map<string, string>();
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1] ?? "");
@@ -108,8 +113,11 @@ interface Tally {
   conversations: number;
   audio: number;
   cpu: number;
+  /** The live labels scored against the offline diarizer's turns. */
+  offlineScored: number;
+  offlineError: number;
 }
-const empty = (): Tally => ({ scored: 0, missed: 0, falseAlarm: 0, confusion: 0, countExact: 0, countError: 0, conversations: 0, audio: 0, cpu: 0 });
+const empty = (): Tally => ({ scored: 0, missed: 0, falseAlarm: 0, confusion: 0, countExact: 0, countError: 0, conversations: 0, audio: 0, cpu: 0, offlineScored: 0, offlineError: 0 });
 
 function cpuSeconds(): number {
   const u = process.cpuUsage();
@@ -118,8 +126,17 @@ function cpuSeconds(): number {
 
 /** `--online-set bicPenalty=2,glrFloor=0.3`: online settings to try. */
 const onlineSettings: Record<string, number> = Object.fromEntries((args.get("online-set") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
-/** `--online 1`: the live labels too, as a realtime session gives them (count estimated). */
-const MODES = args.has("online") ? (["estimated", "given", "online"] as const) : (["estimated", "given"] as const);
+/**
+ * `--online 1`: the live labels too, as a realtime session gives them (count estimated),
+ * labelled in this process; `--online session`: and through a running service's
+ * sessions, streamed at real time (each setting's conversations at once, one session
+ * each: bench/support/live-diarization.ts).
+ */
+const THROUGH_SESSIONS = args.get("online") === "session";
+/** `--pace 4`: the sessions' audio at 4 × real time (a quicker look; the labels do not depend on the pace). */
+const pace = Number(args.get("pace") ?? 1);
+type Mode = "estimated" | "given" | "online" | "session";
+const MODES: readonly Mode[] = THROUGH_SESSIONS ? ["estimated", "given", "online", "session"] : args.has("online") ? ["estimated", "given", "online"] : ["estimated", "given"];
 
 /**
  * The live labels of a realtime session (domain/diarization/online.ts): the conversation
@@ -157,19 +174,54 @@ async function main() {
   // the embedded diarizer as the planes run it; with --set, the same steps with those settings
   const diarize = async (pcm: Int16Array, hint: SpeakerCountHint): Promise<SpeakerTurn[]> =>
     Object.keys(overrides).length ? diarizePcm(pcm, speechRegions(await classify(pcm, 2)), hint, overrides) : embeddedDiarizer.diarize(pcmAudio(pcm), hint);
+  const service = THROUGH_SESSIONS ? await startService() : undefined;
+  try {
+    await run(classify, diarize, service);
+  } finally {
+    if (service) await service.stop();
+  }
+}
+
+/** `stt serve` of a bench deployment of its own, every session admitted (this bench measures labels, not capacity), and a key per conversation of a setting. */
+async function startService(): Promise<{ port: number; keys: string[]; stop(): Promise<void> }> {
+  const deployment = new BenchDeployment("dz");
+  const { proc, port, baseUrl } = await deployment.serve({ RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ADMIT_MAX_MACHINE_SHARE: "0", RT_ADMIT_BURST: "1000", RT_ADMIT_MAX_LOOP_DELAY_MS: "60000", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000" });
+  const keys: string[] = [];
+  for (let c = 0; c < perSetting; c++) keys.push(await deployment.issueKey(baseUrl, `diarization-${c}`));
+  return {
+    port,
+    keys,
+    stop: async () => {
+      await stopServer(proc);
+      await deployment.destroy();
+    },
+  };
+}
+
+async function run(
+  classify: (pcm: Int16Array, aggressiveness: number) => Promise<Uint8Array>,
+  diarize: (pcm: Int16Array, hint: SpeakerCountHint) => Promise<SpeakerTurn[]>,
+  service: { port: number; keys: string[] } | undefined,
+) {
   const rand = seededRandom(seed);
-  const rows: { label: string; speakers: number; channel: string; estimated: Tally; given: Tally; online: Tally }[] = [];
+  const rows: ({ label: string; speakers: number; channel: string } & Record<Mode, Tally>)[] = [];
   for (const count of [2, 3, 4]) {
     for (const channelDifference of [false, true]) {
-      const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, speakers: count, channel: channelDifference ? "channel difference" : "same channel", estimated: empty(), given: empty(), online: empty() };
-      for (let c = 0; c < perSetting; c++) {
-        const conv = await conversation(rand, count, channelDifference, classify);
+      const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, speakers: count, channel: channelDifference ? "channel difference" : "same channel", estimated: empty(), given: empty(), online: empty(), session: empty() };
+      const conversations: Conversation[] = [];
+      for (let c = 0; c < perSetting; c++) conversations.push(await conversation(rand, count, channelDifference, classify));
+      const streamed = service ? await Promise.all(conversations.map(async (conv, c) => streamDiarized(service.port, service.keys[c % service.keys.length]!, conv.pcm, pace))) : [];
+      for (const [c, conv] of conversations.entries()) {
+        let offline: SpeakerTurn[] = [];
         for (const mode of MODES) {
           const started = cpuSeconds();
-          const turns = mode === "online" ? await diarizeLive(conv.pcm) : await diarize(conv.pcm, mode === "given" ? { speakers: count } : {});
-          const cpu = cpuSeconds() - started;
+          const turns = mode === "session" ? streamed[c]!.turns : mode === "online" ? await diarizeLive(conv.pcm) : await diarize(conv.pcm, mode === "given" ? { speakers: count } : {});
+          const cpu = mode === "session" ? 0 : cpuSeconds() - started;
+          if (mode === "estimated") offline = turns as SpeakerTurn[];
           const score = diarizationErrorRate(conv.reference, turns);
-          if (args.has("verbose")) console.log(count, channelDifference, mode, [...new Set(conv.reference.map((r) => r.speaker))].join("+"), (score.der * 100).toFixed(1), new Set(turns.map((x) => x.speaker)).size, turns.length);
+          // the live labels against the offline diarizer's on the same audio (its turns as the reference)
+          const againstOffline = mode === "online" || mode === "session" ? diarizationErrorRate(offline, turns) : undefined;
+          if (args.has("verbose")) console.log(count, channelDifference, mode, [...new Set(conv.reference.map((r) => r.speaker))].join("+"), (score.der * 100).toFixed(1), new Set(turns.map((x) => x.speaker)).size, turns.length, mode === "session" ? JSON.stringify({ ...streamed[c]!, turns: undefined }) : "");
           const t = row[mode];
           const found = new Set(turns.map((x) => x.speaker)).size;
           Object.assign(t, {
@@ -182,6 +234,8 @@ async function main() {
             conversations: t.conversations + 1,
             audio: t.audio + conv.pcm.length / RATE,
             cpu: t.cpu + cpu,
+            offlineScored: t.offlineScored + (againstOffline?.scored ?? 0),
+            offlineError: t.offlineError + (againstOffline ? againstOffline.der * againstOffline.scored : 0),
           });
         }
       }
@@ -190,20 +244,22 @@ async function main() {
   }
   const pct = (x: number, of: number) => `${((100 * x) / of).toFixed(1)}%`.padStart(7);
   console.log(`seed ${seed}, ${perSetting} conversations per setting; DER with a 0.25 s collar`);
-  console.log(`${"setting".padEnd(38)} ${"count".padEnd(9)} ${"audio s".padStart(8)} ${"DER".padStart(7)} ${"missed".padStart(7)} ${"FA".padStart(7)} ${"conf.".padStart(7)} ${"count ok".padStart(9)} ${"|Δcount|".padStart(9)} ${"CPU s/s".padStart(8)}`);
+  // "vs off.": the live labels' DER against the offline diarizer's turns (count estimated) on the same audio
+  console.log(`${"setting".padEnd(38)} ${"count".padEnd(9)} ${"audio s".padStart(8)} ${"DER".padStart(7)} ${"missed".padStart(7)} ${"FA".padStart(7)} ${"conf.".padStart(7)} ${"count ok".padStart(9)} ${"|Δcount|".padStart(9)} ${"CPU s/s".padStart(8)} ${"vs off.".padStart(7)}`);
   let cpu = 0;
   let audio = 0;
   const resultRows: ResultRow[] = [];
   for (const r of rows) {
     for (const mode of MODES) {
       const t = r[mode];
-      cpu += t.cpu;
-      audio += t.audio;
+      // a session's labelling runs in the service: its cost is the in-process row's
+      if (mode !== "session") [cpu, audio] = [cpu + t.cpu, audio + t.audio];
+      const vsOffline = t.offlineScored ? Number(((100 * t.offlineError) / t.offlineScored).toFixed(1)) : undefined;
       const der = t.missed + t.falseAlarm + t.confusion;
       const share = (x: number) => Number(((100 * x) / t.scored).toFixed(1));
-      resultRows.push({ speakers: r.speakers, channel: r.channel, count: mode, der_pct: share(der), missed_pct: share(t.missed), false_alarm_pct: share(t.falseAlarm), confusion_pct: share(t.confusion), count_exact: t.countExact, conversations: t.conversations, audio_s: Math.round(t.audio), cpu_s_per_s: Number((t.cpu / t.audio).toFixed(4)) });
+      resultRows.push({ speakers: r.speakers, channel: r.channel, count: mode, der_pct: share(der), missed_pct: share(t.missed), false_alarm_pct: share(t.falseAlarm), confusion_pct: share(t.confusion), count_exact: t.countExact, conversations: t.conversations, audio_s: Math.round(t.audio), ...(mode === "session" ? {} : { cpu_s_per_s: Number((t.cpu / t.audio).toFixed(4)) }), ...(vsOffline === undefined ? {} : { der_vs_offline_pct: vsOffline }) });
       console.log(
-        `${r.label.padEnd(38)} ${mode.padEnd(9)} ${t.audio.toFixed(0).padStart(8)} ${pct(der, t.scored)} ${pct(t.missed, t.scored)} ${pct(t.falseAlarm, t.scored)} ${pct(t.confusion, t.scored)} ${`${t.countExact}/${t.conversations}`.padStart(9)} ${(t.countError / t.conversations).toFixed(2).padStart(9)} ${(t.cpu / t.audio).toFixed(4).padStart(8)}`,
+        `${r.label.padEnd(38)} ${mode.padEnd(9)} ${t.audio.toFixed(0).padStart(8)} ${pct(der, t.scored)} ${pct(t.missed, t.scored)} ${pct(t.falseAlarm, t.scored)} ${pct(t.confusion, t.scored)} ${`${t.countExact}/${t.conversations}`.padStart(9)} ${(t.countError / t.conversations).toFixed(2).padStart(9)} ${(mode === "session" ? "-" : (t.cpu / t.audio).toFixed(4)).padStart(8)} ${(vsOffline === undefined ? "" : `${vsOffline.toFixed(1)}%`).padStart(7)}`,
       );
     }
   }
