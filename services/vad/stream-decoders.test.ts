@@ -41,3 +41,30 @@ describe("stream decoder pool: items waiting for a decoder", () => {
     again!.abort();
   });
 });
+
+/**
+ * A streamed item is one PocketSphinx utterance, pauses and all: with its silence
+ * removal the decoder counted the words' frames from the utterance's latest return to
+ * speech, and JFK's 11 s (three pauses of 0.7–1.2 s) came back with "And" at 8.38 s and
+ * the last word at 17.06 s. ps-worker.c places each word in the audio that was fed.
+ */
+describe("stream decoder pool: word times of an utterance with pauses", () => {
+  let pool: StreamDecoderPool;
+  const jfk = pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!;
+  beforeAll(async () => {
+    pool = await createStreamDecoderPool({ size: 1, warm: 1 });
+  });
+  afterAll(() => pool.close());
+
+  it("the words of jfk.wav fed in 30 ms frames lie in its 11 s, in order, the first within its first second", async () => {
+    const u = pool.acquire({ prompt: null, cmn: null })!;
+    for (let at = 0; at < jfk.length; at += 480) u.feed(jfk.subarray(at, at + 480));
+    const { words } = await u.end();
+    expect(words.length).toBeGreaterThanOrEqual(15);
+    expect(words[0]!.start).toBeLessThan(1);
+    for (let i = 1; i < words.length; i++) expect(words[i]!.start).toBeGreaterThanOrEqual(words[i - 1]!.start);
+    const seconds = jfk.length / 16_000;
+    expect(words.at(-1)!.end).toBeLessThanOrEqual(seconds + 0.01);
+    expect(words.at(-1)!.start).toBeGreaterThan(seconds - 2);
+  });
+});

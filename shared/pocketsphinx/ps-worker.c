@@ -124,10 +124,25 @@ static void base_word(const char *w, char *out, size_t cap) {
 }
 
 static int first_segment;
+/* Set while the streamed utterance is emitted: its words are placed by kept_seconds. */
+static int emit_streamed;
+static double kept_seconds(int k, int frate);
 
 static void emit_utterance(ps_decoder_t *ps, int frate) {
   ps_seg_t *it = ps_seg_iter(ps);
   int any = 0;
+  /* the streamed utterance's offset: the last frame searched, as its segments count it, against the frames kept */
+  int offset = 0;
+  if (emit_streamed) {
+    int last = -1;
+    for (ps_seg_t *s = ps_seg_iter(ps); s != NULL; s = ps_seg_next(s)) {
+      int sf, ef;
+      ps_seg_frames(s, &sf, &ef);
+      if (ef > last) last = ef;
+    }
+    offset = last + 1 - ps_get_n_frames(ps);
+    if (offset < 0) offset = 0;
+  }
   char word[256];
   logmath_t *lmath = ps_get_logmath(ps);
   for (; it != NULL; it = ps_seg_next(it)) {
@@ -150,7 +165,9 @@ static void emit_utterance(ps_decoder_t *ps, int frate) {
     }
     printf("{\"w\":");
     json_string(stdout, word);
-    printf(",\"s\":%.2f,\"e\":%.2f,\"p\":%.3f}", (double)sf / frate, (double)(ef + 1) / frate, p);
+    double start = emit_streamed ? kept_seconds(sf - offset, frate) : (double)sf / frate;
+    double end = emit_streamed ? kept_seconds(ef + 1 - offset - 1, frate) + 1.0 / frate : (double)(ef + 1) / frate;
+    printf(",\"s\":%.2f,\"e\":%.2f,\"p\":%.3f}", start, end, p);
   }
   if (any) printf("]}");
 }
@@ -324,22 +341,59 @@ static int clip_cmn_mean(fe_t *fe, const int16_t *pcm, size_t n, mfcc_t *mean, i
 #define FEED_SAMPLES 320
 static int16_t feed_rest[FEED_SAMPLES];
 static size_t feed_rest_n;
+
+/* Where the streamed utterance's words lie in its audio. With silence removal on, the
+ * decoder searches only the frames its voice detector keeps, and a word's frames are
+ * counted among those, plus the stream position of the utterance's latest return to
+ * speech: one utterance that holds pauses got times seconds late (jfk.wav's first 4.7 s
+ * put "And" at 3.48 s instead of 0.3 s, "not" at 6.49 s, past its end). (The commit path
+ * ends an utterance at every pause, and its times are right.) So every 20 ms piece fed
+ * records how many frames had been kept after it (`fed_marks`); at the end the offset is
+ * what the last frame searched was counted as, minus the frames kept, and a word's kept
+ * frame is placed in the audio of the piece that kept it (`kept_seconds`). */
+static struct fed_mark { int kept; long samples; } *fed_marks;
+static size_t fed_marks_n, fed_marks_cap;
+static long fed_samples;
+
+static void process_piece(ps_decoder_t *ps, const int16_t *pcm, size_t n) {
+  ps_process_raw(ps, pcm, n, FALSE, FALSE);
+  fed_samples += (long)n;
+  if (fed_marks_n == fed_marks_cap) {
+    fed_marks_cap = fed_marks_cap ? 2 * fed_marks_cap : 1024;
+    fed_marks = realloc(fed_marks, fed_marks_cap * sizeof *fed_marks);
+  }
+  fed_marks[fed_marks_n++] = (struct fed_mark){ ps_get_n_frames(ps), fed_samples };
+}
+
+/* Seconds from the utterance's first sample to the start of kept frame k: counted back
+ * at frate from the end of the piece that kept it, never before that piece's start. */
+static double kept_seconds(int k, int frate) {
+  for (size_t i = 0; i < fed_marks_n; i++) {
+    if (fed_marks[i].kept <= k) continue;
+    double end = fed_marks[i].samples / 16000.0;
+    double start = i ? fed_marks[i - 1].samples / 16000.0 : 0;
+    double t = end - (double)(fed_marks[i].kept - k) / frate;
+    return t > start ? t : start;
+  }
+  return fed_samples / 16000.0;
+}
+
 static void feed_raw(ps_decoder_t *ps, const int16_t *pcm, size_t n) {
   if (feed_rest_n) {
     size_t take = FEED_SAMPLES - feed_rest_n < n ? FEED_SAMPLES - feed_rest_n : n;
     memcpy(feed_rest + feed_rest_n, pcm, take * 2);
     feed_rest_n += take, pcm += take, n -= take;
     if (feed_rest_n < FEED_SAMPLES) return;
-    ps_process_raw(ps, feed_rest, FEED_SAMPLES, FALSE, FALSE);
+    process_piece(ps, feed_rest, FEED_SAMPLES);
     feed_rest_n = 0;
   }
-  for (; n >= FEED_SAMPLES; pcm += FEED_SAMPLES, n -= FEED_SAMPLES) ps_process_raw(ps, pcm, FEED_SAMPLES, FALSE, FALSE);
+  for (; n >= FEED_SAMPLES; pcm += FEED_SAMPLES, n -= FEED_SAMPLES) process_piece(ps, pcm, FEED_SAMPLES);
   memcpy(feed_rest, pcm, n * 2);
   feed_rest_n = n;
 }
 /* The last piece, shorter than FEED_SAMPLES, at the end of the utterance. */
 static void feed_flush(ps_decoder_t *ps) {
-  if (feed_rest_n) ps_process_raw(ps, feed_rest, feed_rest_n, FALSE, FALSE);
+  if (feed_rest_n) process_piece(ps, feed_rest, feed_rest_n);
   feed_rest_n = 0;
 }
 
@@ -416,6 +470,8 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
       ps_start_stream(ps);
       ps_start_utt(ps);
       feed_rest_n = 0;
+      fed_marks_n = 0;
+      fed_samples = 0;
       stream_open = 1;
       return 0;
     }
@@ -478,7 +534,9 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
         warm_flush(ps, mean_fe, feat, cmn_init_vec, cmn_vec, ncep);
         feed_flush(ps);
         ps_end_utt(ps);
+        emit_streamed = 1;
         emit_utterance(ps, frate);
+        emit_streamed = 0;
         stream_open = 0;
       }
       mfcc_t v[64];
