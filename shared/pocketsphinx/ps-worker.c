@@ -128,21 +128,24 @@ static int first_segment;
 static int emit_streamed;
 static double kept_seconds(int k, int frate);
 
+/* How far the streamed utterance's segments count past the frames kept: the last frame
+ * they reach, against the frames searched (kept_seconds' comment). A running hypothesis
+ * may end before the frame searched last, which only makes its words look later. */
+static int kept_offset(ps_decoder_t *ps) {
+  int last = -1;
+  for (ps_seg_t *s = ps_seg_iter(ps); s != NULL; s = ps_seg_next(s)) {
+    int sf, ef;
+    ps_seg_frames(s, &sf, &ef);
+    if (ef > last) last = ef;
+  }
+  int offset = last + 1 - ps_get_n_frames(ps);
+  return offset > 0 ? offset : 0;
+}
+
 static void emit_utterance(ps_decoder_t *ps, int frate) {
   ps_seg_t *it = ps_seg_iter(ps);
   int any = 0;
-  /* the streamed utterance's offset: the last frame searched, as its segments count it, against the frames kept */
-  int offset = 0;
-  if (emit_streamed) {
-    int last = -1;
-    for (ps_seg_t *s = ps_seg_iter(ps); s != NULL; s = ps_seg_next(s)) {
-      int sf, ef;
-      ps_seg_frames(s, &sf, &ef);
-      if (ef > last) last = ef;
-    }
-    offset = last + 1 - ps_get_n_frames(ps);
-    if (offset < 0) offset = 0;
-  }
+  int offset = emit_streamed ? kept_offset(ps) : 0;
   char word[256];
   logmath_t *lmath = ps_get_logmath(ps);
   for (; it != NULL; it = ps_seg_next(it)) {
@@ -505,6 +508,9 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
       if (hyp) {
         char word[256];
         int n = 0;
+        /* end frames among the frames kept, the units of "frames" (kept_seconds' comment):
+         * counted from the latest return to speech, a word never looked settled */
+        int offset = kept_offset(ps);
         for (ps_seg_t *it = ps_seg_iter(ps); it != NULL; it = ps_seg_next(it)) {
           const char *w = ps_seg_word(it);
           if (is_filler(w)) continue;
@@ -513,7 +519,7 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
           base_word(w, word, sizeof word);
           printf("%s[", n++ ? "," : "");
           json_string(stdout, word);
-          printf(",%d]", ef + 1);
+          printf(",%d]", ef + 1 - offset);
           snprintf(last[0], sizeof last[0], "%s", last[1]);
           snprintf(last[1], sizeof last[1], "%s", word);
         }
