@@ -36,6 +36,7 @@ import { loadVadEngine } from "../shared/audio/vad";
 import { defaultTurnDetection } from "../schemas/realtime";
 import { seededRandom, speakerMaterial, testSpeakers } from "../test/support/conversations";
 import { telephone } from "../test/support/telephone";
+import { RELAXED_ADMISSION } from "../test/support/realtime-support";
 import { recordResults, type ResultRow } from "./support/results";
 import { BenchDeployment } from "./support/deployment";
 import { streamDiarized } from "./support/live-diarization";
@@ -185,7 +186,7 @@ async function main() {
 /** `stt serve` of a bench deployment of its own, every session admitted (this bench measures labels, not capacity), and a key per conversation of a setting. */
 async function startService(): Promise<{ port: number; keys: string[]; stop(): Promise<void> }> {
   const deployment = new BenchDeployment("dz");
-  const { proc, port, baseUrl } = await deployment.serve({ RT_ADMIT_MAX_ENGINE_SHARE: "1", RT_ADMIT_MAX_MACHINE_SHARE: "0", RT_ADMIT_BURST: "1000", RT_ADMIT_MAX_LOOP_DELAY_MS: "60000", RT_ADMIT_MAX_VAD_LAG_MS: "60000", RT_ADMIT_MAX_DECISION_MS: "60000" });
+  const { proc, port, baseUrl } = await deployment.serve({ ...RELAXED_ADMISSION, RT_ADMIT_BURST: "1000" });
   const keys: string[] = [];
   for (let c = 0; c < perSetting; c++) keys.push(await deployment.issueKey(baseUrl, `diarization-${c}`));
   return {

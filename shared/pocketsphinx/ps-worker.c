@@ -124,8 +124,6 @@ static void base_word(const char *w, char *out, size_t cap) {
 }
 
 static int first_segment;
-/* Set while the streamed utterance is emitted: its words are placed by kept_seconds. */
-static int emit_streamed;
 static double kept_seconds(int k, int frate);
 
 /* How far the streamed utterance's segments count past the frames kept: the last frame
@@ -142,10 +140,11 @@ static int kept_offset(ps_decoder_t *ps) {
   return offset > 0 ? offset : 0;
 }
 
-static void emit_utterance(ps_decoder_t *ps, int frate) {
+/* `streamed`: the streamed utterance, whose words are placed by kept_seconds. */
+static void emit_utterance(ps_decoder_t *ps, int frate, int streamed) {
   ps_seg_t *it = ps_seg_iter(ps);
   int any = 0;
-  int offset = emit_streamed ? kept_offset(ps) : 0;
+  int offset = streamed ? kept_offset(ps) : 0;
   char word[256];
   logmath_t *lmath = ps_get_logmath(ps);
   for (; it != NULL; it = ps_seg_next(it)) {
@@ -168,8 +167,8 @@ static void emit_utterance(ps_decoder_t *ps, int frate) {
     }
     printf("{\"w\":");
     json_string(stdout, word);
-    double start = emit_streamed ? kept_seconds(sf - offset, frate) : (double)sf / frate;
-    double end = emit_streamed ? kept_seconds(ef + 1 - offset - 1, frate) + 1.0 / frate : (double)(ef + 1) / frate;
+    double start = streamed ? kept_seconds(sf - offset, frate) : (double)sf / frate;
+    double end = streamed ? kept_seconds(ef - offset, frate) + 1.0 / frate : (double)(ef + 1) / frate;
     printf(",\"s\":%.2f,\"e\":%.2f,\"p\":%.3f}", start, end, p);
   }
   if (any) printf("]}");
@@ -540,9 +539,7 @@ static int stream_request(ps_decoder_t *ps, cmd_ln_t *config, const char *defaul
         warm_flush(ps, mean_fe, feat, cmn_init_vec, cmn_vec, ncep);
         feed_flush(ps);
         ps_end_utt(ps);
-        emit_streamed = 1;
-        emit_utterance(ps, frate);
-        emit_streamed = 0;
+        emit_utterance(ps, frate, 1);
         stream_open = 0;
       }
       mfcc_t v[64];
@@ -782,13 +779,13 @@ int main(int argc, char **argv) {
       if (in_speech && !utt_started) utt_started = 1;
       if (!in_speech && utt_started) {
         ps_end_utt(ps);
-        emit_utterance(ps, frate);
+        emit_utterance(ps, frate, 0);
         ps_start_utt(ps);
         utt_started = 0;
       }
     }
     ps_end_utt(ps);
-    if (utt_started) emit_utterance(ps, frate);
+    if (utt_started) emit_utterance(ps, frate, 0);
     printf("],\"promptWords\":%d}\n", biased);
     if (biased) ps_set_search(ps, default_search);
     fflush(stdout);
