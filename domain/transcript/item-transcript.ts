@@ -87,7 +87,7 @@ export function completeCommittedItem(pipeline: TranscriptPipeline, result: Verb
       word: w.word,
       start_ms: toMs(w.start),
       end_ms: toMs(w.end),
-      probability: w.probability,
+      ...(w.probability === undefined ? {} : { probability: w.probability }),
       ...(w.punctuated_word === undefined ? {} : { punctuated_word: w.punctuated_word }),
       ...(w.entity === undefined ? {} : { entity: w.entity }),
     })),
@@ -102,7 +102,7 @@ export function completeCommittedItem(pipeline: TranscriptPipeline, result: Verb
 export function completeItemAfterDeltas(pipeline: TranscriptPipeline, emitted: readonly EmittedWord[] | undefined, result: VerboseTranscription, audioStartMs: number): ItemTranscript & { language: string } {
   if (!emitted?.length) return completeCommittedItem(pipeline, result, audioStartMs);
   const toMs = (s: number) => audioStartMs + Math.round(s * 1000);
-  const final = result.words.map((w) => ({ word: w.word.trim(), start_ms: toMs(w.start), end_ms: toMs(w.end), probability: w.probability })).filter((w) => w.word !== "");
+  const final = result.words.map((w) => ({ word: w.word.trim(), start_ms: toMs(w.start), end_ms: toMs(w.end), ...(w.probability === undefined ? {} : { probability: w.probability }) })).filter((w) => w.word !== "");
   return { ...completeStreamedItem(pipeline, emitted, final, audioStartMs), language: result.language };
 }
 

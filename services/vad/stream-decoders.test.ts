@@ -68,3 +68,31 @@ describe("stream decoder pool: word times of an utterance with pauses", () => {
     expect(words.at(-1)!.start).toBeGreaterThan(seconds - 2);
   });
 });
+
+/**
+ * The final pass (bestpath over the first pass's lattice) now and then finds no path:
+ * jfk.wav's first 7.0 s (14 of its 100 prefixes cut every 0.1 s) ended with no words,
+ * though the running hypothesis held them, and the realtime item kept only the words
+ * its deltas had sent, at zero length. ps-worker.c then reports the first pass's words.
+ */
+describe("stream decoder pool: an utterance whose final pass finds no path", () => {
+  let pool: StreamDecoderPool;
+  const jfk = pcm16MonoFromWav(readFileSync(fixturePath("jfk.wav")))!;
+  beforeAll(async () => {
+    pool = await createStreamDecoderPool({ size: 1, warm: 1 });
+  });
+  afterAll(() => pool.close());
+
+  it("jfk.wav's first 7.0 s still end with its words, in order, within the 7 s, without a probability", async () => {
+    const u = pool.acquire({ prompt: null, cmn: null })!;
+    const cut = jfk.subarray(0, 7 * 16_000);
+    for (let at = 0; at < cut.length; at += 480) u.feed(cut.subarray(at, at + 480));
+    const { words } = await u.end();
+    expect(words.map((w) => w.word).join(" ")).toMatch(/fellow americans/);
+    expect(words[0]!.start).toBeLessThan(1);
+    for (let i = 1; i < words.length; i++) expect(words[i]!.start).toBeGreaterThanOrEqual(words[i - 1]!.start);
+    expect(words.at(-1)!.end).toBeLessThanOrEqual(7.01);
+    // the first pass's words carry no posterior: none is made up
+    expect(words.every((w) => w.probability === undefined)).toBe(true);
+  });
+});

@@ -53,7 +53,7 @@ export const STREAM_DECODER_OPTIONS = ["-fwdflat", "no", "-mmap", "yes", "-ds", 
 
 const endOutput = z.union([
   z.object({
-    segments: z.array(z.object({ words: z.array(z.object({ w: z.string(), s: z.number(), e: z.number(), p: z.number() })) })),
+    segments: z.array(z.object({ words: z.array(z.object({ w: z.string(), s: z.number(), e: z.number(), p: z.number().optional() })) })),
     cmn: z.array(z.number()),
   }),
   z.object({ error: z.string() }),
@@ -76,7 +76,8 @@ interface StreamWord {
   /** Seconds from the utterance's first fed sample. */
   start: number;
   end: number;
-  probability: number;
+  /** Absent when the decoder's final pass found no path and its first pass's words stand (ps-worker.c end_utterance). */
+  probability?: number;
 }
 
 export interface StreamResult {
@@ -317,7 +318,7 @@ export async function createStreamDecoderPool(options: StreamDecoderPoolOptions)
         speakers--;
         const out = endOutput.parse(JSON.parse(await finish()));
         if ("error" in out) throw new AppError("internal", "engine_error", `pocketsphinx: ${out.error}`);
-        const words = out.segments.flatMap((s) => s.words.map((w) => ({ word: w.w, start: w.s, end: Math.max(w.e, w.s), probability: w.p })));
+        const words = out.segments.flatMap((s) => s.words.map((w) => ({ word: w.w, start: w.s, end: Math.max(w.e, w.s), ...(w.p === undefined ? {} : { probability: w.p }) })));
         return { words, cmn: out.cmn };
       },
       abort() {

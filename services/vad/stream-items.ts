@@ -302,7 +302,7 @@ async function finishStream(env: HandleEnv, s: OpenStream, command: UtteranceCom
   const state = env.sessions.get(sessionId);
   if (state) state.cmn = result.cmn;
   const clamp = (ms: number) => Math.min(Math.max(ms, startMs), endMs);
-  const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), probability: w.probability }));
+  const timed = result.words.map((w) => ({ word: w.word, start_ms: clamp(startMs + Math.round(w.start * 1000)), end_ms: clamp(startMs + Math.round(w.end * 1000)), ...(w.probability === undefined ? {} : { probability: w.probability }) }));
   const final = completeStreamedItem(transcriptPipeline({ smartFormat: command.smart_format, prompt: command.prompt, keyterms: command.keyterms, redact: command.redact, cuts: ITEM_CUTS }), s.emitted, timed, startMs);
   const events = itemOutcomeEvents(command, { ...final, language: "en" }, { workerId: `stream:${hostname()}`, fallbackUsed: false, workerMs, queueMs: 0 });
   await env.store.appendOutcome(sessionId, item, events);

@@ -71,7 +71,7 @@ const PING = (() => {
 
 const psOutput = z.union([
   z.object({
-    segments: z.array(z.object({ words: z.array(z.object({ w: z.string(), s: z.number(), e: z.number(), p: z.number() })) })),
+    segments: z.array(z.object({ words: z.array(z.object({ w: z.string(), s: z.number(), e: z.number(), p: z.number().optional() })) })),
   }),
   z.object({ error: z.string() }),
 ]);
@@ -307,9 +307,11 @@ function toVerbose(out: PsOutput, durationSeconds: number): VerboseTranscription
   const segments: TranscriptSegment[] = [];
   for (const utt of out.segments) {
     if (utt.words.length === 0) continue;
-    const ws = utt.words.map((w) => ({ word: w.w, start: round(clamp(w.s)), end: round(clamp(Math.max(w.e, w.s))), probability: w.p }));
+    // a word without "p": the final pass found no path and the first pass's words stand (ps-worker.c end_utterance)
+    const ws = utt.words.map((w) => ({ word: w.w, start: round(clamp(w.s)), end: round(clamp(Math.max(w.e, w.s))), ...(w.p === undefined ? {} : { probability: w.p }) }));
     words.push(...ws);
-    const logp = ws.reduce((acc, w) => acc + Math.log(Math.max(w.probability, 1e-6)), 0) / ws.length;
+    const known = ws.flatMap((w) => (w.probability === undefined ? [] : [w.probability]));
+    const logp = known.length ? known.reduce((acc, p) => acc + Math.log(Math.max(p, 1e-6)), 0) / known.length : 0;
     segments.push(segmentFromWords(segments.length, ws, Math.round(logp * 1000) / 1000));
   }
   return {
