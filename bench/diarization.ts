@@ -31,7 +31,8 @@ import { diarizePcm, type SpeakerCountHint, type SpeakerTurn } from "../domain/d
 import { embeddedDiarizer, pcmAudio, speechRegions } from "../domain/diarization/embedded";
 import { diarizationErrorRate, type LabelledTurn } from "../domain/diarization/der";
 import { createFrameClassifier } from "../shared/audio/vad-frames";
-import { emptyDiarization, itemFrames, labelItemTurns } from "../domain/diarization/online";
+import { emptyDiarization } from "../domain/diarization/online";
+import { labelItemAudio } from "../services/vad/speaker-labels";
 import { loadVadEngine } from "../shared/audio/vad";
 import { defaultTurnDetection } from "../schemas/realtime";
 import { seededRandom, speakerMaterial, testSpeakers } from "../test/support/conversations";
@@ -142,24 +143,23 @@ const MODES: readonly Mode[] = THROUGH_SESSIONS ? ["estimated", "given", "online
 /**
  * The live labels of a realtime session (domain/diarization/online.ts): the conversation
  * cut into items by the realtime VAD at its defaults (server_vad, 500 ms of silence), each
- * item labelled as it is committed; an item's speech regions carry its label as sent.
+ * item labelled as it is committed, as the service labels it (`labelItemAudio`); an
+ * item's speech regions carry its label as sent.
  */
 async function diarizeLive(pcm: Int16Array): Promise<SpeakerTurn[]> {
   const seg = (await loadVadEngine()).createSegmenter(defaultTurnDetection);
-  const vad = await createFrameClassifier(2);
   let state = emptyDiarization();
   const turns: SpeakerTurn[] = [];
   try {
-    const label = (u: { audioStartMs: number; pcm: Int16Array }) => {
-      const r = labelItemTurns(state, itemFrames(u.pcm, vad.classify(u.pcm)), onlineSettings);
+    const label = async (u: { audioStartMs: number; pcm: Int16Array }) => {
+      const r = await labelItemAudio(state, u.pcm, onlineSettings);
       state = r.state;
       for (const t of r.turns) turns.push({ start: u.audioStartMs / 1000 + t.start, end: u.audioStartMs / 1000 + t.end, speaker: t.speaker });
     };
-    for (let at = 0; at < pcm.length; at += 320) for (const e of seg.push(pcm.subarray(at, at + 320))) if (e.kind === "utterance") label(e);
-    for (const e of seg.commit("close")) if (e.kind === "utterance") label(e);
+    for (let at = 0; at < pcm.length; at += 320) for (const e of seg.push(pcm.subarray(at, at + 320))) if (e.kind === "utterance") await label(e);
+    for (const e of seg.commit("close")) if (e.kind === "utterance") await label(e);
   } finally {
     seg.close();
-    vad.free();
   }
   return turns;
 }

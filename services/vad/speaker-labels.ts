@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { ServerEventOf } from "../../schemas/realtime";
 import type { UtteranceCommand } from "../../schemas/realtime-internal";
 import { createFrameClassifier } from "../../shared/audio/vad-frames";
-import { emptyDiarization, itemFrames, labelItemTurns, speakerLabel, type OnlineDiarization } from "../../domain/diarization/online";
+import { emptyDiarization, itemFrames, labelItemTurns, speakerLabel, type OnlineBounds, type OnlineDiarization } from "../../domain/diarization/online";
 
 /** The WebRTC VAD's aggressiveness for the frames a speaker is heard in: the offline diarizer's (domain/diarization/embedded.ts). */
 const DIARIZER_AGGRESSIVENESS = 2;
@@ -39,16 +39,9 @@ export function withSpeakers(
   if (!settings.diarize) return Promise.resolve(unlabelled);
   const sp = (session.speakers ??= { state: emptyDiarization(), chain: Promise.resolve() });
   const labelled = sp.chain.then(async () => {
-    const vad = await createFrameClassifier(DIARIZER_AGGRESSIVENESS);
-    // the labelling runs on the event loop from here to its result: its time is its CPU
+    // the labelling runs on the event loop but for the classifier's creation: its time is its CPU
     const started = performance.now();
-    let frames;
-    try {
-      frames = itemFrames(pcm, vad.classify(pcm));
-    } finally {
-      vad.free();
-    }
-    const r = labelItemTurns(sp.state, frames, { speakers: settings.speakers, maxSpeakers: settings.max_speakers });
+    const r = await labelItemAudio(sp.state, pcm, { speakers: settings.speakers, maxSpeakers: settings.max_speakers });
     io.spent.ms += performance.now() - started;
     sp.state = r.state;
     io.saved(r.state);
@@ -65,3 +58,20 @@ export function withSpeakers(
 }
 
 type SpeakerMerged = ServerEventOf<"conversation.speaker.merged">;
+
+/**
+ * One committed item's speakers, as a diarizing session labels it: its voiced frames by
+ * a WebRTC VAD of the item's own (a fresh classifier per item, so the labels do not
+ * depend on the session's earlier audio, a resume or a takeover), then `labelItemTurns`.
+ * bench/diarization.ts --online labels its items with this too.
+ */
+export async function labelItemAudio(state: OnlineDiarization, pcm: Int16Array, bounds: OnlineBounds): Promise<ReturnType<typeof labelItemTurns>> {
+  const vad = await createFrameClassifier(DIARIZER_AGGRESSIVENESS);
+  let frames;
+  try {
+    frames = itemFrames(pcm, vad.classify(pcm));
+  } finally {
+    vad.free();
+  }
+  return labelItemTurns(state, frames, bounds);
+}
