@@ -1,6 +1,7 @@
 /**
  * Embedded diarizer benchmark: `scripts/bench.sh diarization [--conversations 8] [--seed 29]
- * [--long-minutes 30] [--set changeThreshold=0.6,bicPenalty=4] [--verbose 1] [--online 1|session [--pace 1]]`
+ * [--long-minutes 30] [--set changeThreshold=0.6,bicPenalty=4] [--verbose 1] [--online 1|session [--pace 1]]
+ * [--online-set …] [--online-turn aggressiveness=2]`
  * (`--set`: DiarizeSettings to try; `--verbose`: one line per conversation; `--long-minutes`:
  * the one long recording at the end; `--online`: the live labels, below) (no services
  * needed but with `--online session`, which starts `stt serve` on the machine's NATS and
@@ -128,6 +129,8 @@ function cpuSeconds(): number {
 
 /** `--online-set bicPenalty=2,glrFloor=0.3`: online settings to try. */
 const onlineSettings: Record<string, number> = Object.fromEntries((args.get("online-set") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
+/** `--online-turn aggressiveness=2`: the live sessions' `turn_detection` (server_vad) settings to try, sent in their `session.update` too. */
+const onlineTurn: Record<string, number> = Object.fromEntries((args.get("online-turn") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
 /**
  * `--online 1`: the live labels too, as a realtime session gives them (count estimated),
  * labelled in this process; `--online session`: and through a running service's
@@ -147,7 +150,7 @@ const MODES: readonly Mode[] = THROUGH_SESSIONS ? ["estimated", "given", "online
  * item's speech regions carry its label as sent.
  */
 async function diarizeLive(pcm: Int16Array): Promise<SpeakerTurn[]> {
-  const seg = (await loadVadEngine()).createSegmenter(defaultTurnDetection);
+  const seg = (await loadVadEngine()).createSegmenter({ ...defaultTurnDetection, ...onlineTurn });
   let state = emptyDiarization();
   const turns: SpeakerTurn[] = [];
   try {
@@ -211,7 +214,7 @@ async function run(
       const row = { label: `${count} speakers, ${channelDifference ? "channel difference" : "same channel"}`, speakers: count, channel: channelDifference ? "channel difference" : "same channel", estimated: empty(), given: empty(), online: empty(), session: empty() };
       const conversations: Conversation[] = [];
       for (let c = 0; c < perSetting; c++) conversations.push(await conversation(rand, count, channelDifference, classify));
-      const streamed = service ? await Promise.all(conversations.map(async (conv, c) => streamDiarized(service.port, service.keys[c % service.keys.length]!, conv.pcm, pace))) : [];
+      const streamed = service ? await Promise.all(conversations.map(async (conv, c) => streamDiarized(service.port, service.keys[c % service.keys.length]!, conv.pcm, pace, onlineTurn))) : [];
       for (const [c, conv] of conversations.entries()) {
         let offline: SpeakerTurn[] = [];
         for (const mode of MODES) {

@@ -30,7 +30,7 @@ interface Completed {
  * (its padding included); an item whose words carry speakers (a change of speaker inside
  * it) is cut halfway between the two words where the speaker changes.
  */
-export async function streamDiarized(port: number, key: string, pcm: Int16Array, speed = 1): Promise<LiveRun> {
+export async function streamDiarized(port: number, key: string, pcm: Int16Array, speed = 1, turn: Record<string, number> = {}): Promise<LiveRun> {
   const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/audio/transcriptions/stream`, { headers: { authorization: `Bearer ${key}` } });
   const completed: Completed[] = [];
   let committed = 0;
@@ -48,7 +48,7 @@ export async function streamDiarized(port: number, key: string, pcm: Int16Array,
   const updated = new Promise<void>((resolve, reject) => {
     ws.on("message", (data) => {
       const e = JSON.parse(data.toString());
-      if (e.type === "session.created") ws.send(JSON.stringify({ type: "session.update", session: { input_audio_transcription: { diarize: true } } }));
+      if (e.type === "session.created") ws.send(JSON.stringify({ type: "session.update", session: { input_audio_transcription: { diarize: true }, ...(Object.keys(turn).length ? { turn_detection: { type: "server_vad", ...turn } } : {}) } }));
       else if (e.type === "session.updated") resolve();
       else if (e.type === "input_audio_buffer.committed") {
         committed++;
