@@ -80,11 +80,16 @@ describe("live speaker labels, one item at a time", () => {
     const next = (st: OnlineDiarization, pcm: Int16Array) => labelItemTurns(st, itemFrames(pcm, vad.classify(pcm))).speaker;
     expect(next(restored, cut(B, 5, 11))).toBe(1);
     expect(next(restored, cut(B, 5, 11))).toBe(next(state, cut(B, 5, 11)));
-    vad.free();
     expect(restoredDiarization({ speakers: "no" })).toBeNull();
     expect(restoredDiarization(null)).toBeNull();
     // sums of products that do not match the sums' dimensions
     expect(restoredDiarization({ speakers: [{ id: 0, n: 5, sum: [1, 2], outer: [1] }], mergedInto: {}, frames: 5 })).toBeNull();
     expect(restoredDiarization({ speakers: [], mergedInto: { 1: "x" }, frames: 5 })).toBeNull();
+    // kept by a VAD from before the within-run scatter: restored without it, which the next run of a second or more starts
+    const older = restoredDiarization({ ...(savedDiarization(state) as object), within: undefined })!;
+    expect(older.within).toBeNull();
+    expect(older.speakers).toEqual(state.speakers);
+    expect(next(older, cut(B, 5, 11))).toBe(1);
+    vad.free();
   });
 });
