@@ -50,7 +50,9 @@ const perSetting = Number(args.get("conversations") ?? 8);
 const seed = Number(args.get("seed") ?? 29);
 const longMinutes = Number(args.get("long-minutes") ?? 30);
 const RATE = 16_000;
-const overrides: Record<string, number> = Object.fromEntries((args.get("set") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
+/** `--name a=1,b=2` as { a: 1, b: 2 } (empty when the option is absent). */
+const numbersOf = (name: string): Record<string, number> => Object.fromEntries((args.get(name) ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
+const overrides = numbersOf("set");
 
 const SPEAKERS = testSpeakers();
 const MATERIAL = SPEAKERS.map((s) => speakerMaterial(s.clips));
@@ -128,9 +130,9 @@ function cpuSeconds(): number {
 }
 
 /** `--online-set bicPenalty=2,glrFloor=0.3`: online settings to try. */
-const onlineSettings: Record<string, number> = Object.fromEntries((args.get("online-set") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
+const onlineSettings = numbersOf("online-set");
 /** `--online-turn aggressiveness=2`: the live sessions' `turn_detection` (server_vad) settings to try, sent in their `session.update` too. */
-const onlineTurn: Record<string, number> = Object.fromEntries((args.get("online-turn") ?? "").split(",").filter(Boolean).map((kv) => [kv.split("=")[0]!, Number(kv.split("=")[1])]));
+const onlineTurn = numbersOf("online-turn");
 /**
  * `--online 1`: the live labels too, as a realtime session gives them (count estimated),
  * labelled in this process; `--online session`: and through a running service's
