@@ -191,8 +191,9 @@ static void print_words(const struct word_list *words) {
  * Ends the open utterance and reports its words. The final pass (bestpath over the
  * first pass's lattice) now and then finds no path at all and leaves no hypothesis,
  * though the first pass had one: 9 of 135 streamed items of bench/diarization.ts's
- * three-speaker conversations came back without words (jfk.wav's neighbours fed 13.31 s:
- * 26 words running, none final; 13.0 s of the same audio ended with 26). Then the first
+ * three-speaker conversations came back without words (one of them, 13.31 s: 26 words
+ * running, none final; its first 13.0 s ended with 26), and 14 of jfk.wav's 100 prefixes
+ * cut every 0.1 s (services/vad/stream-decoders.test.ts). Then the first
  * pass's words, read just before the end, are the utterance's words, without a
  * probability (the first pass gives none: its segments all say 1).
  */
