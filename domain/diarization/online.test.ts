@@ -90,6 +90,8 @@ describe("live speaker labels, one item at a time", () => {
     expect(older.within).toBeNull();
     expect(older.speakers).toEqual(state.speakers);
     expect(next(older, cut(B, 5, 11))).toBe(1);
+    // a scatter that is not the speakers' dims × dims
+    expect(restoredDiarization({ ...(savedDiarization(state) as object), within: { df: 10, scatter: [1, 2, 3] } })).toBeNull();
     vad.free();
   });
 });

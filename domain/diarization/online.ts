@@ -95,7 +95,7 @@ const savedShape = z.object({
   mergedInto: z.record(z.string(), z.number().int().nonnegative()),
   frames: z.number().nonnegative(),
   within: z.object({ df: z.number().nonnegative(), scatter: z.array(z.number()) }).nullish(),
-});
+}).refine((st) => !st.within || st.speakers.every((sp) => sp.outer.length === st.within!.scatter.length) && Number.isInteger(Math.sqrt(st.within.scatter.length)), "the within-run scatter holds dims × dims sums, as each speaker's");
 
 /** The state back from `savedDiarization`'s JSON, or null when it is not one. */
 export function restoredDiarization(json: unknown): OnlineDiarization | null {
